@@ -1,0 +1,147 @@
+// Free functions: factories and ops, spelled as torch:: spells them.
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <loom/tensor.h>
+
+#pragma GCC visibility push(default)
+namespace loom {
+
+// ---- factories (record a node; no data is produced until materialization)
+Tensor empty(IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
+Tensor zeros(IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
+Tensor ones(IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
+Tensor full(IntArrayRef sizes, const Scalar& value, const TensorOptions& o = {}, LOOM_LOC);
+Tensor arange(const Scalar& end, const TensorOptions& o = {}, LOOM_LOC);
+Tensor arange(const Scalar& start, const Scalar& end, const TensorOptions& o = {}, LOOM_LOC);
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const TensorOptions& o = {}, LOOM_LOC);
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, const TensorOptions& o = {}, LOOM_LOC);
+Tensor eye(int64_t n, const TensorOptions& o = {}, LOOM_LOC);
+Tensor eye(int64_t n, int64_t m, const TensorOptions& o = {}, LOOM_LOC);
+Tensor rand(IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
+Tensor randn(IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
+Tensor randint(int64_t high, IntArrayRef sizes, const TensorOptions& o = kLong, LOOM_LOC);
+Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, const TensorOptions& o = kLong, LOOM_LOC);
+Tensor empty_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);
+Tensor zeros_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);
+Tensor ones_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);
+Tensor full_like(const Tensor& t, const Scalar& value, const TensorOptions& o = {}, LOOM_LOC);
+Tensor rand_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);
+Tensor randn_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);
+
+// Borrow memory the caller owns (contiguous unless strides are given). The
+// tensor reads and writes it in place; `deleter` runs when loom lets go.
+Tensor from_blob(void* data, IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
+Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const TensorOptions& o = {}, LOOM_LOC);
+Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> deleter,
+                 const TensorOptions& o = {}, LOOM_LOC);
+
+// Copy-in constructors: tensor({1, 2, 3}), tensor(vec).reshape({2, 2}).
+// Floating-point values default to float32 and integers to int64, as in PyTorch.
+template <class T> Tensor tensor(const std::vector<T>& values, const TensorOptions& o = {}, LOOM_LOC);
+template <class T> Tensor tensor(std::initializer_list<T> values, const TensorOptions& o = {}, LOOM_LOC) {
+  return tensor(std::vector<T>(values), o, loc);
+}
+Tensor scalar_tensor(const Scalar& s, const TensorOptions& o = {}, LOOM_LOC);
+
+// Seeds the default generator. Random values come from Philox-4x32-10 indexed
+// by (seed, offset + element): the same on every backend and thread count.
+void manual_seed(uint64_t seed);
+
+// ---- pointwise
+Tensor neg(const Tensor& x, LOOM_LOC);
+Tensor abs(const Tensor& x, LOOM_LOC);
+Tensor exp(const Tensor& x, LOOM_LOC);
+Tensor log(const Tensor& x, LOOM_LOC);
+Tensor log1p(const Tensor& x, LOOM_LOC);
+Tensor expm1(const Tensor& x, LOOM_LOC);
+Tensor sqrt(const Tensor& x, LOOM_LOC);
+Tensor rsqrt(const Tensor& x, LOOM_LOC);
+Tensor sin(const Tensor& x, LOOM_LOC);
+Tensor cos(const Tensor& x, LOOM_LOC);
+Tensor tanh(const Tensor& x, LOOM_LOC);
+Tensor sigmoid(const Tensor& x, LOOM_LOC);
+Tensor relu(const Tensor& x, LOOM_LOC);
+// approximate: "none" (exact, erf) or "tanh", as torch::gelu.
+Tensor gelu(const Tensor& x, const std::string& approximate = "none", LOOM_LOC);
+Tensor silu(const Tensor& x, LOOM_LOC);
+Tensor erf(const Tensor& x, LOOM_LOC);
+Tensor floor(const Tensor& x, LOOM_LOC);
+Tensor ceil(const Tensor& x, LOOM_LOC);
+Tensor round(const Tensor& x, LOOM_LOC);
+Tensor sign(const Tensor& x, LOOM_LOC);
+Tensor reciprocal(const Tensor& x, LOOM_LOC);
+Tensor square(const Tensor& x, LOOM_LOC);
+Tensor logical_not(const Tensor& x, LOOM_LOC);
+
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1, LOOM_LOC);
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha = 1, LOOM_LOC);
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1, LOOM_LOC);
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha = 1, LOOM_LOC);
+Tensor mul(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor mul(const Tensor& a, const Scalar& b, LOOM_LOC);
+Tensor div(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor div(const Tensor& a, const Scalar& b, LOOM_LOC);
+Tensor pow(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor pow(const Tensor& a, const Scalar& b, LOOM_LOC);
+Tensor pow(const Scalar& a, const Tensor& b, LOOM_LOC);
+Tensor maximum(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor minimum(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor fmod(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor fmod(const Tensor& a, const Scalar& b, LOOM_LOC);
+Tensor remainder(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor remainder(const Tensor& a, const Scalar& b, LOOM_LOC);
+Tensor eq(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor ne(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor lt(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor le(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor gt(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor ge(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor logical_and(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor logical_or(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b, LOOM_LOC);
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b, LOOM_LOC);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, LOOM_LOC);
+
+// ---- reductions
+Tensor sum(const Tensor& x, LOOM_LOC);
+Tensor sum(const Tensor& x, IntArrayRef dims, bool keepdim = false, LOOM_LOC);
+Tensor mean(const Tensor& x, LOOM_LOC);
+Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim = false, LOOM_LOC);
+Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim = false, LOOM_LOC);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC);
+
+// ---- products, joins, indexing, normalizers
+Tensor matmul(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor mm(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor bmm(const Tensor& a, const Tensor& b, LOOM_LOC);
+// beta * self + alpha * (m1 @ m2)
+Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scalar& beta = 1,
+             const Scalar& alpha = 1, LOOM_LOC);
+// x @ weight^T + bias, weight: [out, in]
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, LOOM_LOC);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, LOOM_LOC);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, LOOM_LOC);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+Tensor embedding(const Tensor& weight, const Tensor& indices, LOOM_LOC);
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);
+// num_classes = -1 infers it from the data (a materialization point, as in PyTorch).
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1, LOOM_LOC);
+Tensor tril(const Tensor& x, int64_t diagonal = 0, LOOM_LOC);
+Tensor triu(const Tensor& x, int64_t diagonal = 0, LOOM_LOC);
+
+// PyTorch's result_type for two operands (tensor priority over scalars).
+ScalarType result_type(const Tensor& a, const Tensor& b);
+ScalarType result_type(const Tensor& a, const Scalar& b);
+
+}  // namespace loom
+#pragma GCC visibility pop

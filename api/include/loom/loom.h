@@ -1,0 +1,11 @@
+// The one header a user includes.
+#pragma once
+#include <loom/array_ref.h>
+#include <loom/device.h>
+#include <loom/dtype.h>
+#include <loom/error.h>
+#include <loom/functions.h>
+#include <loom/options.h>
+#include <loom/runtime.h>
+#include <loom/scalar.h>
+#include <loom/tensor.h>

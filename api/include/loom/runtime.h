@@ -1,0 +1,64 @@
+// The few explicitly lazy parts of the API: sync, metrics, explain, and the
+// runtime's switches (backend, graph-size bound).
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include <loom/device.h>
+#include <loom/tensor.h>
+
+#pragma GCC visibility push(default)
+namespace loom {
+
+// Computes every live pending tensor of this thread on `device` in one graph
+// (PyTorch Lazy Tensors' mark_step). Returns once the results are valid.
+void sync(Device device = Device(kCPU));
+// Syncs every device this thread has pending work on.
+void sync_all();
+
+// Counters since process start (or reset_metrics). Thread-safe snapshot.
+struct Metrics {
+  int64_t nodes_recorded = 0;      // ops recorded by the API
+  int64_t graphs_materialized = 0; // graphs executed (hits + misses)
+  int64_t graph_nodes = 0;         // nodes in those graphs, summed
+  int64_t graph_cuts = 0;          // automatic syncs because a graph grew past the bound
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;        // each one is a compile
+  int64_t hash_collisions = 0;     // equal hashes whose canonical forms differed
+  int64_t compile_ns = 0;          // time in Backend::compile
+  int64_t execute_ns = 0;          // time in Executable::run
+  int64_t kernels_launched = 0;    // kernels (or reference nodes) executed
+  int64_t bytes_allocated = 0;     // buffer bytes allocated
+  int64_t buffers_allocated = 0;
+  std::string to_string() const;   // an aligned two-column table
+};
+Metrics metrics();
+void reset_metrics();
+std::ostream& operator<<(std::ostream& os, const Metrics& m);
+
+// The pending graph behind `t`, one node per line, without running it.
+std::string explain(const Tensor& t);
+
+// Backend used for CPU graphs: "reference" (node-by-node C++) today;
+// LOOM_BACKEND sets the default. Returns the previous name.
+std::string set_backend(const std::string& name);
+std::string backend_name(DeviceType device = kCPU);
+
+// A thread's pending graph is synced automatically once this many nodes have
+// been recorded since its last sync (LOOM_MAX_PENDING_NODES, default 10000).
+void set_max_pending_nodes(int64_t n);
+int64_t max_pending_nodes();
+
+// Drops every cached executable (tests and benchmarks of cold starts).
+void clear_executable_cache();
+size_t executable_cache_size();
+
+namespace testing {
+// Makes every graph hash to `value` (0 turns it off), to prove that a hash
+// collision is detected by comparing canonical forms. Tests only.
+void force_graph_hash(uint64_t value);
+}  // namespace testing
+
+}  // namespace loom
+#pragma GCC visibility pop

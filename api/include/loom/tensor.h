@@ -1,0 +1,294 @@
+// loom::Tensor: the handle users hold. Every method records a node; nothing
+// is computed until a value is needed (item, to_vector, data_ptr, printing,
+// to(kCPU) of a pending tensor, loom::sync()).
+//
+// Every op takes a trailing `SourceLoc loc = SourceLoc::current()`, so a
+// record-time error names the caller's file:line. Operators get theirs
+// through TensorArg / ScalarArg, which capture it on conversion.
+#pragma once
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <loom/array_ref.h>
+#include <loom/device.h>
+#include <loom/dtype.h>
+#include <loom/error.h>
+#include <loom/options.h>
+#include <loom/scalar.h>
+
+#pragma GCC visibility push(default)
+namespace loom {
+
+namespace detail {
+struct TensorImpl;
+}
+
+#define LOOM_LOC SourceLoc loc = SourceLoc::current()
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined, as a default torch::Tensor
+  explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata (never materializes)
+  bool defined() const { return impl_ != nullptr; }
+  IntArrayRef sizes() const;
+  int64_t size(int64_t dim) const;
+  IntArrayRef strides() const;
+  int64_t stride(int64_t dim) const;
+  int64_t storage_offset() const;
+  int64_t dim() const;
+  int64_t ndimension() const { return dim(); }
+  int64_t numel() const;
+  ScalarType dtype() const;
+  ScalarType scalar_type() const { return dtype(); }
+  size_t element_size() const { return loom::element_size(dtype()); }
+  Device device() const;
+  TensorOptions options() const;
+  bool is_contiguous() const;
+  bool is_cuda() const { return device().is_cuda(); }
+  bool is_floating_point() const { return loom::is_floating_point(dtype()); }
+  // True while the value is a recorded graph not yet computed.
+  bool is_pending() const;
+  // Same underlying storage (views of one another, or the same tensor).
+  bool is_alias_of(const Tensor& other) const;
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  const std::shared_ptr<detail::TensorImpl>& impl() const { return impl_; }
+
+  // ---- values (materialize: runs the pending graph of this thread and device)
+  template <class T> T item(LOOM_LOC) const;
+  Scalar item(LOOM_LOC) const;
+  // Pointer into the materialized storage at this tensor's offset (libtorch
+  // semantics: strided, valid while the tensor lives and is not written again).
+  template <class T> T* data_ptr(LOOM_LOC) const;
+  template <class T> const T* const_data_ptr(LOOM_LOC) const { return data_ptr<T>(loc); }
+  // The elements in logical (row-major) order.
+  template <class T> std::vector<T> to_vector(LOOM_LOC) const;
+
+  // ---- conversion and copies
+  Tensor to(ScalarType t, LOOM_LOC) const;
+  Tensor to(Device d, LOOM_LOC) const;
+  Tensor to(Device d, ScalarType t, LOOM_LOC) const;
+  Tensor to(const TensorOptions& o, LOOM_LOC) const;
+  Tensor cpu(LOOM_LOC) const { return to(Device(kCPU), loc); }
+  Tensor cuda(LOOM_LOC) const { return to(Device(kCUDA, 0), loc); }
+  Tensor contiguous(LOOM_LOC) const;
+  Tensor clone(LOOM_LOC) const;
+  Tensor detach() const;
+
+  // ---- pointwise
+  Tensor neg(LOOM_LOC) const;
+  Tensor abs(LOOM_LOC) const;
+  Tensor exp(LOOM_LOC) const;
+  Tensor log(LOOM_LOC) const;
+  Tensor log1p(LOOM_LOC) const;
+  Tensor expm1(LOOM_LOC) const;
+  Tensor sqrt(LOOM_LOC) const;
+  Tensor rsqrt(LOOM_LOC) const;
+  Tensor sin(LOOM_LOC) const;
+  Tensor cos(LOOM_LOC) const;
+  Tensor tanh(LOOM_LOC) const;
+  Tensor sigmoid(LOOM_LOC) const;
+  Tensor relu(LOOM_LOC) const;
+  Tensor erf(LOOM_LOC) const;
+  Tensor floor(LOOM_LOC) const;
+  Tensor ceil(LOOM_LOC) const;
+  Tensor round(LOOM_LOC) const;
+  Tensor sign(LOOM_LOC) const;
+  Tensor reciprocal(LOOM_LOC) const;
+  Tensor logical_not(LOOM_LOC) const;
+  Tensor square(LOOM_LOC) const;
+
+  Tensor add(const Tensor& other, const Scalar& alpha = 1, LOOM_LOC) const;
+  Tensor add(const Scalar& other, const Scalar& alpha = 1, LOOM_LOC) const;
+  Tensor sub(const Tensor& other, const Scalar& alpha = 1, LOOM_LOC) const;
+  Tensor sub(const Scalar& other, const Scalar& alpha = 1, LOOM_LOC) const;
+  Tensor mul(const Tensor& other, LOOM_LOC) const;
+  Tensor mul(const Scalar& other, LOOM_LOC) const;
+  Tensor div(const Tensor& other, LOOM_LOC) const;
+  Tensor div(const Scalar& other, LOOM_LOC) const;
+  Tensor pow(const Tensor& exponent, LOOM_LOC) const;
+  Tensor pow(const Scalar& exponent, LOOM_LOC) const;
+  Tensor maximum(const Tensor& other, LOOM_LOC) const;
+  Tensor minimum(const Tensor& other, LOOM_LOC) const;
+  Tensor fmod(const Tensor& other, LOOM_LOC) const;
+  Tensor fmod(const Scalar& other, LOOM_LOC) const;
+  Tensor remainder(const Tensor& other, LOOM_LOC) const;
+  Tensor remainder(const Scalar& other, LOOM_LOC) const;
+  Tensor eq(const Tensor& other, LOOM_LOC) const;
+  Tensor eq(const Scalar& other, LOOM_LOC) const;
+  Tensor ne(const Tensor& other, LOOM_LOC) const;
+  Tensor ne(const Scalar& other, LOOM_LOC) const;
+  Tensor lt(const Tensor& other, LOOM_LOC) const;
+  Tensor lt(const Scalar& other, LOOM_LOC) const;
+  Tensor le(const Tensor& other, LOOM_LOC) const;
+  Tensor le(const Scalar& other, LOOM_LOC) const;
+  Tensor gt(const Tensor& other, LOOM_LOC) const;
+  Tensor gt(const Scalar& other, LOOM_LOC) const;
+  Tensor ge(const Tensor& other, LOOM_LOC) const;
+  Tensor ge(const Scalar& other, LOOM_LOC) const;
+  Tensor logical_and(const Tensor& other, LOOM_LOC) const;
+  Tensor logical_or(const Tensor& other, LOOM_LOC) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, LOOM_LOC) const;
+  Tensor clamp_min(const Scalar& min, LOOM_LOC) const;
+  Tensor clamp_max(const Scalar& max, LOOM_LOC) const;
+  Tensor where(const Tensor& condition, const Tensor& other, LOOM_LOC) const;
+
+  // ---- in place (the tensor keeps its storage; views of it see the write)
+  Tensor& add_(const Tensor& other, const Scalar& alpha = 1, LOOM_LOC);
+  Tensor& add_(const Scalar& other, const Scalar& alpha = 1, LOOM_LOC);
+  Tensor& sub_(const Tensor& other, const Scalar& alpha = 1, LOOM_LOC);
+  Tensor& sub_(const Scalar& other, const Scalar& alpha = 1, LOOM_LOC);
+  Tensor& mul_(const Tensor& other, LOOM_LOC);
+  Tensor& mul_(const Scalar& other, LOOM_LOC);
+  Tensor& div_(const Tensor& other, LOOM_LOC);
+  Tensor& div_(const Scalar& other, LOOM_LOC);
+  Tensor& pow_(const Scalar& exponent, LOOM_LOC);
+  Tensor& pow_(const Tensor& exponent, LOOM_LOC);
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt, LOOM_LOC);
+  Tensor& neg_(LOOM_LOC);
+  Tensor& abs_(LOOM_LOC);
+  Tensor& exp_(LOOM_LOC);
+  Tensor& log_(LOOM_LOC);
+  Tensor& sqrt_(LOOM_LOC);
+  Tensor& tanh_(LOOM_LOC);
+  Tensor& sigmoid_(LOOM_LOC);
+  Tensor& relu_(LOOM_LOC);
+  Tensor& floor_(LOOM_LOC);
+  Tensor& round_(LOOM_LOC);
+  Tensor& copy_(const Tensor& src, LOOM_LOC);
+  Tensor& fill_(const Scalar& value, LOOM_LOC);
+  Tensor& zero_(LOOM_LOC);
+
+  // ---- reductions (dims may be negative; keepdim as in PyTorch)
+  Tensor sum(LOOM_LOC) const;
+  Tensor sum(IntArrayRef dims, bool keepdim = false, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
+  Tensor mean(LOOM_LOC) const;
+  Tensor mean(IntArrayRef dims, bool keepdim = false, LOOM_LOC) const;
+  Tensor prod(LOOM_LOC) const;
+  Tensor prod(int64_t dim, bool keepdim = false, LOOM_LOC) const;
+  Tensor max(LOOM_LOC) const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false, LOOM_LOC) const;
+  Tensor min(LOOM_LOC) const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false, LOOM_LOC) const;
+  Tensor amax(IntArrayRef dims = {}, bool keepdim = false, LOOM_LOC) const;
+  Tensor amin(IntArrayRef dims = {}, bool keepdim = false, LOOM_LOC) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC) const;
+  Tensor var(bool unbiased = true, LOOM_LOC) const;
+  Tensor var(IntArrayRef dims, bool unbiased = true, bool keepdim = false, LOOM_LOC) const;
+  Tensor std(bool unbiased = true, LOOM_LOC) const;
+  Tensor std(IntArrayRef dims, bool unbiased = true, bool keepdim = false, LOOM_LOC) const;
+  Tensor logsumexp(IntArrayRef dims, bool keepdim = false, LOOM_LOC) const;
+  Tensor all(LOOM_LOC) const;
+  Tensor all(int64_t dim, bool keepdim = false, LOOM_LOC) const;
+  Tensor any(LOOM_LOC) const;
+  Tensor any(int64_t dim, bool keepdim = false, LOOM_LOC) const;
+  Tensor norm(const Scalar& p = 2, LOOM_LOC) const;
+  Tensor norm(const Scalar& p, IntArrayRef dims, bool keepdim = false, LOOM_LOC) const;
+
+  // ---- views (share storage; writes through them reach the base)
+  Tensor view(IntArrayRef sizes, LOOM_LOC) const;
+  Tensor reshape(IntArrayRef sizes, LOOM_LOC) const;
+  Tensor view_as(const Tensor& other, LOOM_LOC) const { return view(other.sizes(), loc); }
+  Tensor reshape_as(const Tensor& other, LOOM_LOC) const { return reshape(other.sizes(), loc); }
+  Tensor permute(IntArrayRef dims, LOOM_LOC) const;
+  Tensor transpose(int64_t dim0, int64_t dim1, LOOM_LOC) const;
+  Tensor t(LOOM_LOC) const;
+  Tensor expand(IntArrayRef sizes, LOOM_LOC) const;
+  Tensor expand_as(const Tensor& other, LOOM_LOC) const { return expand(other.sizes(), loc); }
+  Tensor squeeze(LOOM_LOC) const;
+  Tensor squeeze(int64_t dim, LOOM_LOC) const;
+  Tensor unsqueeze(int64_t dim, LOOM_LOC) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1, LOOM_LOC) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length, LOOM_LOC) const;
+  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+               std::optional<int64_t> end = std::nullopt, int64_t step = 1, LOOM_LOC) const;
+  Tensor select(int64_t dim, int64_t index, LOOM_LOC) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0, LOOM_LOC) const;
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0, LOOM_LOC) const;
+  std::vector<Tensor> split(IntArrayRef split_sizes, int64_t dim = 0, LOOM_LOC) const;
+  std::vector<Tensor> unbind(int64_t dim = 0, LOOM_LOC) const;
+
+  // ---- products, indexing, normalizers
+  Tensor matmul(const Tensor& other, LOOM_LOC) const;
+  Tensor mm(const Tensor& other, LOOM_LOC) const;
+  Tensor bmm(const Tensor& other, LOOM_LOC) const;
+  Tensor index_select(int64_t dim, const Tensor& index, LOOM_LOC) const;
+  Tensor gather(int64_t dim, const Tensor& index, LOOM_LOC) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC) const;
+  Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
+  Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
+  Tensor tril(int64_t diagonal = 0, LOOM_LOC) const;
+  Tensor triu(int64_t diagonal = 0, LOOM_LOC) const;
+
+  // ---- compound assignment (in place, as in libtorch)
+  Tensor& operator+=(const Tensor& o) { return add_(o); }
+  Tensor& operator+=(const Scalar& o) { return add_(o); }
+  Tensor& operator-=(const Tensor& o) { return sub_(o); }
+  Tensor& operator-=(const Scalar& o) { return sub_(o); }
+  Tensor& operator*=(const Tensor& o) { return mul_(o); }
+  Tensor& operator*=(const Scalar& o) { return mul_(o); }
+  Tensor& operator/=(const Tensor& o) { return div_(o); }
+  Tensor& operator/=(const Scalar& o) { return div_(o); }
+
+ private:
+  std::shared_ptr<detail::TensorImpl> impl_;
+};
+
+// Operator operands that remember where the expression was written.
+struct TensorArg {
+  const Tensor& t;
+  SourceLoc loc;
+  TensorArg(const Tensor& t, SourceLoc l = SourceLoc::current()) : t(t), loc(l) {}  // NOLINT
+};
+struct ScalarArg {
+  Scalar s;
+  SourceLoc loc;
+  template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  ScalarArg(T v, SourceLoc l = SourceLoc::current()) : s(v), loc(l) {}  // NOLINT
+};
+
+Tensor operator-(TensorArg a);
+Tensor operator+(const Tensor& a, TensorArg b);
+Tensor operator+(const Tensor& a, ScalarArg b);
+Tensor operator+(ScalarArg a, const Tensor& b);
+Tensor operator-(const Tensor& a, TensorArg b);
+Tensor operator-(const Tensor& a, ScalarArg b);
+Tensor operator-(ScalarArg a, const Tensor& b);
+Tensor operator*(const Tensor& a, TensorArg b);
+Tensor operator*(const Tensor& a, ScalarArg b);
+Tensor operator*(ScalarArg a, const Tensor& b);
+Tensor operator/(const Tensor& a, TensorArg b);
+Tensor operator/(const Tensor& a, ScalarArg b);
+Tensor operator/(ScalarArg a, const Tensor& b);
+Tensor operator%(const Tensor& a, TensorArg b);
+Tensor operator%(const Tensor& a, ScalarArg b);
+Tensor operator==(const Tensor& a, TensorArg b);
+Tensor operator==(const Tensor& a, ScalarArg b);
+Tensor operator!=(const Tensor& a, TensorArg b);
+Tensor operator!=(const Tensor& a, ScalarArg b);
+Tensor operator<(const Tensor& a, TensorArg b);
+Tensor operator<(const Tensor& a, ScalarArg b);
+Tensor operator<=(const Tensor& a, TensorArg b);
+Tensor operator<=(const Tensor& a, ScalarArg b);
+Tensor operator>(const Tensor& a, TensorArg b);
+Tensor operator>(const Tensor& a, ScalarArg b);
+Tensor operator>=(const Tensor& a, TensorArg b);
+Tensor operator>=(const Tensor& a, ScalarArg b);
+Tensor operator&(const Tensor& a, TensorArg b);  // logical and of bool tensors
+Tensor operator|(const Tensor& a, TensorArg b);
+Tensor operator~(TensorArg a);                   // logical not of a bool tensor
+Tensor operator!(TensorArg a);
+
+// Prints like libtorch (values, then "[ CPUFloatType{2,3} ]"). Materializes.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+
+}  // namespace loom
+#pragma GCC visibility pop

@@ -1,0 +1,78 @@
+// The vocabulary types' behaviour: error text, dtype names and promotion,
+// device parsing, printing of scalars and sizes.
+#include <loom/array_ref.h>
+#include <loom/device.h>
+#include <loom/dtype.h>
+#include <loom/error.h>
+#include <loom/scalar.h>
+
+#include <cstring>
+
+namespace loom {
+
+namespace detail {
+[[noreturn]] void throw_error(const char* op, const std::string& msg, const SourceLoc& loc) {
+  std::string file = loc.file_name();
+  std::ostringstream os;
+  os << "loom: " << op << ": " << msg << " (called from " << file << ":" << loc.line() << ")";
+  throw Error(os.str());
+}
+}  // namespace detail
+
+std::string_view to_string(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "Bool";
+    case ScalarType::Int: return "Int";
+    case ScalarType::Long: return "Long";
+    case ScalarType::Float: return "Float";
+    case ScalarType::Double: return "Double";
+  }
+  return "?";
+}
+
+std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << to_string(t); }
+
+ScalarType promote_types(ScalarType a, ScalarType b) {
+  if (a == b) return a;
+  // bool < int32 < int64 < float32 < float64 is a total order for these five.
+  return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
+}
+
+Device::Device(const std::string& spec) : type_(kCPU), index_(-1) {
+  std::string kind = spec, idx;
+  if (auto colon = spec.find(':'); colon != std::string::npos) {
+    kind = spec.substr(0, colon);
+    idx = spec.substr(colon + 1);
+  }
+  if (kind == "cpu") type_ = kCPU;
+  else if (kind == "cuda") type_ = kCUDA;
+  else throw Error("loom: Device: expected a device string like 'cpu', 'cuda' or 'cuda:1' but got '" + spec + "'");
+  if (!idx.empty()) {
+    char* end = nullptr;
+    long v = std::strtol(idx.c_str(), &end, 10);
+    if (*end || v < 0 || v > 127) throw Error("loom: Device: bad device index in '" + spec + "'");
+    index_ = static_cast<int8_t>(v);
+  }
+}
+
+std::string Device::str() const {
+  std::string s = type_ == kCPU ? "cpu" : "cuda";
+  if (index_ >= 0 && type_ != kCPU) s += ":" + std::to_string(index_);
+  return s;
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }
+
+std::ostream& operator<<(std::ostream& os, const Scalar& s) {
+  if (s.isBoolean()) return os << (s.toBool() ? "true" : "false");
+  if (s.isIntegral()) return os << s.toLong();
+  return os << s.toDouble();
+}
+
+std::ostream& operator<<(std::ostream& os, IntArrayRef a) {
+  os << "[";
+  for (size_t i = 0; i < a.size(); ++i) os << (i ? ", " : "") << a[i];
+  return os << "]";
+}
+
+}  // namespace loom

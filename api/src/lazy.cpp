@@ -1,0 +1,203 @@
+// Pending lists, sync and materialization. See docs/ARCHITECTURE.md, "sync".
+#include "api/src/lazy.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <loom/error.h>
+#include <loom/runtime.h>
+
+#include "ir/graph.h"
+#include "runtime/executor.h"
+#include "runtime/metrics.h"
+
+namespace loom::detail {
+
+// ---------------------------------------------------------------- Storage
+
+ir::NodePtr Storage::node() const {
+  std::lock_guard lock(mu_);
+  if (error_) throw Error(*error_);
+  return node_;
+}
+
+void Storage::set_node(ir::NodePtr n) {
+  std::lock_guard lock(mu_);
+  if (error_) throw Error(*error_);
+  node_ = std::move(n);
+}
+
+void Storage::set_result(const runtime::BufferPtr& result) {
+  std::lock_guard lock(mu_);
+  if (buffer_ && buffer_ != result) {
+    std::memcpy(buffer_->data(), result->data(), result->bytes());
+  } else {
+    buffer_ = result;
+  }
+  auto input = std::make_shared<ir::Node>();
+  input->op = ir::Op::Input;
+  input->dtype = dtype;
+  input->device = device;
+  input->shape = node_->shape;
+  input->data = buffer_;
+  node_ = std::move(input);
+}
+
+void Storage::set_error(const std::string& message) {
+  std::lock_guard lock(mu_);
+  error_ = std::make_shared<const std::string>(message);
+  node_.reset();
+}
+
+bool Storage::pending() const {
+  std::lock_guard lock(mu_);
+  return !error_ && node_ && node_->op != ir::Op::Input;
+}
+
+ir::NodePtr Storage::pending_node() const {
+  std::lock_guard lock(mu_);
+  if (error_ || !node_ || node_->op == ir::Op::Input) return nullptr;
+  return node_;
+}
+
+runtime::BufferPtr Storage::buffer() const {
+  std::lock_guard lock(mu_);
+  if (error_) throw Error(*error_);
+  return node_ && node_->op == ir::Op::Input ? buffer_ : nullptr;
+}
+
+void Storage::adopt_buffer(runtime::BufferPtr b) {
+  std::lock_guard lock(mu_);
+  buffer_ = std::move(b);
+}
+
+// ---------------------------------------------------------------- pending lists
+
+namespace {
+
+int64_t initial_max_pending() {
+  const char* env = std::getenv("LOOM_MAX_PENDING_NODES");
+  return env && *env ? std::atoll(env) : 10000;
+}
+std::atomic<int64_t> g_max_pending{initial_max_pending()};
+
+struct PendingList {
+  std::vector<std::weak_ptr<Storage>> storages;
+  int64_t recorded_since_sync = 0;
+  bool syncing = false;
+};
+PendingList& pending_list() {
+  thread_local PendingList list;
+  return list;
+}
+
+void sync_device(Device device, PendingList& list) {
+  std::vector<std::shared_ptr<Storage>> outs;
+  std::vector<ir::NodePtr> out_nodes;
+  size_t keep = 0;
+  for (auto& weak : list.storages) {
+    std::shared_ptr<Storage> s = weak.lock();
+    if (!s) continue;
+    if (s->device != device) {
+      list.storages[keep++] = std::move(weak);
+      continue;
+    }
+    s->listed.store(false, std::memory_order_relaxed);
+    if (ir::NodePtr n = s->pending_node()) {
+      outs.push_back(std::move(s));
+      out_nodes.push_back(std::move(n));
+    }
+  }
+  list.storages.resize(keep);
+  if (outs.empty()) return;
+
+  std::vector<const ir::Node*> raw(out_nodes.size());
+  for (size_t i = 0; i < raw.size(); ++i) raw[i] = out_nodes[i].get();
+  thread_local ir::Graph graph;
+  ir::build_graph(raw, graph);
+  std::vector<runtime::BufferPtr> results;
+  try {
+    results = runtime::execute(graph, device);
+  } catch (const Error& e) {
+    // The failed values are never half-written: each pending storage keeps
+    // the error and raises it when read; buffers written before stay intact.
+    for (auto& s : outs) s->set_error(e.what());
+    throw;
+  }
+  for (size_t i = 0; i < outs.size(); ++i) outs[i]->set_result(results[i]);
+}
+
+void sync_list(PendingList& list, const Device* only) {
+  if (list.syncing) return;  // a cut inside a sync's own bookkeeping
+  list.syncing = true;
+  struct Reset {
+    PendingList& l;
+    ~Reset() { l.syncing = false; }
+  } reset{list};
+  list.recorded_since_sync = 0;
+  if (only) {
+    sync_device(*only, list);
+    return;
+  }
+  while (!list.storages.empty()) {
+    std::shared_ptr<Storage> first;
+    for (auto& w : list.storages)
+      if ((first = w.lock())) break;
+    if (!first) {
+      list.storages.clear();
+      break;
+    }
+    sync_device(first->device, list);
+  }
+}
+
+}  // namespace
+
+void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded) {
+  PendingList& list = pending_list();
+  if (!s->listed.exchange(true, std::memory_order_relaxed)) {
+    list.storages.emplace_back(s);
+    // Drop dead entries now and then so a long unsynced loop stays bounded.
+    if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) {
+      std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
+    }
+  }
+  list.recorded_since_sync += nodes_recorded;
+  if (list.recorded_since_sync > g_max_pending.load(std::memory_order_relaxed) && !list.syncing) {
+    runtime::bump(runtime::counters().graph_cuts);
+    sync_list(list, nullptr);
+  }
+}
+
+void materialize(const std::shared_ptr<Storage>& s) {
+  if (!s->pending()) {
+    s->node();  // raises a stored error
+    return;
+  }
+  PendingList& list = pending_list();
+  Device d = s->device;
+  sync_list(list, &d);
+  if (s->pending()) {  // recorded on another thread's list: compute it here
+    list.storages.emplace_back(s);
+    sync_list(list, &d);
+  }
+  s->node();  // raises the error if this storage's sync failed
+}
+
+}  // namespace loom::detail
+
+namespace loom {
+
+void sync(Device device) {
+  if (!device.has_index()) device = Device(device.type(), 0);
+  detail::sync_list(detail::pending_list(), &device);
+}
+
+void sync_all() { detail::sync_list(detail::pending_list(), nullptr); }
+
+void set_max_pending_nodes(int64_t n) { detail::g_max_pending.store(n < 1 ? 1 : n); }
+int64_t max_pending_nodes() { return detail::g_max_pending.load(); }
+
+}  // namespace loom

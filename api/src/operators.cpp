@@ -1,0 +1,40 @@
+// C++ operators, each the named op it spells (a + b is add(a, b)).
+#include <loom/functions.h>
+
+namespace loom {
+
+Tensor operator-(TensorArg a) { return neg(a.t, a.loc); }
+Tensor operator+(const Tensor& a, TensorArg b) { return add(a, b.t, 1, b.loc); }
+Tensor operator+(const Tensor& a, ScalarArg b) { return add(a, b.s, 1, b.loc); }
+Tensor operator+(ScalarArg a, const Tensor& b) { return add(b, a.s, 1, a.loc); }
+Tensor operator-(const Tensor& a, TensorArg b) { return sub(a, b.t, 1, b.loc); }
+Tensor operator-(const Tensor& a, ScalarArg b) { return sub(a, b.s, 1, b.loc); }
+Tensor operator-(ScalarArg a, const Tensor& b) { return add(neg(b, a.loc), a.s, 1, a.loc); }
+Tensor operator*(const Tensor& a, TensorArg b) { return mul(a, b.t, b.loc); }
+Tensor operator*(const Tensor& a, ScalarArg b) { return mul(a, b.s, b.loc); }
+Tensor operator*(ScalarArg a, const Tensor& b) { return mul(b, a.s, a.loc); }
+Tensor operator/(const Tensor& a, TensorArg b) { return div(a, b.t, b.loc); }
+Tensor operator/(const Tensor& a, ScalarArg b) { return div(a, b.s, b.loc); }
+Tensor operator/(ScalarArg a, const Tensor& b) {
+  return div(scalar_tensor(a.s, TensorOptions(result_type(b, a.s)).device(b.device()), a.loc), b, a.loc);
+}
+Tensor operator%(const Tensor& a, TensorArg b) { return remainder(a, b.t, b.loc); }
+Tensor operator%(const Tensor& a, ScalarArg b) { return remainder(a, b.s, b.loc); }
+Tensor operator==(const Tensor& a, TensorArg b) { return eq(a, b.t, b.loc); }
+Tensor operator==(const Tensor& a, ScalarArg b) { return a.eq(b.s, b.loc); }
+Tensor operator!=(const Tensor& a, TensorArg b) { return ne(a, b.t, b.loc); }
+Tensor operator!=(const Tensor& a, ScalarArg b) { return a.ne(b.s, b.loc); }
+Tensor operator<(const Tensor& a, TensorArg b) { return lt(a, b.t, b.loc); }
+Tensor operator<(const Tensor& a, ScalarArg b) { return a.lt(b.s, b.loc); }
+Tensor operator<=(const Tensor& a, TensorArg b) { return le(a, b.t, b.loc); }
+Tensor operator<=(const Tensor& a, ScalarArg b) { return a.le(b.s, b.loc); }
+Tensor operator>(const Tensor& a, TensorArg b) { return gt(a, b.t, b.loc); }
+Tensor operator>(const Tensor& a, ScalarArg b) { return a.gt(b.s, b.loc); }
+Tensor operator>=(const Tensor& a, TensorArg b) { return ge(a, b.t, b.loc); }
+Tensor operator>=(const Tensor& a, ScalarArg b) { return a.ge(b.s, b.loc); }
+Tensor operator&(const Tensor& a, TensorArg b) { return logical_and(a, b.t, b.loc); }
+Tensor operator|(const Tensor& a, TensorArg b) { return logical_or(a, b.t, b.loc); }
+Tensor operator~(TensorArg a) { return logical_not(a.t, a.loc); }
+Tensor operator!(TensorArg a) { return logical_not(a.t, a.loc); }
+
+}  // namespace loom

@@ -1,0 +1,242 @@
+// Factories: constants, ranges, random numbers, borrowed and copied-in data.
+#include <loom/export.h>
+#include <loom/functions.h>
+
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "api/src/lazy.h"
+#include "api/src/record.h"
+
+namespace loom {
+
+using detail::new_node;
+using detail::wrap;
+
+namespace {
+
+struct Generator {
+  std::mutex mu;
+  uint64_t seed = 67280421310721ull;  // PyTorch's default seed
+  uint64_t offset = 0;
+  // Reserves `n` counters of the stream; returns (seed, first offset).
+  std::pair<uint64_t, uint64_t> take(int64_t n) {
+    std::lock_guard lock(mu);
+    uint64_t first = offset;
+    offset += static_cast<uint64_t>(n);
+    return {seed, first};
+  }
+};
+Generator& generator() {
+  static Generator g;
+  return g;
+}
+
+ir::Dims checked_sizes(IntArrayRef sizes, const char* op, const SourceLoc& loc) {
+  for (int64_t s : sizes)
+    LOOM_CHECK(s >= 0, op, loc, "trying to create tensor with negative dimension ", s, ": ", sizes);
+  return detail::to_dims(sizes, op, loc);
+}
+
+Tensor full_node(const ir::Dims& shape, const Scalar& v, ScalarType dt, Device dev, const SourceLoc& loc) {
+  auto n = new_node(ir::Op::Full, dt, dev, shape, loc);
+  n->scalar[0] = ir::RtScalar{v.toDouble(), v.toLong()};
+  n->num_scalars = 1;
+  return wrap(std::move(n));
+}
+
+Tensor random(ir::Op op, IntArrayRef sizes, const TensorOptions& o, const char* name, const SourceLoc& loc) {
+  ir::Dims shape = checked_sizes(sizes, name, loc);
+  ScalarType dt = o.dtype();
+  LOOM_CHECK(is_floating_point(dt), name, loc, "expected a floating-point dtype but got ", dt);
+  auto [seed, offset] = generator().take(shape.numel());
+  auto n = new_node(op, dt, detail::resolve_device(o.device(), name, loc), shape, loc);
+  n->scalar[0] = ir::RtScalar{0, static_cast<int64_t>(seed)};
+  n->scalar[1] = ir::RtScalar{0, static_cast<int64_t>(offset)};
+  n->num_scalars = 2;
+  return wrap(std::move(n));
+}
+
+TensorOptions like(const Tensor& t, const TensorOptions& o) {
+  TensorOptions r = TensorOptions().dtype(o.has_dtype() ? o.dtype() : t.dtype());
+  return r.device(o.has_device() ? o.device() : t.device()).requires_grad(o.requires_grad());
+}
+
+// Wraps an existing buffer as a materialized tensor.
+Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims& strides, int64_t storage_numel,
+                   ScalarType dt, Device dev) {
+  auto input = std::make_shared<ir::Node>();
+  input->op = ir::Op::Input;
+  input->dtype = dt;
+  input->device = dev;
+  input->shape = ir::Dims(&storage_numel, 1);
+  input->data = buf;
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->storage = std::make_shared<detail::Storage>(std::move(input), dt, dev, storage_numel);
+  impl->storage->adopt_buffer(std::move(buf));
+  impl->view.sizes = sizes;
+  impl->view.strides = strides;
+  return Tensor(std::move(impl));
+}
+
+ir::Dims contiguous_strides(const ir::Dims& s) {
+  ir::Dims st;
+  st.n = s.n;
+  int64_t acc = 1;
+  for (int d = static_cast<int>(s.n) - 1; d >= 0; --d) {
+    st[d] = acc;
+    acc *= s[d];
+  }
+  return st;
+}
+
+}  // namespace
+
+void manual_seed(uint64_t seed) {
+  Generator& g = generator();
+  std::lock_guard lock(g.mu);
+  g.seed = seed;
+  g.offset = 0;
+}
+
+Tensor full(IntArrayRef sizes, const Scalar& value, const TensorOptions& o, SourceLoc loc) {
+  // Without a dtype, full() infers it from the value, as torch.full does.
+  ScalarType dt = o.has_dtype() ? o.dtype() : value.isBoolean() ? kBool : value.isIntegral() ? kLong : kFloat;
+  return full_node(checked_sizes(sizes, "full", loc), value, dt, detail::resolve_device(o.device(), "full", loc), loc);
+}
+Tensor empty(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  // Lazy "uninitialized" memory is zeros: never garbage, and free if overwritten.
+  return full_node(checked_sizes(sizes, "empty", loc), 0, o.dtype(), detail::resolve_device(o.device(), "empty", loc), loc);
+}
+Tensor zeros(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  return full_node(checked_sizes(sizes, "zeros", loc), 0, o.dtype(), detail::resolve_device(o.device(), "zeros", loc), loc);
+}
+Tensor ones(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  return full_node(checked_sizes(sizes, "ones", loc), 1, o.dtype(), detail::resolve_device(o.device(), "ones", loc), loc);
+}
+
+Tensor arange(const Scalar& end, const TensorOptions& o, SourceLoc loc) { return arange(0, end, 1, o, loc); }
+Tensor arange(const Scalar& start, const Scalar& end, const TensorOptions& o, SourceLoc loc) {
+  return arange(start, end, 1, o, loc);
+}
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const TensorOptions& o, SourceLoc loc) {
+  const double s = start.toDouble(), e = end.toDouble(), st = step.toDouble();
+  LOOM_CHECK(st != 0, "arange", loc, "step must be nonzero");
+  LOOM_CHECK(std::isfinite(s) && std::isfinite(e), "arange", loc, "unsupported range: ", start, " -> ", end);
+  LOOM_CHECK((st > 0 && e >= s) || (st < 0 && e <= s), "arange", loc,
+             "upper bound and larger bound inconsistent with step sign (start ", start, ", end ", end, ", step ", step, ")");
+  bool all_int = start.isIntegral(true) && end.isIntegral(true) && step.isIntegral(true);
+  ScalarType dt = o.has_dtype() ? o.dtype() : all_int ? kLong : kFloat;
+  int64_t n = all_int ? (end.toLong() - start.toLong() + step.toLong() + (step.toLong() > 0 ? -1 : 1)) / step.toLong()
+                      : static_cast<int64_t>(std::ceil((e - s) / st));
+  ir::Dims shape(&n, 1);
+  auto node = new_node(ir::Op::Arange, dt, detail::resolve_device(o.device(), "arange", loc), shape, loc);
+  node->scalar[0] = ir::RtScalar{s, start.toLong()};
+  node->scalar[1] = ir::RtScalar{st, step.toLong()};
+  node->num_scalars = 2;
+  return wrap(std::move(node));
+}
+
+Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, const TensorOptions& o, SourceLoc loc) {
+  LOOM_CHECK(steps >= 0, "linspace", loc, "number of steps must be non-negative, got ", steps);
+  ir::Dims shape(&steps, 1);
+  auto node = new_node(ir::Op::Linspace, o.dtype(), detail::resolve_device(o.device(), "linspace", loc), shape, loc);
+  node->scalar[0] = ir::RtScalar{start.toDouble(), start.toLong()};
+  node->scalar[1] = ir::RtScalar{end.toDouble(), end.toLong()};
+  node->num_scalars = 2;
+  return wrap(std::move(node));
+}
+
+Tensor eye(int64_t n, const TensorOptions& o, SourceLoc loc) { return eye(n, n, o, loc); }
+Tensor eye(int64_t n, int64_t m, const TensorOptions& o, SourceLoc loc) {
+  LOOM_CHECK(n >= 0 && m >= 0, "eye", loc, "n and m must be non-negative, got ", n, " and ", m);
+  TensorOptions idx = TensorOptions(kLong).device(o.device());
+  return eq(arange(n, idx, loc).unsqueeze(1, loc), arange(m, idx, loc), loc).to(o.dtype(), loc);
+}
+
+Tensor rand(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  return random(ir::Op::RandUniform, sizes, o, "rand", loc);
+}
+Tensor randn(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  return random(ir::Op::RandNormal, sizes, o, "randn", loc);
+}
+Tensor randint(int64_t high, IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  return randint(0, high, sizes, o, loc);
+}
+Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  LOOM_CHECK(low < high, "randint", loc, "random_ expects 'from' to be less than 'to', but got from=", low,
+             " >= to=", high);
+  Tensor u = random(ir::Op::RandUniform, sizes, TensorOptions(kDouble).device(o.device()), "randint", loc);
+  ScalarType dt = o.has_dtype() ? o.dtype() : kLong;
+  return (u.mul(static_cast<double>(high - low), loc).floor(loc).add(static_cast<double>(low), 1, loc)).to(dt, loc);
+}
+
+Tensor empty_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return empty(t.sizes(), like(t, o), loc); }
+Tensor zeros_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return zeros(t.sizes(), like(t, o), loc); }
+Tensor ones_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return ones(t.sizes(), like(t, o), loc); }
+Tensor full_like(const Tensor& t, const Scalar& v, const TensorOptions& o, SourceLoc loc) {
+  return full(t.sizes(), v, like(t, o), loc);
+}
+Tensor rand_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return rand(t.sizes(), like(t, o), loc); }
+Tensor randn_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return randn(t.sizes(), like(t, o), loc); }
+
+namespace {
+Tensor blob(void* data, const ir::Dims& shape, const ir::Dims& strides, std::function<void(void*)> deleter,
+            const TensorOptions& o, const SourceLoc& loc) {
+  LOOM_CHECK(data != nullptr || shape.numel() == 0, "from_blob", loc, "data pointer is null");
+  LOOM_CHECK(o.device().is_cpu(), "from_blob", loc, "only host memory can be borrowed, got device ", o.device());
+  int64_t extent = shape.numel() ? 1 : 0;  // elements the view can reach
+  for (size_t d = 0; d < shape.n; ++d) {
+    LOOM_CHECK(strides[d] >= 0, "from_blob", loc, "negative strides are not supported: ", detail::to_ref(strides));
+    if (shape.numel()) extent += (shape[d] - 1) * strides[d];
+  }
+  auto buf = runtime::Buffer::borrow(data, extent * element_size(o.dtype()), Device(kCPU, 0), std::move(deleter));
+  return from_buffer(std::move(buf), shape, strides, extent, o.dtype(), Device(kCPU, 0));
+}
+}  // namespace
+
+Tensor from_blob(void* data, IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
+  ir::Dims shape = checked_sizes(sizes, "from_blob", loc);
+  return blob(data, shape, contiguous_strides(shape), {}, o, loc);
+}
+
+Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const TensorOptions& o, SourceLoc loc) {
+  ir::Dims shape = checked_sizes(sizes, "from_blob", loc);
+  LOOM_CHECK(strides.size() == sizes.size(), "from_blob", loc, "sizes ", sizes, " and strides ", strides,
+             " must have the same length");
+  return blob(data, shape, detail::to_dims(strides, "from_blob", loc), {}, o, loc);
+}
+
+Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> deleter, const TensorOptions& o,
+                 SourceLoc loc) {
+  ir::Dims shape = checked_sizes(sizes, "from_blob", loc);
+  return blob(data, shape, contiguous_strides(shape), std::move(deleter), o, loc);
+}
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, const TensorOptions& o, SourceLoc loc) {
+  // As in PyTorch: floating point -> float32, integers -> int64, bool -> bool.
+  constexpr ScalarType natural = std::is_same_v<T, bool> ? kBool : std::is_integral_v<T> ? kLong : kFloat;
+  const int64_t n = static_cast<int64_t>(values.size());
+  auto buf = runtime::Buffer::allocate(Device(kCPU, 0), n * element_size(natural));
+  using Natural = std::conditional_t<std::is_same_v<T, bool>, bool, std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
+  auto* p = buf->as<Natural>();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<Natural>(values[i]);
+  ir::Dims shape(&n, 1);
+  Tensor t = from_buffer(std::move(buf), shape, contiguous_strides(shape), n, natural, Device(kCPU, 0));
+  return t.to(o.has_dtype() ? o.dtype() : natural, loc).to(o.device(), loc);
+}
+
+template LOOM_EXPORT Tensor tensor<bool>(const std::vector<bool>&, const TensorOptions&, SourceLoc);
+template LOOM_EXPORT Tensor tensor<int32_t>(const std::vector<int32_t>&, const TensorOptions&, SourceLoc);
+template LOOM_EXPORT Tensor tensor<int64_t>(const std::vector<int64_t>&, const TensorOptions&, SourceLoc);
+template LOOM_EXPORT Tensor tensor<float>(const std::vector<float>&, const TensorOptions&, SourceLoc);
+template LOOM_EXPORT Tensor tensor<double>(const std::vector<double>&, const TensorOptions&, SourceLoc);
+
+Tensor scalar_tensor(const Scalar& s, const TensorOptions& o, SourceLoc loc) {
+  ScalarType dt = o.has_dtype() ? o.dtype() : kFloat;  // torch.scalar_tensor defaults to the default dtype
+  return full_node(ir::Dims{}, s, dt, detail::resolve_device(o.device(), "scalar_tensor", loc), loc);
+}
+
+}  // namespace loom

@@ -1,0 +1,324 @@
+// Pointwise ops: shape rule (NumPy broadcast), dtype rule (PyTorch
+// promotion), and the node each records. Their scalar semantics live in
+// runtime/reference/eval_pointwise.cpp.
+#include <loom/functions.h>
+
+#include <limits>
+
+#include "api/src/record.h"
+
+namespace loom {
+
+using detail::impl_of;
+using detail::new_node;
+using detail::wrap;
+
+// ---------------------------------------------------------------- promotion
+namespace {
+int category(ScalarType t) { return t == kBool ? 0 : is_integral(t) ? 1 : 2; }
+int category(const Scalar& s) { return s.isBoolean() ? 0 : s.isIntegral() ? 1 : 2; }
+// The dtype a Python-style number stands for when it wins a promotion.
+ScalarType scalar_default(const Scalar& s) { return s.isBoolean() ? kBool : s.isIntegral() ? kLong : kFloat; }
+}  // namespace
+
+ScalarType result_type(const Tensor& a, const Tensor& b) {
+  // Tensors with dims outrank zero-dim tensors, which outrank scalars: a
+  // lower-priority operand only matters if it is of a higher category.
+  const bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  const Tensor& dimmed = za ? b : a;
+  const Tensor& zero = za ? a : b;
+  if (category(zero.dtype()) > category(dimmed.dtype())) return promote_types(dimmed.dtype(), zero.dtype());
+  return dimmed.dtype();
+}
+
+ScalarType result_type(const Tensor& a, const Scalar& b) {
+  if (category(b) > category(a.dtype())) return promote_types(a.dtype(), scalar_default(b));
+  return a.dtype();
+}
+
+// ---------------------------------------------------------------- unary
+namespace {
+
+enum class UnaryRule {
+  Float,     // integers and bool become float32 (exp, sin, ...)
+  Keep,      // dtype kept; bool rejected (neg, abs, sign, relu)
+  KeepBool,  // dtype kept; bool passes through (floor, ceil, round)
+};
+
+Tensor unary(ir::Op op, const char* name, const Tensor& x, UnaryRule rule, const SourceLoc& loc) {
+  impl_of(x, name, loc);
+  ScalarType dt = x.dtype();
+  if (rule == UnaryRule::Float && !is_floating_point(dt)) dt = kFloat;
+  LOOM_CHECK(!(rule == UnaryRule::Keep && dt == kBool), name, loc, "not supported for bool tensors (", detail::describe(x), ")");
+  if (rule == UnaryRule::KeepBool && !is_floating_point(dt)) return x.clone(loc);  // floor of an integer is itself
+  return wrap(new_node(op, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc));
+}
+
+enum class BinaryRule {
+  Arith,    // promoted dtype in and out
+  TrueDiv,  // promoted, then integers become float32
+  Compare,  // promoted in, bool out
+  Logical,  // bool in, bool out
+};
+
+Tensor binary_nodes(ir::Op op, const char* name, ir::NodePtr a, ir::NodePtr b, ScalarType dt, BinaryRule rule,
+                    const ir::Dims& shape, Device dev, const SourceLoc& loc) {
+  if (rule == BinaryRule::TrueDiv && !is_floating_point(dt)) dt = kFloat;
+  if (rule == BinaryRule::Logical) dt = kBool;
+  LOOM_CHECK(!(op == ir::Op::Sub && dt == kBool), name, loc,
+             "subtraction, the `-` operator, with two bool tensors is not supported; use logical_xor() instead");
+  LOOM_CHECK(!(dt == kBool && (op == ir::Op::Pow || op == ir::Op::Fmod || op == ir::Op::Remainder)), name, loc,
+             "not supported for bool tensors");
+  ScalarType out = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
+  a = detail::cast_node(std::move(a), dt, loc);
+  b = detail::cast_node(std::move(b), dt, loc);
+  return wrap(new_node(op, out, dev, shape, {std::move(a), std::move(b)}, loc));
+}
+
+Tensor binary(ir::Op op, const char* name, const Tensor& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {
+  impl_of(a, name, loc);
+  impl_of(b, name, loc);
+  detail::check_same_device(a, b, name, loc);
+  ir::Dims shape = detail::broadcast_shapes(detail::shape_of(a), detail::shape_of(b), name, loc);
+  return binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), result_type(a, b), rule, shape, a.device(), loc);
+}
+
+Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, BinaryRule rule, const SourceLoc& loc) {
+  impl_of(a, name, loc);
+  ScalarType dt = result_type(a, b);
+  ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
+  return binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, a.device(), loc), dt, rule,
+                      detail::shape_of(a), a.device(), loc);
+}
+
+Tensor binary(ir::Op op, const char* name, const Scalar& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {
+  impl_of(b, name, loc);
+  ScalarType dt = result_type(b, a);
+  ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
+  return binary_nodes(op, name, detail::scalar_node(a, node_dt, b.device(), loc), detail::read(b, loc), dt, rule,
+                      detail::shape_of(b), b.device(), loc);
+}
+
+bool is_one(const Scalar& s) { return s.isFloatingPoint() ? s.toDouble() == 1.0 : s.toLong() == 1; }
+
+}  // namespace
+
+#define LOOM_UNARY(fn, OP, RULE)                                                                       \
+  Tensor fn(const Tensor& x, SourceLoc loc) { return unary(ir::Op::OP, #fn, x, UnaryRule::RULE, loc); } \
+  Tensor Tensor::fn(SourceLoc loc) const { return unary(ir::Op::OP, #fn, *this, UnaryRule::RULE, loc); }
+LOOM_UNARY(neg, Neg, Keep)
+LOOM_UNARY(abs, Abs, Keep)
+LOOM_UNARY(exp, Exp, Float)
+LOOM_UNARY(log, Log, Float)
+LOOM_UNARY(log1p, Log1p, Float)
+LOOM_UNARY(expm1, Expm1, Float)
+LOOM_UNARY(sqrt, Sqrt, Float)
+LOOM_UNARY(rsqrt, Rsqrt, Float)
+LOOM_UNARY(sin, Sin, Float)
+LOOM_UNARY(cos, Cos, Float)
+LOOM_UNARY(tanh, Tanh, Float)
+LOOM_UNARY(sigmoid, Sigmoid, Float)
+LOOM_UNARY(relu, Relu, Keep)
+LOOM_UNARY(erf, Erf, Float)
+LOOM_UNARY(floor, Floor, KeepBool)
+LOOM_UNARY(ceil, Ceil, KeepBool)
+LOOM_UNARY(round, Round, KeepBool)
+LOOM_UNARY(sign, Sign, Keep)
+LOOM_UNARY(reciprocal, Reciprocal, Float)
+#undef LOOM_UNARY
+
+Tensor silu(const Tensor& x, SourceLoc loc) {
+  LOOM_CHECK(is_floating_point(impl_of(x, "silu", loc).storage->dtype), "silu", loc,
+             "expected a floating-point tensor but got ", detail::describe(x));
+  return unary(ir::Op::Silu, "silu", x, UnaryRule::Float, loc);
+}
+Tensor gelu(const Tensor& x, const std::string& approximate, SourceLoc loc) {
+  LOOM_CHECK(approximate == "none" || approximate == "tanh", "gelu", loc,
+             "approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  LOOM_CHECK(is_floating_point(impl_of(x, "gelu", loc).storage->dtype), "gelu", loc,
+             "expected a floating-point tensor but got ", detail::describe(x));
+  return unary(approximate == "tanh" ? ir::Op::GeluTanh : ir::Op::Gelu, "gelu", x, UnaryRule::Float, loc);
+}
+Tensor square(const Tensor& x, SourceLoc loc) { return mul(x, x, loc); }
+Tensor Tensor::square(SourceLoc loc) const { return loom::square(*this, loc); }
+
+Tensor logical_not(const Tensor& x, SourceLoc loc) {
+  impl_of(x, "logical_not", loc);
+  return wrap(new_node(ir::Op::LogicalNot, kBool, x.device(), detail::shape_of(x), {detail::read_as(x, kBool, loc)}, loc));
+}
+Tensor Tensor::logical_not(SourceLoc loc) const { return loom::logical_not(*this, loc); }
+
+// ---------------------------------------------------------------- binary
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha, SourceLoc loc) {
+  return binary(ir::Op::Add, "add", a, is_one(alpha) ? b : mul(b, alpha, loc), BinaryRule::Arith, loc);
+}
+Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha, SourceLoc loc) {
+  return is_one(alpha) ? binary(ir::Op::Add, "add", a, b, BinaryRule::Arith, loc)
+                       : add(a, scalar_tensor(b, TensorOptions(result_type(a, b)).device(a.device()), loc), alpha, loc);
+}
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha, SourceLoc loc) {
+  return binary(ir::Op::Sub, "sub", a, is_one(alpha) ? b : mul(b, alpha, loc), BinaryRule::Arith, loc);
+}
+Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha, SourceLoc loc) {
+  return is_one(alpha) ? binary(ir::Op::Sub, "sub", a, b, BinaryRule::Arith, loc)
+                       : sub(a, scalar_tensor(b, TensorOptions(result_type(a, b)).device(a.device()), loc), alpha, loc);
+}
+
+#define LOOM_BINARY(fn, OP, RULE)                                                                           \
+  Tensor fn(const Tensor& a, const Tensor& b, SourceLoc loc) {                                              \
+    return binary(ir::Op::OP, #fn, a, b, BinaryRule::RULE, loc);                                            \
+  }                                                                                                         \
+  Tensor Tensor::fn(const Tensor& o, SourceLoc loc) const { return binary(ir::Op::OP, #fn, *this, o, BinaryRule::RULE, loc); }
+#define LOOM_BINARY_SCALAR(fn, OP, RULE)                                                                    \
+  LOOM_BINARY(fn, OP, RULE)                                                                                 \
+  Tensor fn(const Tensor& a, const Scalar& b, SourceLoc loc) {                                              \
+    return binary(ir::Op::OP, #fn, a, b, BinaryRule::RULE, loc);                                            \
+  }                                                                                                         \
+  Tensor Tensor::fn(const Scalar& o, SourceLoc loc) const { return binary(ir::Op::OP, #fn, *this, o, BinaryRule::RULE, loc); }
+LOOM_BINARY_SCALAR(mul, Mul, Arith)
+LOOM_BINARY_SCALAR(div, Div, TrueDiv)
+LOOM_BINARY_SCALAR(pow, Pow, Arith)
+LOOM_BINARY_SCALAR(fmod, Fmod, Arith)
+LOOM_BINARY_SCALAR(remainder, Remainder, Arith)
+LOOM_BINARY(maximum, Maximum, Arith)
+LOOM_BINARY(minimum, Minimum, Arith)
+LOOM_BINARY(logical_and, LogicalAnd, Logical)
+LOOM_BINARY(logical_or, LogicalOr, Logical)
+LOOM_BINARY(eq, Eq, Compare)
+LOOM_BINARY(ne, Ne, Compare)
+LOOM_BINARY(lt, Lt, Compare)
+LOOM_BINARY(le, Le, Compare)
+LOOM_BINARY(gt, Gt, Compare)
+LOOM_BINARY(ge, Ge, Compare)
+#undef LOOM_BINARY
+#undef LOOM_BINARY_SCALAR
+
+#define LOOM_COMPARE_SCALAR(fn, OP)                                                                         \
+  Tensor Tensor::fn(const Scalar& o, SourceLoc loc) const { return binary(ir::Op::OP, #fn, *this, o, BinaryRule::Compare, loc); }
+LOOM_COMPARE_SCALAR(eq, Eq)
+LOOM_COMPARE_SCALAR(ne, Ne)
+LOOM_COMPARE_SCALAR(lt, Lt)
+LOOM_COMPARE_SCALAR(le, Le)
+LOOM_COMPARE_SCALAR(gt, Gt)
+LOOM_COMPARE_SCALAR(ge, Ge)
+#undef LOOM_COMPARE_SCALAR
+
+Tensor pow(const Scalar& a, const Tensor& b, SourceLoc loc) {
+  return binary(ir::Op::Pow, "pow", a, b, BinaryRule::Arith, loc);
+}
+
+Tensor Tensor::add(const Tensor& o, const Scalar& alpha, SourceLoc loc) const { return loom::add(*this, o, alpha, loc); }
+Tensor Tensor::add(const Scalar& o, const Scalar& alpha, SourceLoc loc) const { return loom::add(*this, o, alpha, loc); }
+Tensor Tensor::sub(const Tensor& o, const Scalar& alpha, SourceLoc loc) const { return loom::sub(*this, o, alpha, loc); }
+Tensor Tensor::sub(const Scalar& o, const Scalar& alpha, SourceLoc loc) const { return loom::sub(*this, o, alpha, loc); }
+
+// ---------------------------------------------------------------- where, clamp
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, SourceLoc loc) {
+  impl_of(cond, "where", loc);
+  impl_of(a, "where", loc);
+  impl_of(b, "where", loc);
+  LOOM_CHECK(cond.dtype() == kBool, "where", loc, "expected condition to be a boolean tensor, but got ",
+             detail::describe(cond));
+  detail::check_same_device(cond, a, "where", loc);
+  detail::check_same_device(a, b, "where", loc);
+  ScalarType dt = result_type(a, b);
+  ir::Dims shape = detail::broadcast_shapes(detail::shape_of(cond), detail::shape_of(a), "where", loc);
+  shape = detail::broadcast_shapes(shape, detail::shape_of(b), "where", loc);
+  return wrap(new_node(ir::Op::Where, dt, a.device(), shape,
+                       {detail::read(cond, loc), detail::read_as(a, dt, loc), detail::read_as(b, dt, loc)}, loc));
+}
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b, SourceLoc loc) {
+  impl_of(a, "where", loc);
+  return where(cond, a, scalar_tensor(b, TensorOptions(result_type(a, b)).device(a.device()), loc), loc);
+}
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b, SourceLoc loc) {
+  impl_of(b, "where", loc);
+  return where(cond, scalar_tensor(a, TensorOptions(result_type(b, a)).device(b.device()), loc), b, loc);
+}
+Tensor Tensor::where(const Tensor& condition, const Tensor& other, SourceLoc loc) const {
+  return loom::where(condition, *this, other, loc);
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max, SourceLoc loc) {
+  impl_of(x, "clamp", loc);
+  LOOM_CHECK(min || max, "clamp", loc, "at least one of 'min' or 'max' must not be None");
+  LOOM_CHECK(x.dtype() != kBool, "clamp", loc, "not supported for bool tensors");
+  ScalarType dt = x.dtype();
+  if (min) dt = promote_types(dt, result_type(x, *min));
+  if (max) dt = promote_types(dt, result_type(x, *max));
+  Tensor r = x.to(dt, loc);
+  if (min) r = binary(ir::Op::Maximum, "clamp", r, *min, BinaryRule::Arith, loc);
+  if (max) r = binary(ir::Op::Minimum, "clamp", r, *max, BinaryRule::Arith, loc);
+  return r;
+}
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max, SourceLoc loc) const {
+  return loom::clamp(*this, min, max, loc);
+}
+Tensor Tensor::clamp_min(const Scalar& min, SourceLoc loc) const { return loom::clamp(*this, min, std::nullopt, loc); }
+Tensor Tensor::clamp_max(const Scalar& max, SourceLoc loc) const { return loom::clamp(*this, std::nullopt, max, loc); }
+
+// ---------------------------------------------------------------- in place
+namespace {
+// self = value, through self's view; the result must fit self's dtype.
+Tensor& assign(Tensor& self, const Tensor& value, const char* name, const SourceLoc& loc) {
+  ScalarType from = value.dtype(), to = self.dtype();
+  LOOM_CHECK(!(category(from) > category(to)), name, loc, "result type ", from,
+             " can't be cast to the desired output type ", to);
+  detail::write_through(self, detail::read(value, loc), name, loc);
+  return self;
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& o, const Scalar& alpha, SourceLoc loc) { return assign(*this, add(o, alpha, loc), "add_", loc); }
+Tensor& Tensor::add_(const Scalar& o, const Scalar& alpha, SourceLoc loc) { return assign(*this, add(o, alpha, loc), "add_", loc); }
+Tensor& Tensor::sub_(const Tensor& o, const Scalar& alpha, SourceLoc loc) { return assign(*this, sub(o, alpha, loc), "sub_", loc); }
+Tensor& Tensor::sub_(const Scalar& o, const Scalar& alpha, SourceLoc loc) { return assign(*this, sub(o, alpha, loc), "sub_", loc); }
+Tensor& Tensor::mul_(const Tensor& o, SourceLoc loc) { return assign(*this, mul(o, loc), "mul_", loc); }
+Tensor& Tensor::mul_(const Scalar& o, SourceLoc loc) { return assign(*this, mul(o, loc), "mul_", loc); }
+Tensor& Tensor::div_(const Tensor& o, SourceLoc loc) { return assign(*this, div(o, loc), "div_", loc); }
+Tensor& Tensor::div_(const Scalar& o, SourceLoc loc) { return assign(*this, div(o, loc), "div_", loc); }
+Tensor& Tensor::pow_(const Scalar& e, SourceLoc loc) { return assign(*this, pow(e, loc), "pow_", loc); }
+Tensor& Tensor::pow_(const Tensor& e, SourceLoc loc) { return assign(*this, pow(e, loc), "pow_", loc); }
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max, SourceLoc loc) {
+  return assign(*this, clamp(min, max, loc), "clamp_", loc);
+}
+#define LOOM_INPLACE_UNARY(fn)                                                     \
+  Tensor& Tensor::fn##_(SourceLoc loc) { return assign(*this, fn(loc), #fn "_", loc); }
+LOOM_INPLACE_UNARY(neg)
+LOOM_INPLACE_UNARY(abs)
+LOOM_INPLACE_UNARY(exp)
+LOOM_INPLACE_UNARY(log)
+LOOM_INPLACE_UNARY(sqrt)
+LOOM_INPLACE_UNARY(tanh)
+LOOM_INPLACE_UNARY(sigmoid)
+LOOM_INPLACE_UNARY(relu)
+LOOM_INPLACE_UNARY(floor)
+LOOM_INPLACE_UNARY(round)
+#undef LOOM_INPLACE_UNARY
+
+Tensor& Tensor::copy_(const Tensor& src, SourceLoc loc) {
+  impl_of(*this, "copy_", loc);
+  impl_of(src, "copy_", loc);
+  Tensor s = src.device() == device() ? src : src.to(device(), loc);
+  ir::Dims shape = detail::broadcast_shapes(detail::shape_of(*this), detail::shape_of(s), "copy_", loc);
+  LOOM_CHECK(shape == detail::shape_of(*this), "copy_", loc, "source ", detail::describe(src),
+             " is not broadcastable to destination ", detail::describe(*this));
+  // Expand the source to the destination's shape, cast to its dtype.
+  ir::NodePtr v = detail::read_as(s.expand(sizes(), loc), dtype(), loc);
+  detail::write_through(*this, detail::copy_node(std::move(v), loc), "copy_", loc);
+  return *this;
+}
+
+Tensor& Tensor::fill_(const Scalar& value, SourceLoc loc) {
+  impl_of(*this, "fill_", loc);
+  auto n = new_node(ir::Op::Full, dtype(), device(), detail::shape_of(*this), loc);
+  n->scalar[0] = ir::RtScalar{value.toDouble(), value.toLong()};
+  n->num_scalars = 1;
+  detail::write_through(*this, std::move(n), "fill_", loc);
+  return *this;
+}
+
+Tensor& Tensor::zero_(SourceLoc loc) { return fill_(0, loc); }
+
+}  // namespace loom

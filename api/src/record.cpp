@@ -1,0 +1,188 @@
+#include "api/src/record.h"
+
+#include <sstream>
+
+#include "api/src/lazy.h"
+#include "runtime/metrics.h"
+
+namespace loom::detail {
+
+namespace {
+thread_local int64_t t_nodes_since_wrap = 0;
+
+bool is_plain_read(const ViewSpec& v, const ir::Node& base) {
+  if (v.offset != 0 || !(v.sizes == base.shape)) return false;
+  int64_t expect = 1;
+  for (int d = static_cast<int>(v.sizes.n) - 1; d >= 0; --d) {
+    if (v.sizes[d] != 1 && v.strides[d] != expect) return false;
+    expect *= v.sizes[d];
+  }
+  return true;
+}
+
+ir::Attrs view_attrs(const ViewSpec& v) {
+  ir::Attrs a;
+  for (size_t d = 0; d < v.strides.n; ++d) a.push_back(v.strides[d]);
+  a.push_back(v.offset);
+  return a;
+}
+}  // namespace
+
+const TensorImpl& impl_of(const Tensor& t, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(t.defined(), op, loc, "expected a defined tensor but got an undefined one (a default-constructed loom::Tensor)");
+  return *t.impl();
+}
+
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   const SourceLoc& loc) {
+  auto n = std::make_shared<ir::Node>();
+  n->op = op;
+  n->dtype = dtype;
+  n->device = device;
+  n->shape = shape;
+  n->file = loc.file_name();
+  n->line = loc.line();
+  runtime::bump(runtime::counters().nodes_recorded);
+  ++t_nodes_since_wrap;
+  return n;
+}
+
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   std::vector<ir::NodePtr> inputs, const SourceLoc& loc) {
+  auto n = new_node(op, dtype, device, shape, loc);
+  n->inputs = std::move(inputs);
+  return n;
+}
+
+ir::NodePtr read(const Tensor& t, const SourceLoc& loc) {
+  const TensorImpl& im = *t.impl();
+  ir::NodePtr base = im.storage->node();
+  if (is_plain_read(im.view, *base)) return base;
+  auto n = new_node(ir::Op::AsStrided, im.storage->dtype, im.storage->device, im.view.sizes, {std::move(base)}, loc);
+  n->attr = view_attrs(im.view);
+  return n;
+}
+
+ir::NodePtr cast_node(ir::NodePtr n, ScalarType dtype, const SourceLoc& loc) {
+  if (n->dtype == dtype) return n;
+  return new_node(ir::Op::Cast, dtype, n->device, n->shape, {std::move(n)}, loc);
+}
+
+ir::NodePtr copy_node(ir::NodePtr n, const SourceLoc& loc) {
+  const ScalarType dt = n->dtype;
+  const Device dev = n->device;
+  const ir::Dims shape = n->shape;
+  return new_node(ir::Op::Cast, dt, dev, shape, {std::move(n)}, loc);
+}
+
+ir::NodePtr read_as(const Tensor& t, ScalarType dtype, const SourceLoc& loc) { return cast_node(read(t, loc), dtype, loc); }
+
+ir::NodePtr scalar_node(const Scalar& s, ScalarType dtype, Device device, const SourceLoc& loc) {
+  auto n = new_node(ir::Op::Full, dtype, device, ir::Dims{}, loc);
+  n->scalar[0] = ir::RtScalar{s.toDouble(), s.toLong()};
+  n->num_scalars = 1;
+  return n;
+}
+
+Tensor wrap(ir::NodePtr n) {
+  // A storage never adopts another storage's Input leaf: that would alias
+  // two storages' buffers behind the user's back.
+  if (n->op == ir::Op::Input) n = copy_node(std::move(n), SourceLoc::current());
+  auto impl = std::make_shared<TensorImpl>();
+  const ScalarType dtype = n->dtype;
+  const Device device = n->device;
+  const int64_t numel = n->shape.numel();
+  impl->view.sizes = n->shape;
+  impl->view.strides.n = n->shape.n;
+  int64_t acc = 1;
+  for (int d = static_cast<int>(n->shape.n) - 1; d >= 0; --d) {
+    impl->view.strides[d] = acc;
+    acc *= n->shape[d];
+  }
+  impl->storage = std::make_shared<Storage>(std::move(n), dtype, device, numel);
+  int64_t recorded = t_nodes_since_wrap;
+  t_nodes_since_wrap = 0;
+  note_pending(impl->storage, recorded);
+  return Tensor(std::move(impl));
+}
+
+void write_through(const Tensor& self, ir::NodePtr value, const char* op, const SourceLoc& loc) {
+  const TensorImpl& im = impl_of(self, op, loc);
+  for (size_t d = 0; d < im.view.sizes.n; ++d)
+    LOOM_CHECK(!(im.view.strides[d] == 0 && im.view.sizes[d] > 1), op, loc,
+               "unsupported operation: more than one element of the written-to tensor ", describe(self),
+               " refers to a single memory location (it is an expanded view); call .clone() first");
+  Storage& st = *im.storage;
+  value = cast_node(std::move(value), st.dtype, loc);
+  ir::NodePtr base = st.node();
+  if (is_plain_read(im.view, *base)) {
+    st.set_node(std::move(value));
+  } else {
+    auto n = new_node(ir::Op::ScatterStrided, st.dtype, st.device, base->shape, {base, std::move(value)}, loc);
+    n->attr = view_attrs(im.view);
+    st.set_node(std::move(n));
+  }
+  int64_t recorded = t_nodes_since_wrap;
+  t_nodes_since_wrap = 0;
+  note_pending(im.storage, recorded);
+}
+
+ir::Dims to_dims(IntArrayRef a, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(a.size() <= ir::kMaxDims, op, loc, "tensors of ", a.size(), " dims are not supported (at most ",
+             ir::kMaxDims, ")");
+  return ir::Dims(a.data(), a.size());
+}
+
+IntArrayRef to_ref(const ir::Dims& d) { return IntArrayRef(d.data(), d.size()); }
+
+std::string shape_str(const ir::Dims& d) {
+  std::ostringstream os;
+  os << to_ref(d);
+  return os.str();
+}
+
+ir::Dims shape_of(const Tensor& t) { return t.impl()->view.sizes; }
+
+std::string describe(const Tensor& t) {
+  if (!t.defined()) return "undefined";
+  std::ostringstream os;
+  os << t.dtype() << shape_str(t.impl()->view.sizes);
+  if (!t.device().is_cpu()) os << "@" << t.device();
+  return os.str();
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const SourceLoc& loc) {
+  int64_t n = ndim == 0 ? 1 : ndim;  // a 0-dim tensor accepts dim 0 and -1, as in PyTorch
+  LOOM_CHECK(dim >= -n && dim < n, op, loc, "dimension out of range (expected to be in range of [", -n, ", ", n - 1,
+             "], but got ", dim, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+void check_same_device(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(a.device() == b.device(), op, loc,
+             "expected all tensors to be on the same device, but found at least two devices, ", a.device(), " and ",
+             b.device(), " (", describe(a), " and ", describe(b), ")");
+}
+
+ir::Dims broadcast_shapes(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc) {
+  ir::Dims out;
+  const int n = std::max(a.n, b.n);
+  out.n = static_cast<uint8_t>(n);
+  for (int i = 0; i < n; ++i) {
+    int ia = a.n - n + i, ib = b.n - n + i;
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    LOOM_CHECK(da == db || da == 1 || db == 1, op, loc, "the size of tensor a (", da,
+               ") must match the size of tensor b (", db, ") at non-singleton dimension ", i, ": shapes ",
+               shape_str(a), " and ", shape_str(b), " cannot be broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Device resolve_device(Device d, const char* op, const SourceLoc& loc) {
+  if (d.is_cpu()) return Device(kCPU, 0);
+  LOOM_CHECK(d.index() < 16, op, loc, "invalid device index ", int(d.index()), " for ", d);
+  return d.has_index() ? d : Device(d.type(), 0);
+}
+
+}  // namespace loom::detail

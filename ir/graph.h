@@ -1,0 +1,55 @@
+// ir::Graph: the pending nodes reachable from a sync's outputs, in a
+// canonical order, with the canonical form that keys the executable cache.
+//
+// build_graph() is the only place that decides what a graph "is" for the
+// cache: ops, dtypes, shapes, attributes, devices and input topology enter
+// the canonical words; buffers, scalars, node addresses and source lines do
+// not. Backends compile from a Graph; the executor binds its inputs and
+// scalars on every run, hit or miss.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/node.h"
+
+namespace loom::ir {
+
+struct Graph {
+  // Topological order: every node after its inputs. Raw pointers: the caller
+  // keeps the output nodes (and so the whole graph) alive while it is used.
+  std::vector<const Node*> nodes;
+  // inputs of nodes[i] are in_idx[in_begin[i] .. in_begin[i+1]) (indices into nodes)
+  std::vector<uint32_t> in_begin;
+  std::vector<uint32_t> in_idx;
+  // nodes[] indices of the graph's results, in the order asked for (may repeat)
+  std::vector<uint32_t> outputs;
+  // nodes[] indices of Input leaves: the executable's input slots, in order
+  std::vector<uint32_t> input_nodes;
+  // runtime scalars of all nodes, in node order; node i's start at scalar_begin[i]
+  std::vector<RtScalar> scalars;
+  std::vector<uint32_t> scalar_begin;
+
+  std::vector<uint64_t> canonical;  // the cache key's full text
+  uint64_t hash = 0;                // XXH3 of `canonical`
+
+  std::span<const uint32_t> inputs_of(uint32_t i) const {
+    return {in_idx.data() + in_begin[i], in_idx.data() + in_begin[i + 1]};
+  }
+  size_t size() const { return nodes.size(); }
+};
+
+// Walks from `outputs` (stopping at Input leaves) and fills a Graph.
+void build_graph(std::span<const Node* const> outputs, Graph& g);
+
+// One line per node: "%3 = add f32[16] (%1, %2)  # main.cpp:12". For
+// LOOM_LOG=graph, LOOM_DUMP_DIR and loom::explain.
+std::string to_string(const Graph& g);
+
+namespace testing {
+// Nonzero: every graph hashes to this value (collision tests).
+void force_hash(uint64_t value);
+}
+
+}  // namespace loom::ir

@@ -1,0 +1,97 @@
+// ir::Node: one recorded op. A node is immutable once recorded; the api layer
+// builds them, ir/graph.h walks them, backends read them through ir::Graph.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <loom/device.h>
+#include <loom/dtype.h>
+
+namespace loom::ir {
+
+// Bump when the meaning of the canonical form changes (op numbering, attrs).
+inline constexpr uint32_t kIrVersion = 1;
+inline constexpr int kMaxDims = 8;
+
+enum class Op : uint8_t {
+#define X(name, str, family) name,
+#include "ir/ops.def"
+#undef X
+  kCount
+};
+enum class Family : uint8_t { Leaf, Unary, Binary, Ternary, Reduce, Move };
+
+const char* op_name(Op op);
+Family op_family(Op op);
+
+// Attributes of a view write: strides of every dim plus the offset.
+inline constexpr int kMaxAttrs = 2 * kMaxDims + 1;
+
+// A fixed-capacity list of int64 (shapes, strides, attributes): no heap, so
+// recording a node costs one allocation.
+template <int Capacity>
+struct SmallInts {
+  std::array<int64_t, Capacity> v{};
+  uint8_t n = 0;
+  SmallInts() = default;
+  SmallInts(const int64_t* p, size_t count) : n(static_cast<uint8_t>(count)) {
+    for (size_t i = 0; i < count; ++i) v[i] = p[i];
+  }
+  int64_t operator[](size_t i) const { return v[i]; }
+  int64_t& operator[](size_t i) { return v[i]; }
+  size_t size() const { return n; }
+  void push_back(int64_t x) { v[n++] = x; }
+  const int64_t* begin() const { return v.data(); }
+  const int64_t* end() const { return v.data() + n; }
+  const int64_t* data() const { return v.data(); }
+  int64_t numel() const {
+    int64_t p = 1;
+    for (size_t i = 0; i < n; ++i) p *= v[i];
+    return p;
+  }
+  bool operator==(const SmallInts& o) const {
+    if (n != o.n) return false;
+    for (size_t i = 0; i < n; ++i)
+      if (v[i] != o.v[i]) return false;
+    return true;
+  }
+};
+
+using Dims = SmallInts<kMaxDims>;
+using Attrs = SmallInts<kMaxAttrs>;
+
+// A runtime scalar: a number the graph needs but its key ignores. Both
+// representations are kept so int64 values (seeds) survive exactly.
+struct RtScalar {
+  double f = 0;
+  int64_t i = 0;
+};
+
+// Anything that owns materialized data (runtime::Buffer). ir never looks inside.
+struct DataRef {
+  virtual ~DataRef() = default;
+};
+
+struct Node;
+using NodePtr = std::shared_ptr<const Node>;
+
+struct Node {
+  Op op;
+  ScalarType dtype;
+  Device device{kCPU, 0};
+  Dims shape;
+  Attrs attr;                       // op-specific integers (dims, strides): part of the key
+  std::array<RtScalar, 2> scalar{}; // op-specific numbers: runtime arguments, not in the key
+  uint8_t num_scalars = 0;
+  std::vector<NodePtr> inputs;
+  std::shared_ptr<const DataRef> data;  // Input nodes only
+  // Where the user recorded this node; for error messages, never hashed.
+  const char* file = "";
+  uint32_t line = 0;
+
+  int64_t numel() const { return shape.numel(); }
+};
+
+}  // namespace loom::ir

@@ -1,0 +1,21 @@
+// Names and families of the op kinds in ir/ops.def.
+#include "ir/node.h"
+
+namespace loom::ir {
+
+namespace {
+struct OpInfo {
+  const char* name;
+  Family family;
+};
+constexpr OpInfo kOps[] = {
+#define X(name, str, family) {str, Family::family},
+#include "ir/ops.def"
+#undef X
+};
+}  // namespace
+
+const char* op_name(Op op) { return kOps[static_cast<int>(op)].name; }
+Family op_family(Op op) { return kOps[static_cast<int>(op)].family; }
+
+}  // namespace loom::ir

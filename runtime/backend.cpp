@@ -1,0 +1,63 @@
+// Backend registry: which backend runs a device's graphs.
+#include "runtime/backend.h"
+
+#include <cstdlib>
+#include <mutex>
+
+#include <loom/error.h>
+
+#include "runtime/reference/reference_backend.h"
+
+namespace loom::runtime {
+
+namespace {
+
+struct Registry {
+  reference::ReferenceBackend reference;
+  std::mutex mu;
+  Backend* cpu = nullptr;
+
+  Backend* by_name(const std::string& name) {
+    if (name == "reference") return &reference;
+    return nullptr;
+  }
+  Registry() {
+    const char* env = std::getenv("LOOM_BACKEND");
+    cpu = &reference;
+    if (env && *env) {
+      Backend* b = by_name(env);
+      if (!b)
+        throw Error(std::string("loom: LOOM_BACKEND=") + env +
+                    " names no backend of this build (available: reference)");
+      cpu = b;
+    }
+  }
+};
+
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+Backend& backend_for(Device device) {
+  if (device.is_cuda())
+    throw Error("loom: cannot run a graph on " + device.str() +
+                ": this build of loom has no CUDA backend yet (tensors on cuda can be recorded, not computed)");
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  return *r.cpu;
+}
+
+std::string select_cpu_backend(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  Backend* b = r.by_name(name);
+  if (!b) throw Error("loom: set_backend: unknown backend '" + name + "' (available: reference)");
+  std::string previous = r.cpu->name();
+  r.cpu = b;
+  return previous;
+}
+
+}  // namespace loom::runtime

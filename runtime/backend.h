@@ -1,0 +1,54 @@
+// The seam every backend plugs into: compile an ir::Graph into an
+// Executable once, run the Executable on every cache hit.
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <loom/device.h>
+
+#include "ir/graph.h"
+#include "runtime/buffer.h"
+
+namespace loom::runtime {
+
+// What one run binds: the buffers of the graph's Input leaves (in
+// Graph::input_nodes order) and its runtime scalars (Graph::scalars order).
+struct RunArgs {
+  std::span<const Buffer* const> inputs;
+  std::span<const ir::RtScalar> scalars;
+};
+
+// Raised by Executable::run for bad data (an index out of range): names the
+// node (canonical index) so the executor can point at the user's line.
+struct RunError {
+  uint32_t node;
+  std::string message;
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // One buffer per Graph::outputs entry, each holding that node's value
+  // contiguously. Must not keep pointers to the Graph it was compiled from.
+  virtual std::vector<BufferPtr> run(const RunArgs& args) = 0;
+  // Kernels (or steps) one run launches, for metrics.
+  virtual int64_t kernel_count() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual DeviceType device_type() const = 0;
+  virtual std::unique_ptr<Executable> compile(const ir::Graph& g) = 0;
+};
+
+// The backend that runs graphs for `device` now (LOOM_BACKEND / set_backend).
+Backend& backend_for(Device device);
+// Selects the CPU backend by name; throws loom::Error for an unknown name.
+// Returns the previous name.
+std::string select_cpu_backend(const std::string& name);
+
+}  // namespace loom::runtime

@@ -1,0 +1,41 @@
+// runtime::Buffer: device memory that a materialized tensor's storage owns
+// (or borrows, for from_blob). It is the ir::DataRef behind Input nodes.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+#include <loom/device.h>
+
+#include "ir/node.h"
+
+namespace loom::runtime {
+
+class Buffer : public ir::DataRef {
+ public:
+  // 64-byte aligned, uninitialized.
+  static std::shared_ptr<Buffer> allocate(Device device, size_t bytes);
+  // Wraps memory the caller owns; `deleter` (may be empty) runs on release.
+  static std::shared_ptr<Buffer> borrow(void* ptr, size_t bytes, Device device,
+                                        std::function<void(void*)> deleter);
+  ~Buffer() override;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
+  template <class T> T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  Buffer(void* ptr, size_t bytes, Device device, std::function<void(void*)> release)
+      : ptr_(ptr), bytes_(bytes), device_(device), release_(std::move(release)) {}
+  void* ptr_;
+  size_t bytes_;
+  Device device_;
+  std::function<void(void*)> release_;
+};
+
+using BufferPtr = std::shared_ptr<Buffer>;
+
+}  // namespace loom::runtime

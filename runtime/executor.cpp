@@ -1,0 +1,54 @@
+#include "runtime/executor.h"
+
+#include <loom/error.h>
+
+#include "runtime/backend.h"
+#include "runtime/executable_cache.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+
+namespace loom::runtime {
+
+std::vector<BufferPtr> execute(const ir::Graph& g, Device device) {
+  Backend& backend = backend_for(device);
+  Counters& c = counters();
+  bool collided = false;
+  std::shared_ptr<Executable> exe = executable_cache().find(backend, g, collided);
+  if (collided) bump(c.hash_collisions);
+  if (exe) {
+    bump(c.cache_hits);
+    if (log_enabled(LogTopic::Cache)) log_line(LogTopic::Cache, "hit  key=%016llx nodes=%zu backend=%s",
+                                               static_cast<unsigned long long>(g.hash), g.size(), backend.name());
+  } else {
+    bump(c.cache_misses);
+    int64_t t0 = now_ns();
+    std::shared_ptr<Executable> fresh = backend.compile(g);
+    bump(c.compile_ns, now_ns() - t0);
+    exe = executable_cache().insert(backend, g, std::move(fresh));
+    if (log_enabled(LogTopic::Cache)) log_line(LogTopic::Cache, "miss key=%016llx nodes=%zu backend=%s compiled in %.3f ms",
+                                               static_cast<unsigned long long>(g.hash), g.size(), backend.name(),
+                                               (now_ns() - t0) / 1e6);
+  }
+  if (log_enabled(LogTopic::Graph)) log_block(LogTopic::Graph, ir::to_string(g));
+
+  std::vector<const Buffer*> inputs;
+  inputs.reserve(g.input_nodes.size());
+  for (uint32_t i : g.input_nodes) inputs.push_back(static_cast<const Buffer*>(g.nodes[i]->data.get()));
+
+  int64_t t0 = now_ns();
+  std::vector<BufferPtr> out;
+  try {
+    out = exe->run(RunArgs{inputs, g.scalars});
+  } catch (const RunError& e) {
+    const ir::Node& n = *g.nodes[e.node];
+    std::string where = n.line ? std::string(" (called from ") + n.file + ":" + std::to_string(n.line) + ")" : "";
+    throw Error(std::string(ir::op_name(n.op)) + ": " + e.message + where);
+  }
+  bump(c.execute_ns, now_ns() - t0);
+  bump(c.graphs_materialized);
+  bump(c.graph_nodes, static_cast<int64_t>(g.size()));
+  bump(c.kernels_launched, exe->kernel_count());
+  return out;
+}
+
+}  // namespace loom::runtime

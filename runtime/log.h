@@ -1,0 +1,13 @@
+// LOOM_LOG=graph,cache,... : what the runtime prints to stderr, by topic.
+#pragma once
+#include <string>
+
+namespace loom::runtime {
+
+enum class LogTopic : unsigned { Graph = 1, Cache = 2, Passes = 4, Fusion = 8, Kernels = 16 };
+
+bool log_enabled(LogTopic t);
+void log_line(LogTopic t, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_block(LogTopic t, const std::string& text);
+
+}  // namespace loom::runtime

@@ -1,0 +1,83 @@
+// loom::metrics(): a snapshot of runtime::Counters, printable as a table.
+#include "runtime/metrics.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include <loom/runtime.h>
+
+#include "ir/graph.h"
+#include "runtime/executable_cache.h"
+
+namespace loom {
+
+namespace runtime {
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+}  // namespace runtime
+
+Metrics metrics() {
+  const runtime::Counters& c = runtime::counters();
+  Metrics m;
+  m.nodes_recorded = c.nodes_recorded.load();
+  m.graphs_materialized = c.graphs_materialized.load();
+  m.graph_nodes = c.graph_nodes.load();
+  m.graph_cuts = c.graph_cuts.load();
+  m.cache_hits = c.cache_hits.load();
+  m.cache_misses = c.cache_misses.load();
+  m.hash_collisions = c.hash_collisions.load();
+  m.compile_ns = c.compile_ns.load();
+  m.execute_ns = c.execute_ns.load();
+  m.kernels_launched = c.kernels_launched.load();
+  m.bytes_allocated = c.bytes_allocated.load();
+  m.buffers_allocated = c.buffers_allocated.load();
+  return m;
+}
+
+void reset_metrics() {
+  runtime::Counters& c = runtime::counters();
+  for (auto* a : {&c.nodes_recorded, &c.graphs_materialized, &c.graph_nodes, &c.graph_cuts, &c.cache_hits,
+                  &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
+                  &c.bytes_allocated, &c.buffers_allocated})
+    a->store(0);
+}
+
+std::string Metrics::to_string() const {
+  std::ostringstream os;
+  auto row = [&](const char* name, const std::string& value) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%-22s %16s\n", name, value.c_str());
+    os << buf;
+  };
+  auto ms = [](int64_t ns) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f ms", ns / 1e6);
+    return std::string(b);
+  };
+  row("nodes recorded", std::to_string(nodes_recorded));
+  row("graphs materialized", std::to_string(graphs_materialized));
+  row("graph nodes", std::to_string(graph_nodes));
+  row("graph cuts", std::to_string(graph_cuts));
+  row("cache hits", std::to_string(cache_hits));
+  row("cache misses", std::to_string(cache_misses));
+  row("hash collisions", std::to_string(hash_collisions));
+  row("compile time", ms(compile_ns));
+  row("execute time", ms(execute_ns));
+  row("kernels launched", std::to_string(kernels_launched));
+  row("bytes allocated", std::to_string(bytes_allocated));
+  row("buffers allocated", std::to_string(buffers_allocated));
+  return os.str();
+}
+
+std::ostream& operator<<(std::ostream& os, const Metrics& m) { return os << m.to_string(); }
+
+void clear_executable_cache() { runtime::executable_cache().clear(); }
+size_t executable_cache_size() { return runtime::executable_cache().size(); }
+
+namespace testing {
+void force_graph_hash(uint64_t value) { ir::testing::force_hash(value); }
+}  // namespace testing
+
+}  // namespace loom

@@ -1,0 +1,35 @@
+// Process-wide counters behind loom::metrics(). Relaxed atomics: a counter
+// increment costs a few nanoseconds on the recording path.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace loom::runtime {
+
+struct Counters {
+  std::atomic<int64_t> nodes_recorded{0};
+  std::atomic<int64_t> graphs_materialized{0};
+  std::atomic<int64_t> graph_nodes{0};
+  std::atomic<int64_t> graph_cuts{0};
+  std::atomic<int64_t> cache_hits{0};
+  std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> hash_collisions{0};
+  std::atomic<int64_t> compile_ns{0};
+  std::atomic<int64_t> execute_ns{0};
+  std::atomic<int64_t> kernels_launched{0};
+  std::atomic<int64_t> bytes_allocated{0};
+  std::atomic<int64_t> buffers_allocated{0};
+};
+
+Counters& counters();
+
+inline void bump(std::atomic<int64_t>& c, int64_t by = 1) { c.fetch_add(by, std::memory_order_relaxed); }
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace loom::runtime

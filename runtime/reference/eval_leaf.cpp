@@ -1,0 +1,65 @@
+// Leaves: constants, ranges and random numbers. Input leaves are bound, not evaluated.
+#include <cmath>
+
+#include "ir/philox.h"
+#include "runtime/reference/eval.h"
+
+namespace loom::runtime::reference {
+
+namespace {
+template <class T>
+T from_scalar(const ir::RtScalar& s) {
+  if constexpr (std::is_same_v<T, bool>) return s.f != 0.0 || s.i != 0;
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.i);
+  else return static_cast<T>(s.f);
+}
+}  // namespace
+
+void eval_leaf(const EvalContext& c) {
+  const Step& s = c.step;
+  const int64_t n = s.shape.numel();
+  dispatch(s.dtype, [&]<class T>() {
+    T* out = static_cast<T*>(c.out);
+    switch (s.op) {
+      case ir::Op::Full: {
+        T v = from_scalar<T>(c.scalars[0]);
+        for (int64_t i = 0; i < n; ++i) out[i] = v;
+        break;
+      }
+      case ir::Op::Arange: {
+        // Computed in the widest type of the dtype's kind, as PyTorch does.
+        if constexpr (std::is_floating_point_v<T>) {
+          for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c.scalars[0].f + static_cast<double>(i) * c.scalars[1].f);
+        } else {
+          for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c.scalars[0].i + i * c.scalars[1].i);
+        }
+        break;
+      }
+      case ir::Op::Linspace: {
+        // PyTorch's symmetric form: exact at both ends.
+        double start = c.scalars[0].f, end = c.scalars[1].f;
+        double step = n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0;
+        int64_t half = n / 2;
+        for (int64_t i = 0; i < n; ++i) {
+          double v = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(n - 1 - i);
+          out[i] = static_cast<T>(v);
+        }
+        break;
+      }
+      case ir::Op::RandUniform:
+      case ir::Op::RandNormal: {
+        auto seed = static_cast<uint64_t>(c.scalars[0].i), offset = static_cast<uint64_t>(c.scalars[1].i);
+        bool normal = s.op == ir::Op::RandNormal;
+        for (int64_t i = 0; i < n; ++i) {
+          double v = normal ? ir::philox::normal(seed, offset, i) : ir::philox::uniform(seed, offset, i);
+          if constexpr (std::is_same_v<T, float>) out[i] = normal ? static_cast<float>(v) : ir::philox::uniform_f32(v);
+          else out[i] = static_cast<T>(v);
+        }
+        break;
+      }
+      default: c.fail("not a leaf the reference backend evaluates");
+    }
+  });
+}
+
+}  // namespace loom::runtime::reference
