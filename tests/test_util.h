@@ -1,0 +1,51 @@
+// Helpers shared by the test files: closeness checks and the backend
+// parameterization. Every op test runs once per CPU backend in
+// kTestBackends (the llvm backend joins the list when it exists).
+#pragma once
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace loom_test {
+
+inline const std::vector<std::string> kTestBackends = {"reference"};
+
+// Selects a backend for the duration of a test.
+class BackendTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { previous_ = loom::set_backend(GetParam()); }
+  void TearDown() override { loom::set_backend(previous_); }
+  std::string previous_;
+};
+
+// Element-wise |a - b| <= atol + rtol * |b|; NaNs must match NaNs.
+inline ::testing::AssertionResult all_close(const std::vector<double>& got, const std::vector<double>& want,
+                                            double rtol = 1e-5, double atol = 1e-6) {
+  if (got.size() != want.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " != expected " << want.size();
+  for (size_t i = 0; i < got.size(); ++i) {
+    double g = got[i], w = want[i];
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (std::isinf(w) && g == w) continue;
+    if (!(std::abs(g - w) <= atol + rtol * std::abs(w)))
+      return ::testing::AssertionFailure() << "element " << i << ": got " << g << ", expected " << w;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult all_close(const loom::Tensor& t, const std::vector<double>& want,
+                                            double rtol = 1e-5, double atol = 1e-6) {
+  return all_close(t.to_vector<double>(), want, rtol, atol);
+}
+
+inline std::vector<int64_t> sizes_of(const loom::Tensor& t) { return t.sizes().vec(); }
+
+}  // namespace loom_test
+
+// Instantiates a BackendTest suite over every CPU backend.
+#define LOOM_INSTANTIATE_BACKENDS(Suite) \
+  INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::testing::ValuesIn(loom_test::kTestBackends), \
+                           [](const auto& info) { return info.param; })
