@@ -3,6 +3,7 @@
 #include <loom/error.h>
 
 #include "runtime/backend.h"
+#include "runtime/dump.h"
 #include "runtime/executable_cache.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
@@ -21,6 +22,7 @@ std::vector<BufferPtr> execute(const ir::Graph& g, Device device) {
                                                static_cast<unsigned long long>(g.hash), g.size(), backend.name());
   } else {
     bump(c.cache_misses);
+    dump_file(dump_folder(g, backend.name()), "graph.txt", ir::to_string(g));
     int64_t t0 = now_ns();
     std::shared_ptr<Executable> fresh = backend.compile(g);
     bump(c.compile_ns, now_ns() - t0);
