@@ -56,9 +56,9 @@ Device::Device(const std::string& spec) : type_(kCPU), index_(-1) {
 }
 
 std::string Device::str() const {
-  std::string s = type_ == kCPU ? "cpu" : "cuda";
-  if (index_ >= 0 && type_ != kCPU) s += ":" + std::to_string(index_);
-  return s;
+  if (type_ == kCPU) return "cpu";
+  if (index_ < 0) return "cuda";
+  return "cuda:" + std::to_string(static_cast<int>(index_));
 }
 
 std::ostream& operator<<(std::ostream& os, const Device& d) { return os << d.str(); }

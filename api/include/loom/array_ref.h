@@ -15,7 +15,12 @@ class ArrayRef {
   ArrayRef() = default;
   ArrayRef(const T* data, size_t size) : data_(data), size_(size) {}
   ArrayRef(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
+  // Safe for the call it appears in ({2, 3} as an argument), which is the
+  // only use: the same contract, and the same silenced warning, as c10::ArrayRef.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"
   ArrayRef(std::initializer_list<T> l) : data_(l.begin()), size_(l.size()) {}  // NOLINT
+#pragma GCC diagnostic pop
   ArrayRef(const T& one) : data_(&one), size_(1) {}  // NOLINT: t.sum(1) as in libtorch
   const T* begin() const { return data_; }
   const T* end() const { return data_ + size_; }
