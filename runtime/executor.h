@@ -1,17 +1,30 @@
 // execute(): the materialization core. Given a built ir::Graph, find or
 // compile its Executable, bind the graph's inputs and scalars, run it.
 #pragma once
+#include <string>
 #include <vector>
 
 #include <loom/device.h>
+#include <loom/error.h>
 
 #include "ir/graph.h"
 #include "runtime/buffer.h"
 
 namespace loom::runtime {
 
+// What execute() throws when the run failed at one node (bad data, such as
+// an index out of range): the message names the op and the user's
+// file:line; `node` is that node's index in the Graph, so the caller can
+// tell which outputs were computed from it.
+class NodeError : public Error {
+ public:
+  NodeError(const std::string& what, uint32_t node) : Error(what), node(node) {}
+  uint32_t node;
+};
+
 // One buffer per g.outputs entry. Throws loom::Error (naming the failing
-// op and its source line) if the run fails; the cache is left as it was.
+// op and its source line; a NodeError when one node failed) if the run
+// fails; the cache is left as it was.
 std::vector<BufferPtr> execute(const ir::Graph& g, Device device);
 
 }  // namespace loom::runtime

@@ -33,6 +33,13 @@ Metrics metrics() {
   m.kernels_launched = c.kernels_launched.load();
   m.bytes_allocated = c.bytes_allocated.load();
   m.buffers_allocated = c.buffers_allocated.load();
+  m.disk_cache_hits = c.disk_cache_hits.load();
+  m.disk_cache_misses = c.disk_cache_misses.load();
+  m.disk_cache_writes = c.disk_cache_writes.load();
+  m.disk_cache_rejected = c.disk_cache_rejected.load();
+  m.jit_compiles = c.jit_compiles.load();
+  m.kernels_compiled = c.kernels_compiled.load();
+  m.jit_compile_ns = c.jit_compile_ns.load();
   return m;
 }
 
@@ -40,7 +47,9 @@ void reset_metrics() {
   runtime::Counters& c = runtime::counters();
   for (auto* a : {&c.nodes_recorded, &c.graphs_materialized, &c.graph_nodes, &c.graph_cuts, &c.cache_hits,
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
-                  &c.bytes_allocated, &c.buffers_allocated})
+                  &c.bytes_allocated, &c.buffers_allocated, &c.disk_cache_hits, &c.disk_cache_misses,
+                  &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
+                  &c.jit_compile_ns})
     a->store(0);
 }
 
@@ -68,6 +77,14 @@ std::string Metrics::to_string() const {
   row("kernels launched", std::to_string(kernels_launched));
   row("bytes allocated", std::to_string(bytes_allocated));
   row("buffers allocated", std::to_string(buffers_allocated));
+  row("disk cache hits", std::to_string(disk_cache_hits));
+  row("disk cache misses", std::to_string(disk_cache_misses));
+  row("disk cache writes", std::to_string(disk_cache_writes));
+  row("disk cache rejected", std::to_string(disk_cache_rejected));
+  row("jit compiles", std::to_string(jit_compiles));
+  row("kernels compiled", std::to_string(kernels_compiled));
+  row("jit compile time", ms(jit_compile_ns));
+  if (kernels_compiled) row("per kernel (mean)", ms(jit_compile_ns / kernels_compiled));
   return os.str();
 }
 

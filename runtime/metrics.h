@@ -20,6 +20,13 @@ struct Counters {
   std::atomic<int64_t> kernels_launched{0};
   std::atomic<int64_t> bytes_allocated{0};
   std::atomic<int64_t> buffers_allocated{0};
+  std::atomic<int64_t> disk_cache_hits{0};
+  std::atomic<int64_t> disk_cache_misses{0};
+  std::atomic<int64_t> disk_cache_writes{0};
+  std::atomic<int64_t> disk_cache_rejected{0};
+  std::atomic<int64_t> jit_compiles{0};      // graphs compiled by LLVM/NVRTC (not loaded from disk)
+  std::atomic<int64_t> kernels_compiled{0};  // generated kernels in those graphs
+  std::atomic<int64_t> jit_compile_ns{0};    // time in LLVM/NVRTC only
 };
 
 Counters& counters();

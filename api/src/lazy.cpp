@@ -1,6 +1,8 @@
 // Pending lists, sync and materialization. See docs/ARCHITECTURE.md, "sync".
 #include "api/src/lazy.h"
 
+#include "api/src/block_pool.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -17,11 +19,7 @@ namespace loom::detail {
 
 // ---------------------------------------------------------------- Storage
 
-ir::NodePtr Storage::node() const {
-  std::lock_guard lock(mu_);
-  if (error_) throw Error(*error_);
-  return node_;
-}
+void Storage::throw_error() const { throw Error(*error_); }
 
 void Storage::set_node(ir::NodePtr n) {
   std::lock_guard lock(mu_);
@@ -36,7 +34,7 @@ void Storage::set_result(const runtime::BufferPtr& result) {
   } else {
     buffer_ = result;
   }
-  auto input = std::make_shared<ir::Node>();
+  auto input = make_node();
   input->op = ir::Op::Input;
   input->dtype = dtype;
   input->device = device;
@@ -88,9 +86,38 @@ struct PendingList {
   int64_t recorded_since_sync = 0;
   bool syncing = false;
 };
+// The list is reached through a trivially destructible initial-exec pointer:
+// one %fs-relative load per recorded op instead of a __tls_get_addr call and
+// a TLS init-guard check. ListOwner frees the list when the thread exits.
+__attribute__((tls_model("initial-exec"))) thread_local PendingList* t_list = nullptr;
+struct ListOwner {
+  ~ListOwner() {
+    delete t_list;
+    t_list = nullptr;
+  }
+};
+[[gnu::noinline]] PendingList& new_thread_list() {
+  thread_local ListOwner owner;  // registered once; a list made after it ran (a thread's own
+  (void)owner;                   // exit-time destructors recording ops) is leaked, not dangling
+  t_list = new PendingList;
+  return *t_list;
+}
 PendingList& pending_list() {
-  thread_local PendingList list;
-  return list;
+  if (PendingList* l = t_list) [[likely]] return *l;
+  return new_thread_list();
+}
+
+// For each node of g: whether its value is computed from node `bad`.
+std::vector<bool> depends_on(const ir::Graph& g, uint32_t bad) {
+  std::vector<bool> d(g.size(), false);
+  if (bad < g.size()) d[bad] = true;
+  for (uint32_t i = bad + 1; i < g.size(); ++i)
+    for (uint32_t in : g.inputs_of(i))
+      if (d[in]) {
+        d[i] = true;
+        break;
+      }
+  return d;
 }
 
 void sync_device(Device device, PendingList& list) {
@@ -120,10 +147,21 @@ void sync_device(Device device, PendingList& list) {
   std::vector<runtime::BufferPtr> results;
   try {
     results = runtime::execute(graph, device);
+  } catch (const runtime::NodeError& e) {
+    // One node failed: only the outputs computed from it are poisoned (keep
+    // the error, raise it when read; buffers written before stay intact).
+    // The others keep their pending values and are listed again, to run on
+    // their next sync.
+    const std::vector<bool> failed = depends_on(graph, e.node);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (failed[graph.outputs[i]])
+        outs[i]->set_error(e.what());
+      else if (!outs[i]->listed.exchange(true, std::memory_order_relaxed))
+        list.storages.emplace_back(outs[i]);
+    }
+    throw;
   } catch (const Error& e) {
-    // The failed values are never half-written: each pending storage keeps
-    // the error and raises it when read; buffers written before stay intact.
-    for (auto& s : outs) s->set_error(e.what());
+    for (auto& s : outs) s->set_error(e.what());  // no node to blame: every output failed
     throw;
   }
   for (size_t i = 0; i < outs.size(); ++i) outs[i]->set_result(results[i]);
@@ -155,20 +193,37 @@ void sync_list(PendingList& list, const Device* only) {
 
 }  // namespace
 
-void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded) {
-  PendingList& list = pending_list();
-  if (!s->listed.exchange(true, std::memory_order_relaxed)) {
-    list.storages.emplace_back(s);
-    // Drop dead entries now and then so a long unsynced loop stays bounded.
-    if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) {
-      std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
-    }
+namespace {
+void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
+  list.storages.emplace_back(s);
+  // Drop dead entries now and then so a long unsynced loop stays bounded.
+  if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) {
+    std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
   }
+}
+void count_recorded(PendingList& list, int64_t nodes_recorded) {
   list.recorded_since_sync += nodes_recorded;
   if (list.recorded_since_sync > g_max_pending.load(std::memory_order_relaxed) && !list.syncing) {
     runtime::bump(runtime::counters().graph_cuts);
     sync_list(list, nullptr);
   }
+}
+}  // namespace
+
+void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded) {
+  PendingList& list = pending_list();
+  // A plain load first: an in-place loop re-notes a listed storage every op.
+  if (!s->listed.load(std::memory_order_relaxed) && !s->listed.exchange(true, std::memory_order_relaxed))
+    add_to_list(list, s);
+  count_recorded(list, nodes_recorded);
+}
+
+void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded) {
+  PendingList& list = pending_list();
+  // No other thread can see `s` yet: a plain store, not an atomic exchange.
+  s->listed.store(true, std::memory_order_relaxed);
+  add_to_list(list, s);
+  count_recorded(list, nodes_recorded);
 }
 
 void materialize(const std::shared_ptr<Storage>& s) {
@@ -178,7 +233,14 @@ void materialize(const std::shared_ptr<Storage>& s) {
   }
   PendingList& list = pending_list();
   Device d = s->device;
-  sync_list(list, &d);
+  try {
+    sync_list(list, &d);
+  } catch (const Error&) {
+    // The graph failed at a node `s` is not computed from: the failed values
+    // are poisoned now, so a second sync computes the rest, `s` included.
+    if (!s->pending()) throw;
+    sync_list(list, &d);
+  }
   if (s->pending()) {  // recorded on another thread's list: compute it here
     list.storages.emplace_back(s);
     sync_list(list, &d);

@@ -13,6 +13,9 @@ namespace loom::detail {
 // Adds a storage that just became pending to this thread's list, and cuts
 // the graph (syncs) once more nodes than max_pending_nodes() were recorded.
 void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
+// The same for a storage created just now by this thread (wrap()), which no
+// other thread can have listed yet.
+void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
 
 // Materializes `s` (and with it everything pending on its device).
 void materialize(const std::shared_ptr<Storage>& s);

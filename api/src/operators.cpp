@@ -1,6 +1,8 @@
 // C++ operators, each the named op it spells (a + b is add(a, b)).
 #include <loom/functions.h>
 
+#include "api/src/record.h"
+
 namespace loom {
 
 Tensor operator-(TensorArg a) { return neg(a.t, a.loc); }
@@ -9,13 +11,19 @@ Tensor operator+(const Tensor& a, ScalarArg b) { return add(a, b.s, 1, b.loc); }
 Tensor operator+(ScalarArg a, const Tensor& b) { return add(b, a.s, 1, a.loc); }
 Tensor operator-(const Tensor& a, TensorArg b) { return sub(a, b.t, 1, b.loc); }
 Tensor operator-(const Tensor& a, ScalarArg b) { return sub(a, b.s, 1, b.loc); }
-Tensor operator-(ScalarArg a, const Tensor& b) { return add(neg(b, a.loc), a.s, 1, a.loc); }
+// s - t and s / t: the scalar becomes a 0-dim tensor of the pair's result
+// type, so promotion and the bool checks are those of t - s and t / s.
+Tensor operator-(ScalarArg a, const Tensor& b) {
+  detail::impl_of(b, "sub", a.loc);
+  return sub(scalar_tensor(a.s, TensorOptions(result_type(b, a.s)).device(b.device()), a.loc), b, 1, a.loc);
+}
 Tensor operator*(const Tensor& a, TensorArg b) { return mul(a, b.t, b.loc); }
 Tensor operator*(const Tensor& a, ScalarArg b) { return mul(a, b.s, b.loc); }
 Tensor operator*(ScalarArg a, const Tensor& b) { return mul(b, a.s, a.loc); }
 Tensor operator/(const Tensor& a, TensorArg b) { return div(a, b.t, b.loc); }
 Tensor operator/(const Tensor& a, ScalarArg b) { return div(a, b.s, b.loc); }
 Tensor operator/(ScalarArg a, const Tensor& b) {
+  detail::impl_of(b, "div", a.loc);
   return div(scalar_tensor(a.s, TensorOptions(result_type(b, a.s)).device(b.device()), a.loc), b, a.loc);
 }
 Tensor operator%(const Tensor& a, TensorArg b) { return remainder(a, b.t, b.loc); }

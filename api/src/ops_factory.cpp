@@ -172,14 +172,31 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, const TensorOptions
   return (u.mul(static_cast<double>(high - low), loc).floor(loc).add(static_cast<double>(low), 1, loc)).to(dt, loc);
 }
 
-Tensor empty_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return empty(t.sizes(), like(t, o), loc); }
-Tensor zeros_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return zeros(t.sizes(), like(t, o), loc); }
-Tensor ones_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return ones(t.sizes(), like(t, o), loc); }
+// The *_like factories check `t` first, so an undefined one is reported as theirs.
+Tensor empty_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) {
+  detail::impl_of(t, "empty_like", loc);
+  return empty(t.sizes(), like(t, o), loc);
+}
+Tensor zeros_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) {
+  detail::impl_of(t, "zeros_like", loc);
+  return zeros(t.sizes(), like(t, o), loc);
+}
+Tensor ones_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) {
+  detail::impl_of(t, "ones_like", loc);
+  return ones(t.sizes(), like(t, o), loc);
+}
 Tensor full_like(const Tensor& t, const Scalar& v, const TensorOptions& o, SourceLoc loc) {
+  detail::impl_of(t, "full_like", loc);
   return full(t.sizes(), v, like(t, o), loc);
 }
-Tensor rand_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return rand(t.sizes(), like(t, o), loc); }
-Tensor randn_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) { return randn(t.sizes(), like(t, o), loc); }
+Tensor rand_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) {
+  detail::impl_of(t, "rand_like", loc);
+  return rand(t.sizes(), like(t, o), loc);
+}
+Tensor randn_like(const Tensor& t, const TensorOptions& o, SourceLoc loc) {
+  detail::impl_of(t, "randn_like", loc);
+  return randn(t.sizes(), like(t, o), loc);
+}
 
 namespace {
 Tensor blob(void* data, const ir::Dims& shape, const ir::Dims& strides, std::function<void(void*)> deleter,
@@ -214,18 +231,36 @@ Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> delet
   return blob(data, shape, contiguous_strides(shape), std::move(deleter), o, loc);
 }
 
+namespace {
+template <class U, class T>
+void copy_in(void* dst, const std::vector<T>& values) {
+  U* p = static_cast<U*>(dst);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if constexpr (std::is_same_v<U, bool>) p[i] = static_cast<T>(values[i]) != T(0);
+    else p[i] = static_cast<U>(static_cast<T>(values[i]));
+  }
+}
+}  // namespace
+
 template <class T>
 Tensor tensor(const std::vector<T>& values, const TensorOptions& o, SourceLoc loc) {
   // As in PyTorch: floating point -> float32, integers -> int64, bool -> bool.
+  // The values are converted once, straight to the dtype asked for (a double
+  // asked to stay double never passes through float32).
   constexpr ScalarType natural = std::is_same_v<T, bool> ? kBool : std::is_integral_v<T> ? kLong : kFloat;
+  const ScalarType dt = o.has_dtype() ? o.dtype() : natural;
   const int64_t n = static_cast<int64_t>(values.size());
-  auto buf = runtime::Buffer::allocate(Device(kCPU, 0), n * element_size(natural));
-  using Natural = std::conditional_t<std::is_same_v<T, bool>, bool, std::conditional_t<std::is_integral_v<T>, int64_t, float>>;
-  auto* p = buf->as<Natural>();
-  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<Natural>(values[i]);
+  auto buf = runtime::Buffer::allocate(Device(kCPU, 0), n * element_size(dt));
+  switch (dt) {
+    case kBool: copy_in<bool>(buf->data(), values); break;
+    case kInt: copy_in<int32_t>(buf->data(), values); break;
+    case kLong: copy_in<int64_t>(buf->data(), values); break;
+    case kFloat: copy_in<float>(buf->data(), values); break;
+    case kDouble: copy_in<double>(buf->data(), values); break;
+  }
   ir::Dims shape(&n, 1);
-  Tensor t = from_buffer(std::move(buf), shape, contiguous_strides(shape), n, natural, Device(kCPU, 0));
-  return t.to(o.has_dtype() ? o.dtype() : natural, loc).to(o.device(), loc);
+  Tensor t = from_buffer(std::move(buf), shape, contiguous_strides(shape), n, dt, Device(kCPU, 0));
+  return t.to(o.device(), loc);
 }
 
 template LOOM_EXPORT Tensor tensor<bool>(const std::vector<bool>&, const TensorOptions&, SourceLoc);

@@ -42,16 +42,18 @@ namespace {
 
 enum class UnaryRule {
   Float,     // integers and bool become float32 (exp, sin, ...)
-  Keep,      // dtype kept; bool rejected (neg, abs, sign, relu)
-  KeepBool,  // dtype kept; bool passes through (floor, ceil, round)
+  Keep,      // dtype kept; bool rejected (neg, abs, relu)
+  KeepBool,  // dtype kept; bool accepted (sign)
+  Integral,  // dtype kept; bool rejected; integers are their own result (floor, ceil, round)
 };
 
 Tensor unary(ir::Op op, const char* name, const Tensor& x, UnaryRule rule, const SourceLoc& loc) {
   impl_of(x, name, loc);
   ScalarType dt = x.dtype();
   if (rule == UnaryRule::Float && !is_floating_point(dt)) dt = kFloat;
-  LOOM_CHECK(!(rule == UnaryRule::Keep && dt == kBool), name, loc, "not supported for bool tensors (", detail::describe(x), ")");
-  if (rule == UnaryRule::KeepBool && !is_floating_point(dt)) return x.clone(loc);  // floor of an integer is itself
+  LOOM_CHECK(!((rule == UnaryRule::Keep || rule == UnaryRule::Integral) && dt == kBool), name, loc,
+             "not supported for bool tensors (", detail::describe(x), ")");
+  if (rule == UnaryRule::Integral && !is_floating_point(dt)) return x.clone(loc);  // floor of an integer is itself
   return wrap(new_node(op, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc));
 }
 
@@ -66,8 +68,6 @@ Tensor binary_nodes(ir::Op op, const char* name, ir::NodePtr a, ir::NodePtr b, S
                     const ir::Dims& shape, Device dev, const SourceLoc& loc) {
   if (rule == BinaryRule::TrueDiv && !is_floating_point(dt)) dt = kFloat;
   if (rule == BinaryRule::Logical) dt = kBool;
-  LOOM_CHECK(!(op == ir::Op::Sub && dt == kBool), name, loc,
-             "subtraction, the `-` operator, with two bool tensors is not supported; use logical_xor() instead");
   LOOM_CHECK(!(dt == kBool && (op == ir::Op::Pow || op == ir::Op::Fmod || op == ir::Op::Remainder)), name, loc,
              "not supported for bool tensors");
   ScalarType out = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
@@ -76,9 +76,17 @@ Tensor binary_nodes(ir::Op op, const char* name, ir::NodePtr a, ir::NodePtr b, S
   return wrap(new_node(op, out, dev, shape, {std::move(a), std::move(b)}, loc));
 }
 
+// PyTorch refuses subtraction with any bool operand (a Python bool counts).
+void check_sub(ir::Op op, bool a_bool, bool b_bool, const SourceLoc& loc) {
+  LOOM_CHECK(!(op == ir::Op::Sub && (a_bool || b_bool)), "sub", loc,
+             "subtraction, the `-` operator, with a bool tensor is not supported; use the `~` or logical_not() "
+             "operator to invert a mask, or logical_xor()");
+}
+
 Tensor binary(ir::Op op, const char* name, const Tensor& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {
   impl_of(a, name, loc);
   impl_of(b, name, loc);
+  check_sub(op, a.dtype() == kBool, b.dtype() == kBool, loc);
   detail::check_same_device(a, b, name, loc);
   ir::Dims shape = detail::broadcast_shapes(detail::shape_of(a), detail::shape_of(b), name, loc);
   return binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), result_type(a, b), rule, shape, a.device(), loc);
@@ -86,6 +94,7 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Tensor& b, Bin
 
 Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, BinaryRule rule, const SourceLoc& loc) {
   impl_of(a, name, loc);
+  check_sub(op, a.dtype() == kBool, b.isBoolean(), loc);
   ScalarType dt = result_type(a, b);
   ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
   return binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, a.device(), loc), dt, rule,
@@ -94,6 +103,7 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, Bin
 
 Tensor binary(ir::Op op, const char* name, const Scalar& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {
   impl_of(b, name, loc);
+  check_sub(op, a.isBoolean(), b.dtype() == kBool, loc);
   ScalarType dt = result_type(b, a);
   ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
   return binary_nodes(op, name, detail::scalar_node(a, node_dt, b.device(), loc), detail::read(b, loc), dt, rule,
@@ -101,6 +111,11 @@ Tensor binary(ir::Op op, const char* name, const Scalar& a, const Tensor& b, Bin
 }
 
 bool is_one(const Scalar& s) { return s.isFloatingPoint() ? s.toDouble() == 1.0 : s.toLong() == 1; }
+
+void check_alpha(ScalarType dt, const Scalar& alpha, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(!(is_integral(dt, true) && alpha.isFloatingPoint()), op, loc,
+             "for integral input tensors, argument alpha must not be a floating point number");
+}
 
 }  // namespace
 
@@ -121,10 +136,10 @@ LOOM_UNARY(tanh, Tanh, Float)
 LOOM_UNARY(sigmoid, Sigmoid, Float)
 LOOM_UNARY(relu, Relu, Keep)
 LOOM_UNARY(erf, Erf, Float)
-LOOM_UNARY(floor, Floor, KeepBool)
-LOOM_UNARY(ceil, Ceil, KeepBool)
-LOOM_UNARY(round, Round, KeepBool)
-LOOM_UNARY(sign, Sign, Keep)
+LOOM_UNARY(floor, Floor, Integral)
+LOOM_UNARY(ceil, Ceil, Integral)
+LOOM_UNARY(round, Round, Integral)
+LOOM_UNARY(sign, Sign, KeepBool)
 LOOM_UNARY(reciprocal, Reciprocal, Float)
 #undef LOOM_UNARY
 
@@ -140,7 +155,12 @@ Tensor gelu(const Tensor& x, const std::string& approximate, SourceLoc loc) {
              "expected a floating-point tensor but got ", detail::describe(x));
   return unary(approximate == "tanh" ? ir::Op::GeluTanh : ir::Op::Gelu, "gelu", x, UnaryRule::Float, loc);
 }
-Tensor square(const Tensor& x, SourceLoc loc) { return mul(x, x, loc); }
+// As pow(x, 2): a bool tensor squares to int64.
+Tensor square(const Tensor& x, SourceLoc loc) {
+  impl_of(x, "square", loc);
+  if (x.dtype() == kBool) return square(x.to(kLong, loc), loc);
+  return mul(x, x, loc);
+}
 Tensor Tensor::square(SourceLoc loc) const { return loom::square(*this, loc); }
 
 Tensor logical_not(const Tensor& x, SourceLoc loc) {
@@ -150,19 +170,33 @@ Tensor logical_not(const Tensor& x, SourceLoc loc) {
 Tensor Tensor::logical_not(SourceLoc loc) const { return loom::logical_not(*this, loc); }
 
 // ---------------------------------------------------------------- binary
+namespace {
+// a + alpha * b: alpha scales b before the promotion, as in PyTorch.
+Tensor add_sub(ir::Op op, const char* name, const Tensor& a, const Tensor& b, const Scalar& alpha, const SourceLoc& loc) {
+  impl_of(a, name, loc);
+  impl_of(b, name, loc);
+  if (is_one(alpha)) return binary(op, name, a, b, BinaryRule::Arith, loc);
+  check_alpha(result_type(a, b), alpha, name, loc);
+  return binary(op, name, a, mul(b, alpha, loc), BinaryRule::Arith, loc);
+}
+Tensor add_sub(ir::Op op, const char* name, const Tensor& a, const Scalar& b, const Scalar& alpha, const SourceLoc& loc) {
+  impl_of(a, name, loc);
+  if (is_one(alpha)) return binary(op, name, a, b, BinaryRule::Arith, loc);
+  return add_sub(op, name, a, scalar_tensor(b, TensorOptions(result_type(a, b)).device(a.device()), loc), alpha, loc);
+}
+}  // namespace
+
 Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha, SourceLoc loc) {
-  return binary(ir::Op::Add, "add", a, is_one(alpha) ? b : mul(b, alpha, loc), BinaryRule::Arith, loc);
+  return add_sub(ir::Op::Add, "add", a, b, alpha, loc);
 }
 Tensor add(const Tensor& a, const Scalar& b, const Scalar& alpha, SourceLoc loc) {
-  return is_one(alpha) ? binary(ir::Op::Add, "add", a, b, BinaryRule::Arith, loc)
-                       : add(a, scalar_tensor(b, TensorOptions(result_type(a, b)).device(a.device()), loc), alpha, loc);
+  return add_sub(ir::Op::Add, "add", a, b, alpha, loc);
 }
 Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha, SourceLoc loc) {
-  return binary(ir::Op::Sub, "sub", a, is_one(alpha) ? b : mul(b, alpha, loc), BinaryRule::Arith, loc);
+  return add_sub(ir::Op::Sub, "sub", a, b, alpha, loc);
 }
 Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha, SourceLoc loc) {
-  return is_one(alpha) ? binary(ir::Op::Sub, "sub", a, b, BinaryRule::Arith, loc)
-                       : sub(a, scalar_tensor(b, TensorOptions(result_type(a, b)).device(a.device()), loc), alpha, loc);
+  return add_sub(ir::Op::Sub, "sub", a, b, alpha, loc);
 }
 
 #define LOOM_BINARY(fn, OP, RULE)                                                                           \
@@ -178,7 +212,7 @@ Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha, SourceLoc loc)
   Tensor Tensor::fn(const Scalar& o, SourceLoc loc) const { return binary(ir::Op::OP, #fn, *this, o, BinaryRule::RULE, loc); }
 LOOM_BINARY_SCALAR(mul, Mul, Arith)
 LOOM_BINARY_SCALAR(div, Div, TrueDiv)
-LOOM_BINARY_SCALAR(pow, Pow, Arith)
+LOOM_BINARY(pow, Pow, Arith)
 LOOM_BINARY_SCALAR(fmod, Fmod, Arith)
 LOOM_BINARY_SCALAR(remainder, Remainder, Arith)
 LOOM_BINARY(maximum, Maximum, Arith)
@@ -204,6 +238,15 @@ LOOM_COMPARE_SCALAR(gt, Gt)
 LOOM_COMPARE_SCALAR(ge, Ge)
 #undef LOOM_COMPARE_SCALAR
 
+// An integer tensor to a negative integer power is refused at record time,
+// as PyTorch refuses it eagerly (a tensor of exponents gives 0, 1 or -1).
+Tensor pow(const Tensor& a, const Scalar& b, SourceLoc loc) {
+  impl_of(a, "pow", loc);
+  LOOM_CHECK(!(is_integral(result_type(a, b), true) && b.isIntegral() && b.toLong() < 0), "pow", loc,
+             "integers to negative integer powers are not allowed (", detail::describe(a), " to the power ", b, ")");
+  return binary(ir::Op::Pow, "pow", a, b, BinaryRule::Arith, loc);
+}
+Tensor Tensor::pow(const Scalar& e, SourceLoc loc) const { return loom::pow(*this, e, loc); }
 Tensor pow(const Scalar& a, const Tensor& b, SourceLoc loc) {
   return binary(ir::Op::Pow, "pow", a, b, BinaryRule::Arith, loc);
 }
@@ -243,10 +286,10 @@ Tensor Tensor::where(const Tensor& condition, const Tensor& other, SourceLoc loc
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max, SourceLoc loc) {
   impl_of(x, "clamp", loc);
   LOOM_CHECK(min || max, "clamp", loc, "at least one of 'min' or 'max' must not be None");
-  LOOM_CHECK(x.dtype() != kBool, "clamp", loc, "not supported for bool tensors");
   ScalarType dt = x.dtype();
   if (min) dt = promote_types(dt, result_type(x, *min));
   if (max) dt = promote_types(dt, result_type(x, *max));
+  LOOM_CHECK(dt != kBool, "clamp", loc, "not supported for bool tensors");
   Tensor r = x.to(dt, loc);
   if (min) r = binary(ir::Op::Maximum, "clamp", r, *min, BinaryRule::Arith, loc);
   if (max) r = binary(ir::Op::Minimum, "clamp", r, *max, BinaryRule::Arith, loc);

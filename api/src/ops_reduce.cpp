@@ -3,6 +3,7 @@
 // std, logsumexp, norm) built from the primitive Reduce nodes.
 #include <loom/functions.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -54,10 +55,15 @@ int64_t reduced_count(const Tensor& x, uint64_t mask) {
   return c;
 }
 
+// Max, min and their args have no identity: each output needs an element.
+// (Reducing a non-empty dim of an otherwise empty tensor is fine.)
 void check_nonempty(const Tensor& x, uint64_t mask, const char* op, const SourceLoc& loc) {
-  LOOM_CHECK(x.numel() > 0 && reduced_count(x, mask) > 0, op, loc,
-             "cannot perform reduction function ", op, " on tensor ", detail::describe(x),
-             " with no elements because the operation does not have an identity");
+  LOOM_CHECK(reduced_count(x, mask) > 0, op, loc, "cannot perform reduction function ", op, " on tensor ",
+             detail::describe(x), " with no elements because the operation does not have an identity");
+}
+
+void check_not_bool(const Tensor& x, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(x.dtype() != kBool, op, loc, "does not support bool input (", detail::describe(x), ")");
 }
 
 void check_float(const Tensor& x, const char* op, const SourceLoc& loc) {
@@ -101,53 +107,59 @@ Tensor Tensor::prod(int64_t dim, bool keepdim, SourceLoc loc) const {
   return reduce(ir::Op::Prod, "prod", *this, dim_mask(*this, dim, "prod", loc), keepdim, dt, dt, loc);
 }
 
+namespace {
+// Max / Min (and with `arg`, their indices) over the dims, named `name` in errors.
+Tensor extreme(ir::Op op, const char* name, const Tensor& x, IntArrayRef dims, bool keepdim, const SourceLoc& loc) {
+  impl_of(x, name, loc);
+  uint64_t mask = dim_mask(x, dims, name, loc);
+  check_nonempty(x, mask, name, loc);
+  const bool arg = op == ir::Op::ArgMax || op == ir::Op::ArgMin;
+  return reduce(op, name, x, mask, keepdim, x.dtype(), arg ? kLong : x.dtype(), loc);
+}
+}  // namespace
+
 Tensor Tensor::amax(IntArrayRef dims, bool keepdim, SourceLoc loc) const {
-  impl_of(*this, "amax", loc);
-  uint64_t mask = dim_mask(*this, dims, "amax", loc);
-  check_nonempty(*this, mask, "amax", loc);
-  return reduce(ir::Op::Max, "amax", *this, mask, keepdim, dtype(), dtype(), loc);
+  return extreme(ir::Op::Max, "amax", *this, dims, keepdim, loc);
 }
 Tensor Tensor::amin(IntArrayRef dims, bool keepdim, SourceLoc loc) const {
-  impl_of(*this, "amin", loc);
-  uint64_t mask = dim_mask(*this, dims, "amin", loc);
-  check_nonempty(*this, mask, "amin", loc);
-  return reduce(ir::Op::Min, "amin", *this, mask, keepdim, dtype(), dtype(), loc);
+  return extreme(ir::Op::Min, "amin", *this, dims, keepdim, loc);
 }
-Tensor Tensor::max(SourceLoc loc) const { return amax({}, false, loc); }
-Tensor Tensor::min(SourceLoc loc) const { return amin({}, false, loc); }
+Tensor Tensor::max(SourceLoc loc) const { return extreme(ir::Op::Max, "max", *this, {}, false, loc); }
+Tensor Tensor::min(SourceLoc loc) const { return extreme(ir::Op::Min, "min", *this, {}, false, loc); }
 
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "argmax", loc);
+  check_not_bool(*this, "argmax", loc);
   if (!dim) {
     check_nonempty(*this, dim_mask(*this, {}, "argmax", loc), "argmax", loc);
     Tensor r = reshape({-1}, loc).argmax(0, false, loc);
     if (!keepdim) return r;
     return r.reshape(std::vector<int64_t>(this->dim(), 1), loc);
   }
-  uint64_t mask = dim_mask(*this, *dim, "argmax", loc);
-  check_nonempty(*this, mask, "argmax", loc);
-  return reduce(ir::Op::ArgMax, "argmax", *this, mask, keepdim, dtype(), kLong, loc);
+  return extreme(ir::Op::ArgMax, "argmax", *this, *dim, keepdim, loc);
 }
 Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "argmin", loc);
+  check_not_bool(*this, "argmin", loc);
   if (!dim) {
     check_nonempty(*this, dim_mask(*this, {}, "argmin", loc), "argmin", loc);
     Tensor r = reshape({-1}, loc).argmin(0, false, loc);
     if (!keepdim) return r;
     return r.reshape(std::vector<int64_t>(this->dim(), 1), loc);
   }
-  uint64_t mask = dim_mask(*this, *dim, "argmin", loc);
-  check_nonempty(*this, mask, "argmin", loc);
-  return reduce(ir::Op::ArgMin, "argmin", *this, mask, keepdim, dtype(), kLong, loc);
+  return extreme(ir::Op::ArgMin, "argmin", *this, *dim, keepdim, loc);
 }
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim, SourceLoc loc) { return x.argmax(dim, keepdim, loc); }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim, SourceLoc loc) { return x.argmin(dim, keepdim, loc); }
 
+// (values, indices); bool tensors are accepted here, unlike by argmax.
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim, SourceLoc loc) const {
-  return {amax(dim, keepdim, loc), argmax(dim, keepdim, loc)};
+  Tensor values = extreme(ir::Op::Max, "max", *this, dim, keepdim, loc);
+  return {values, extreme(ir::Op::ArgMax, "max", *this, dim, keepdim, loc)};
 }
 std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim, SourceLoc loc) const {
-  return {amin(dim, keepdim, loc), argmin(dim, keepdim, loc)};
+  Tensor values = extreme(ir::Op::Min, "min", *this, dim, keepdim, loc);
+  return {values, extreme(ir::Op::ArgMin, "min", *this, dim, keepdim, loc)};
 }
 
 Tensor Tensor::var(bool unbiased, SourceLoc loc) const { return var({}, unbiased, false, loc); }
@@ -158,8 +170,8 @@ Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc)
   const int64_t n = reduced_count(*this, mask);
   Tensor centered = sub(reduce(ir::Op::Sum, "var", *this, mask, true, dtype(), dtype(), loc).div(static_cast<double>(n), loc), 1, loc);
   Tensor ss = reduce(ir::Op::Sum, "var", centered.mul(centered, loc), mask, keepdim, dtype(), dtype(), loc);
-  // n - 1 == 0 divides by zero and gives inf/nan, as PyTorch does.
-  return ss.div(static_cast<double>(n - (unbiased ? 1 : 0)), loc);
+  // As PyTorch: divide by max(0, n - correction), so n <= correction gives nan (or inf).
+  return ss.div(static_cast<double>(std::max<int64_t>(0, n - (unbiased ? 1 : 0))), loc);
 }
 Tensor Tensor::std(bool unbiased, SourceLoc loc) const { return var(unbiased, loc).sqrt(loc); }
 Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc) const {

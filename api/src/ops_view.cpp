@@ -319,6 +319,8 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim, SourceLoc loc) co
   LOOM_CHECK(im.view.sizes.n > 0, "chunk", loc, "chunk expects at least a 1-dimensional tensor");
   int64_t d = wrap_dim(dim, im.view.sizes.n, "chunk", loc);
   const int64_t size = im.view.sizes[d];
+  // An empty dim still gives `chunks` (empty) pieces, as in PyTorch.
+  if (size == 0) return split(std::vector<int64_t>(chunks, 0), d, loc);
   return split((size + chunks - 1) / chunks, d, loc);
 }
 

@@ -2,23 +2,17 @@
 
 #include <sstream>
 
+#include "api/src/block_pool.h"
 #include "api/src/lazy.h"
 #include "runtime/metrics.h"
 
 namespace loom::detail {
 
 namespace {
-thread_local int64_t t_nodes_since_wrap = 0;
-
-bool is_plain_read(const ViewSpec& v, const ir::Node& base) {
-  if (v.offset != 0 || !(v.sizes == base.shape)) return false;
-  int64_t expect = 1;
-  for (int d = static_cast<int>(v.sizes.n) - 1; d >= 0; --d) {
-    if (v.sizes[d] != 1 && v.strides[d] != expect) return false;
-    expect *= v.sizes[d];
-  }
-  return true;
-}
+// initial-exec: a plain %fs-relative load instead of a __tls_get_addr call
+// on every recorded node (libloom is a shared library; this costs a few
+// bytes of the static TLS block that glibc reserves for such variables).
+__attribute__((tls_model("initial-exec"))) thread_local int64_t t_nodes_since_wrap = 0;
 
 ir::Attrs view_attrs(const ViewSpec& v) {
   ir::Attrs a;
@@ -28,44 +22,46 @@ ir::Attrs view_attrs(const ViewSpec& v) {
 }
 }  // namespace
 
-const TensorImpl& impl_of(const Tensor& t, const char* op, const SourceLoc& loc) {
-  LOOM_CHECK(t.defined(), op, loc, "expected a defined tensor but got an undefined one (a default-constructed loom::Tensor)");
-  return *t.impl();
+void throw_undefined(const char* op, const SourceLoc& loc) {
+  detail::throw_error(op, "expected a defined tensor but got an undefined one (a default-constructed loom::Tensor)",
+                      loc);
 }
 
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    const SourceLoc& loc) {
-  auto n = std::make_shared<ir::Node>();
+  auto n = make_node();  // recycled: no zero-fill, no malloc (block_pool.h)
   n->op = op;
   n->dtype = dtype;
   n->device = device;
   n->shape = shape;
   n->file = loc.file_name();
   n->line = loc.line();
-  runtime::bump(runtime::counters().nodes_recorded);
+  // Resolved once: runtime::counters() is an out-of-line call of its own.
+  static std::atomic<int64_t>& nodes_recorded = runtime::counters().nodes_recorded;
+  runtime::bump(nodes_recorded);
   ++t_nodes_since_wrap;
   return n;
 }
 
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
-                                   std::vector<ir::NodePtr> inputs, const SourceLoc& loc) {
+                                   NodeInputs inputs, const SourceLoc& loc) {
   auto n = new_node(op, dtype, device, shape, loc);
-  n->inputs = std::move(inputs);
+  inputs.move_into(n->inputs);
   return n;
 }
 
-ir::NodePtr read(const Tensor& t, const SourceLoc& loc) {
-  const TensorImpl& im = *t.impl();
-  ir::NodePtr base = im.storage->node();
-  if (is_plain_read(im.view, *base)) return base;
+ir::NodePtr read_view(const TensorImpl& im, ir::NodePtr base, const SourceLoc& loc) {
   auto n = new_node(ir::Op::AsStrided, im.storage->dtype, im.storage->device, im.view.sizes, {std::move(base)}, loc);
   n->attr = view_attrs(im.view);
   return n;
 }
 
-ir::NodePtr cast_node(ir::NodePtr n, ScalarType dtype, const SourceLoc& loc) {
-  if (n->dtype == dtype) return n;
-  return new_node(ir::Op::Cast, dtype, n->device, n->shape, {std::move(n)}, loc);
+ir::NodePtr make_cast_node(ir::NodePtr n, ScalarType dtype, const SourceLoc& loc) {
+  // Copied first: argument evaluation order is unspecified, and the braced
+  // list below moves n.
+  const Device dev = n->device;
+  const ir::Dims shape = n->shape;
+  return new_node(ir::Op::Cast, dtype, dev, shape, {std::move(n)}, loc);
 }
 
 ir::NodePtr copy_node(ir::NodePtr n, const SourceLoc& loc) {
@@ -88,21 +84,14 @@ Tensor wrap(ir::NodePtr n) {
   // A storage never adopts another storage's Input leaf: that would alias
   // two storages' buffers behind the user's back.
   if (n->op == ir::Op::Input) n = copy_node(std::move(n), SourceLoc::current());
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = make_pooled<TensorImpl>(nullptr, n->shape);
   const ScalarType dtype = n->dtype;
   const Device device = n->device;
   const int64_t numel = n->shape.numel();
-  impl->view.sizes = n->shape;
-  impl->view.strides.n = n->shape.n;
-  int64_t acc = 1;
-  for (int d = static_cast<int>(n->shape.n) - 1; d >= 0; --d) {
-    impl->view.strides[d] = acc;
-    acc *= n->shape[d];
-  }
-  impl->storage = std::make_shared<Storage>(std::move(n), dtype, device, numel);
+  impl->storage = make_pooled<Storage>(std::move(n), dtype, device, numel);
   int64_t recorded = t_nodes_since_wrap;
   t_nodes_since_wrap = 0;
-  note_pending(impl->storage, recorded);
+  note_new_pending(impl->storage, recorded);
   return Tensor(std::move(impl));
 }
 
@@ -116,6 +105,9 @@ void write_through(const Tensor& self, ir::NodePtr value, const char* op, const 
   value = cast_node(std::move(value), st.dtype, loc);
   ir::NodePtr base = st.node();
   if (is_plain_read(im.view, *base)) {
+    // A storage never adopts another storage's Input leaf (see wrap()); one
+    // arrives here when a graph cut computed the value already: copy it in.
+    if (value->op == ir::Op::Input && value != base) value = copy_node(std::move(value), loc);
     st.set_node(std::move(value));
   } else {
     auto n = new_node(ir::Op::ScatterStrided, st.dtype, st.device, base->shape, {base, std::move(value)}, loc);
@@ -141,8 +133,6 @@ std::string shape_str(const ir::Dims& d) {
   return os.str();
 }
 
-ir::Dims shape_of(const Tensor& t) { return t.impl()->view.sizes; }
-
 std::string describe(const Tensor& t) {
   if (!t.defined()) return "undefined";
   std::ostringstream os;
@@ -159,12 +149,14 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const SourceLoc& loc
 }
 
 void check_same_device(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
-  LOOM_CHECK(a.device() == b.device(), op, loc,
+  // Storage devices directly: Tensor::device() is an out-of-line call per operand.
+  LOOM_CHECK(impl_of(a, op, loc).storage->device == impl_of(b, op, loc).storage->device, op, loc,
              "expected all tensors to be on the same device, but found at least two devices, ", a.device(), " and ",
              b.device(), " (", describe(a), " and ", describe(b), ")");
 }
 
 ir::Dims broadcast_shapes(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc) {
+  if (a == b) return a;  // the common case, without the per-dim checks
   ir::Dims out;
   const int n = std::max(a.n, b.n);
   out.n = static_cast<uint8_t>(n);

@@ -2,8 +2,10 @@
 // tensor's value as a node, make a node, wrap a node as a new tensor, and
 // the argument checks every op uses (so their messages read alike).
 #pragma once
+#include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <loom/tensor.h>
 
@@ -12,20 +14,76 @@
 
 namespace loom::detail {
 
+// Whether view `v` reads all of `base` in order (no AsStrided node needed).
+inline bool is_plain_read(const ViewSpec& v, const ir::Node& base) {
+  if (v.offset != 0 || !(v.sizes == base.shape)) return false;
+  int64_t expect = 1;
+  for (int d = static_cast<int>(v.sizes.n) - 1; d >= 0; --d) {
+    if (v.sizes[d] != 1 && v.strides[d] != expect) return false;
+    expect *= v.sizes[d];
+  }
+  return true;
+}
+// An AsStrided node reading view `im` of `base`.
+ir::NodePtr read_view(const TensorImpl& im, ir::NodePtr base, const SourceLoc& loc);
 // The node whose value is `t` (contiguous, t's shape): the storage's node
-// itself, or an AsStrided read of it for a view.
-ir::NodePtr read(const Tensor& t, const SourceLoc& loc);
+// itself, or an AsStrided read of it for a view. Inline: every op reads its
+// operands, almost always whole tensors.
+inline ir::NodePtr read(const Tensor& t, const SourceLoc& loc) {
+  const TensorImpl& im = *t.impl();
+  ir::NodePtr base = im.storage->node();
+  if (is_plain_read(im.view, *base)) [[likely]]
+    return base;
+  return read_view(im, std::move(base), loc);
+}
 // read() converted to dtype (no node if it already is).
 ir::NodePtr read_as(const Tensor& t, ScalarType dtype, const SourceLoc& loc);
 
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    const SourceLoc& loc);
+
+// The inputs of a new node: a braced list of one to three nodes, or a vector.
+// The braced form moves each node in and needs no heap (a std::initializer_list
+// would copy every shared_ptr: two atomic operations per input per op);
+// new_node then moves them into the node's own, usually recycled, vector.
+class NodeInputs {
+ public:
+  NodeInputs() = default;
+  NodeInputs(std::vector<ir::NodePtr> v) : many_(std::move(v)) {}  // NOLINT: implicit by design
+  NodeInputs(ir::NodePtr a) : few_{std::move(a)}, count_(1) {}      // NOLINT
+  NodeInputs(ir::NodePtr a, ir::NodePtr b) : few_{std::move(a), std::move(b)}, count_(2) {}
+  NodeInputs(ir::NodePtr a, ir::NodePtr b, ir::NodePtr c) : few_{std::move(a), std::move(b), std::move(c)}, count_(3) {}
+  // Appends the inputs to `to`, leaving this empty.
+  void move_into(std::vector<ir::NodePtr>& to) {
+    if (count_ == 0 && to.empty()) {
+      to = std::move(many_);
+      return;
+    }
+    to.reserve(to.size() + count_ + many_.size());
+    for (uint8_t i = 0; i < count_; ++i) to.push_back(std::move(few_[i]));
+    for (auto& n : many_) to.push_back(std::move(n));
+    count_ = 0;
+    many_.clear();
+  }
+
+ private:
+  std::array<ir::NodePtr, 3> few_;
+  uint8_t count_ = 0;
+  std::vector<ir::NodePtr> many_;
+};
+
 // A node with inputs, in one call.
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
-                                   std::vector<ir::NodePtr> inputs, const SourceLoc& loc);
+                                   NodeInputs inputs, const SourceLoc& loc);
 // A fresh node with n's value (clone): a Cast to the same dtype.
 ir::NodePtr copy_node(ir::NodePtr n, const SourceLoc& loc);
-ir::NodePtr cast_node(ir::NodePtr n, ScalarType dtype, const SourceLoc& loc);
+// n itself when it already has `dtype` (inline: every binary op calls this
+// twice, almost always for nothing), else a new Cast node.
+ir::NodePtr make_cast_node(ir::NodePtr n, ScalarType dtype, const SourceLoc& loc);
+inline ir::NodePtr cast_node(ir::NodePtr n, ScalarType dtype, const SourceLoc& loc) {
+  if (n->dtype == dtype) return n;
+  return make_cast_node(std::move(n), dtype, loc);
+}
 // A 0-dim Full node holding s (a runtime scalar, not part of the key).
 ir::NodePtr scalar_node(const Scalar& s, ScalarType dtype, Device device, const SourceLoc& loc);
 
@@ -40,12 +98,18 @@ std::string shape_str(const ir::Dims& d);
 // "x: Float[2, 3]" for error messages.
 std::string describe(const Tensor& t);
 
-const TensorImpl& impl_of(const Tensor& t, const char* op, const SourceLoc& loc);  // checks defined
+[[noreturn]] void throw_undefined(const char* op, const SourceLoc& loc);
+// t's impl; throws naming `op` if t is undefined. Inline: every op calls it.
+inline const TensorImpl& impl_of(const Tensor& t, const char* op, const SourceLoc& loc) {
+  if (!t.defined()) [[unlikely]]
+    throw_undefined(op, loc);
+  return *t.impl();
+}
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const SourceLoc& loc);
 void check_same_device(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc);
 // NumPy broadcast of two shapes, or an error naming both.
 ir::Dims broadcast_shapes(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc);
-ir::Dims shape_of(const Tensor& t);
+inline ir::Dims shape_of(const Tensor& t) { return t.impl()->view.sizes; }
 
 // Resolves an unset device index to 0 and rejects malformed devices.
 Device resolve_device(Device d, const char* op, const SourceLoc& loc);

@@ -8,8 +8,7 @@
 
 namespace loom {
 
-std::string explain(const Tensor& t) {
-  auto loc = SourceLoc::current();
+std::string explain(const Tensor& t, SourceLoc loc) {
   detail::impl_of(t, "explain", loc);
   ir::NodePtr n = detail::read(t, loc);
   const ir::Node* raw = n.get();

@@ -38,6 +38,7 @@ TensorOptions Tensor::options() const {
 }
 bool Tensor::is_contiguous() const {
   const auto& v = impl_of(*this, "is_contiguous", SourceLoc::current()).view;
+  if (v.sizes.numel() == 0) return true;  // as in PyTorch: no element is out of place
   int64_t expect = 1;
   for (int d = static_cast<int>(v.sizes.n) - 1; d >= 0; --d) {
     if (v.sizes[d] != 1 && v.strides[d] != expect) return false;

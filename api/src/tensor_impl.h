@@ -4,7 +4,9 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include <loom/device.h>
 #include <loom/dtype.h>
@@ -15,16 +17,17 @@
 namespace loom::detail {
 
 // A few-nanosecond lock for the rare case of two threads touching one
-// storage (a read while another thread materializes it).
+// storage (a read while another thread materializes it). Held only for a
+// few loads and stores, so a waiter spins and yields rather than sleeping:
+// unlock() then needs no notify (which cost a hashed waiter-table lookup
+// on every unlock of the recording path).
 class SpinLock {
  public:
   void lock() {
-    while (flag_.test_and_set(std::memory_order_acquire)) flag_.wait(true, std::memory_order_relaxed);
+    while (flag_.test_and_set(std::memory_order_acquire))
+      while (flag_.test(std::memory_order_relaxed)) std::this_thread::yield();
   }
-  void unlock() {
-    flag_.clear(std::memory_order_release);
-    flag_.notify_one();
-  }
+  void unlock() { flag_.clear(std::memory_order_release); }
 
  private:
   std::atomic_flag flag_;
@@ -33,6 +36,16 @@ class SpinLock {
 struct ViewSpec {
   ir::Dims sizes, strides;
   int64_t offset = 0;
+  ViewSpec() = default;
+  // The contiguous view of a whole storage of shape `shape`.
+  explicit ViewSpec(const ir::Dims& shape) : sizes(shape) {
+    strides.n = shape.n;
+    int64_t acc = 1;
+    for (int d = static_cast<int>(shape.n) - 1; d >= 0; --d) {
+      strides[d] = acc;
+      acc *= shape[d];
+    }
+  }
 };
 
 class Storage {
@@ -46,7 +59,12 @@ class Storage {
 
   // The node whose value is this storage's contents now (an Input node once
   // materialized). Throws the stored error if a sync of it failed.
-  ir::NodePtr node() const;
+  ir::NodePtr node() const {  // inline: two calls per recorded binary op
+    std::lock_guard lock(mu_);
+    if (error_) [[unlikely]]
+      throw_error();
+    return node_;
+  }
   // Records a new value (an in-place write); the storage becomes pending.
   void set_node(ir::NodePtr n);
   // Installs a computed result. If the storage already owns a buffer (it was
@@ -67,6 +85,7 @@ class Storage {
   std::atomic<bool> listed{false};
 
  private:
+  [[noreturn]] void throw_error() const;  // raises *error_
   mutable SpinLock mu_;
   ir::NodePtr node_;
   runtime::BufferPtr buffer_;
@@ -77,6 +96,10 @@ struct TensorImpl {
   std::shared_ptr<Storage> storage;
   ViewSpec view;
   bool requires_grad = false;
+  TensorImpl() = default;
+  // Member-wise: make_shared<TensorImpl>() value-initializes, which zero-fills
+  // the whole object first (a `rep stos` costing ~10% of recording an op).
+  TensorImpl(std::shared_ptr<Storage> s, const ir::Dims& shape) : storage(std::move(s)), view(shape) {}
 };
 
 }  // namespace loom::detail

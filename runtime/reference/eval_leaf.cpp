@@ -36,14 +36,15 @@ void eval_leaf(const EvalContext& c) {
         break;
       }
       case ir::Op::Linspace: {
-        // PyTorch's symmetric form: exact at both ends.
-        double start = c.scalars[0].f, end = c.scalars[1].f;
-        double step = n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0;
-        int64_t half = n / 2;
-        for (int64_t i = 0; i < n; ++i) {
-          double v = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(n - 1 - i);
-          out[i] = static_cast<T>(v);
-        }
+        // PyTorch's symmetric form, exact at both ends: the ends are first
+        // converted to T, the step is T for floating types, double for integers.
+        using Step = std::conditional_t<std::is_integral_v<T>, double, T>;
+        const T start = from_scalar<T>(c.scalars[0]), end = from_scalar<T>(c.scalars[1]);
+        const Step step = n > 1 ? (static_cast<Step>(end) - static_cast<Step>(start)) / static_cast<Step>(n - 1) : Step(0);
+        const int64_t half = n / 2;
+        if (n == 1) out[0] = start;  // PyTorch fills a single step with start
+        for (int64_t i = n == 1; i < n; ++i)
+          out[i] = static_cast<T>(i < half ? start + step * static_cast<Step>(i) : end - step * static_cast<Step>(n - 1 - i));
         break;
       }
       case ir::Op::RandUniform:

@@ -34,11 +34,13 @@ int64_t prod(const ir::Dims& s, int from, int to) {
   return p;
 }
 
-// Reads an index tensor's element as int64 (the api gives int64 indices).
+// An index element (the api gives int64 indices). Negative values are out
+// of range, as in PyTorch's index_select/gather/scatter_add: wrapping them
+// would turn one_hot(-1) into the last class instead of an error.
 int64_t checked_index(const EvalContext& c, int64_t v, int64_t size) {
-  if (v < -size || v >= size)
+  if (v < 0 || v >= size)
     c.fail("index " + std::to_string(v) + " is out of bounds for dimension of size " + std::to_string(size));
-  return v < 0 ? v + size : v;
+  return v;
 }
 
 void matmul(const EvalContext& c) {
@@ -120,8 +122,7 @@ void eval_move(const EvalContext& c) {
       for (int64_t j = 0; j < nidx; ++j) checked_index(c, idx[j], xs[dim]);
       for (int64_t o = 0; o < outer; ++o)
         for (int64_t j = 0; j < nidx; ++j) {
-          int64_t k = idx[j] < 0 ? idx[j] + xs[dim] : idx[j];
-          std::memcpy(out + (o * nidx + j) * inner, src + (o * xs[dim] + k) * inner, inner);
+          std::memcpy(out + (o * nidx + j) * inner, src + (o * xs[dim] + idx[j]) * inner, inner);
         }
       return;
     }

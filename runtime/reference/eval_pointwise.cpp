@@ -116,7 +116,9 @@ T arith_value(const EvalContext& c, ir::Op op, T a, T b) {
       case Op::Sub: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
       case Op::Mul: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
       case Op::Pow:
-        if (b < 0) c.fail("integers to negative integer powers are not allowed");
+        // A tensor of negative exponents is allowed (the api refuses a scalar
+        // one): 1 and -1 keep their magnitude, anything else truncates to 0.
+        if (b < 0) return a == 1 ? T(1) : a == -1 ? T((b & 1) ? -1 : 1) : T(0);
         return int_pow(a, b);
       case Op::Maximum: return a > b ? a : b;
       case Op::Minimum: return a < b ? a : b;

@@ -2,6 +2,7 @@
 // runtime's switches (backend, graph-size bound).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <string>
 
@@ -31,14 +32,22 @@ struct Metrics {
   int64_t kernels_launched = 0;    // kernels (or reference nodes) executed
   int64_t bytes_allocated = 0;     // buffer bytes allocated
   int64_t buffers_allocated = 0;
+  int64_t disk_cache_hits = 0;     // compiled artifacts loaded from LOOM_CACHE_DIR
+  int64_t disk_cache_misses = 0;
+  int64_t disk_cache_writes = 0;
+  int64_t disk_cache_rejected = 0; // corrupt or stale files found, deleted, never loaded
+  int64_t jit_compiles = 0;        // graphs compiled by LLVM (0 when all came from the disk cache)
+  int64_t kernels_compiled = 0;    // generated kernels in those graphs
+  int64_t jit_compile_ns = 0;      // time inside LLVM (optimize + codegen + link)
   std::string to_string() const;   // an aligned two-column table
 };
 Metrics metrics();
 void reset_metrics();
 std::ostream& operator<<(std::ostream& os, const Metrics& m);
 
-// The pending graph behind `t`, one node per line, without running it.
-std::string explain(const Tensor& t);
+// The pending graph behind `t` alone (other live pending tensors of the
+// thread join it at the next sync), one node per line, without running it.
+std::string explain(const Tensor& t, SourceLoc loc = SourceLoc::current());
 
 // Backend used for CPU graphs: "reference" (node-by-node C++) today;
 // LOOM_BACKEND sets the default. Returns the previous name.
@@ -58,6 +67,14 @@ namespace testing {
 // Makes every graph hash to `value` (0 turns it off), to prove that a hash
 // collision is detected by comparing canonical forms. Tests only.
 void force_graph_hash(uint64_t value);
+// Builds the canonical form and XXH3 key of the pending graph behind `t`
+// exactly as a sync would (same code, same reused per-thread buffers), but
+// runs nothing. `nodes` (if given) receives the graph's node count. For the
+// O2 benchmark (bench/) and for hash tests.
+uint64_t graph_key(const Tensor& t, size_t* nodes = nullptr);
+// A weak reference to the node that holds `t`'s value now (pending or an
+// Input leaf), to prove that a sync releases the graph it ran. Tests only.
+std::weak_ptr<const void> node_ref(const Tensor& t);
 }  // namespace testing
 
 }  // namespace loom

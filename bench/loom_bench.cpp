@@ -1,0 +1,338 @@
+// loom-bench: the standard workloads of shared/bench-peers/WORKLOADS.md,
+// printed in peers.py's row format so the two tables sit side by side.
+//
+//   loom-bench [--only W1,O1,...] [--device cpu|cuda] [--backend reference|llvm|cuda]
+//
+// Every figure is a median over repeated runs after warm-up. A W row times
+// "record the workload + loom::sync()", i.e. what a user's loop pays per call
+// once its graph is cached; inputs are random normal and materialized before
+// the clock starts. O rows time the lazy machinery itself (see README.md).
+#include <loom/loom.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// How long to keep repeating a workload (as peers.py: at least `min_reps`
+// and at least `min_s` seconds, never more than `max_reps`).
+struct Repeats {
+  int warmup = 2;
+  int min_reps = 5;
+  double min_s = 0.5;
+  int max_reps = 2000;
+};
+
+// Median seconds per call of fn(); fn must include its own materialization.
+double median_time(const std::function<void()>& fn, const Repeats& r) {
+  for (int i = 0; i < r.warmup; ++i) fn();
+  std::vector<double> times;
+  auto start = Clock::now();
+  while ((static_cast<int>(times.size()) < r.min_reps || seconds_since(start) < r.min_s) &&
+         static_cast<int>(times.size()) < r.max_reps) {
+    auto t0 = Clock::now();
+    fn();
+    times.push_back(seconds_since(t0));
+  }
+  return median(times);
+}
+
+// ---------------------------------------------------------------- rows (peers.py's format)
+
+std::string g_device = "cpu";
+
+void row_ms(const std::string& workload, const std::string& peer, double seconds, const char* rate_key = nullptr,
+            double rate = 0) {
+  char extra[64] = "";
+  if (rate_key) std::snprintf(extra, sizeof extra, "%s=%.1f", rate_key, rate);
+  std::printf("%-28s %-18s %-5s %10.4f ms  %s\n", workload.c_str(), peer.c_str(), g_device.c_str(), seconds * 1e3,
+              extra);
+  std::fflush(stdout);
+}
+
+void row_value(const std::string& workload, const std::string& key, double value) {
+  std::printf("%-28s %-18s %-5s    %s=%.1f\n", workload.c_str(), "loom", g_device.c_str(), key.c_str(), value);
+  std::fflush(stdout);
+}
+
+void row_error(const std::string& workload, const std::string& peer, const std::string& error) {
+  std::printf("%-28s %-18s %-5s ERROR %s\n", workload.c_str(), peer.c_str(), g_device.c_str(), error.c_str());
+  std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------- inputs
+
+loom::Device g_dev(loom::kCPU);
+
+// Random normal float32, computed now so the timed region only reads it.
+loom::Tensor input(std::vector<int64_t> sizes, double scale = 1.0) {
+  loom::Tensor t = loom::randn(sizes, loom::TensorOptions(loom::kFloat32).device(g_dev));
+  if (scale != 1.0) t = t * scale;
+  loom::sync(g_dev);
+  return t;
+}
+
+// The "big" workloads (W0-W3) run for seconds per call on the reference
+// backend: fewer repeats there keep the default run under two minutes.
+Repeats big_repeats() {
+  Repeats r;
+  r.warmup = 1;
+  r.min_reps = 5;
+  r.min_s = 0.5;
+  return r;
+}
+
+// ---------------------------------------------------------------- W rows
+
+void w0(const std::string& peer) {
+  const int64_t n = int64_t{1} << 26;
+  loom::Tensor src = input({n});
+  loom::Tensor dst = input({n});  // preallocated: materialized once, written in place each call
+  double t = median_time(
+      [&] {
+        dst.copy_(src);
+        loom::sync(g_dev);
+      },
+      big_repeats());
+  row_ms("W0 copy-ceiling 256MiB f32", peer, t, "GB/s", 2.0 * 4 * n / t / 1e9);
+}
+
+void w1(const std::string& peer) {
+  const int64_t n = int64_t{1} << 24;
+  loom::Tensor x = input({n});
+  double t = median_time(
+      [&] {
+        loom::Tensor y = loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x;
+        loom::sync(g_dev);
+      },
+      big_repeats());
+  row_ms("W1 pointwise-chain 16M f32", peer, t, "GB/s", 2.0 * 4 * n / t / 1e9);
+}
+
+void w2(const std::string& peer) {
+  loom::Tensor x = input({8192, 4096});
+  double t = median_time(
+      [&] {
+        loom::Tensor y = loom::softmax(x, -1);
+        loom::sync(g_dev);
+      },
+      big_repeats());
+  row_ms("W2 softmax 8192x4096 f32", peer, t, "GB/s", 2.0 * 4 * x.numel() / t / 1e9);
+}
+
+void w3(const std::string& peer) {
+  loom::Tensor x = input({8192, 4096});
+  loom::Tensor g = input({4096});
+  loom::Tensor b = input({4096});
+  double t = median_time(
+      [&] {
+        // Composed exactly as peers.py's w3: mean, biased variance, affine.
+        loom::Tensor mu = x.mean({-1}, /*keepdim=*/true);
+        loom::Tensor var = (x - mu).pow(2).mean({-1}, /*keepdim=*/true);
+        loom::Tensor y = (x - mu) * loom::rsqrt(var + 1e-5) * g + b;
+        loom::sync(g_dev);
+      },
+      big_repeats());
+  row_ms("W3 layernorm 8192x4096 f32", peer, t, "GB/s", 2.0 * 4 * x.numel() / t / 1e9);
+}
+
+void w5(const std::string& peer) {
+  loom::Tensor W1 = input({64, 64}, 0.1);
+  loom::Tensor W2 = input({64, 64}, 0.1);
+  loom::Tensor s0 = input({1, 64});
+  Repeats r;
+  r.warmup = 20;
+  r.min_reps = 50;
+  r.min_s = 0.5;
+  double t = median_time(
+      [&] {
+        loom::Tensor a = loom::tanh(loom::tanh(s0.matmul(W1)).matmul(W2));
+        loom::Tensor s = s0;
+        for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
+        loom::sync(g_dev);
+      },
+      r);
+  row_ms("W5 control-step 64", peer, t);
+}
+
+// ---------------------------------------------------------------- O rows
+
+constexpr int kChain = 1000;
+
+// O1: records `y = y + x` kChain times on a [16] float32 tensor, no sync.
+void o1() {
+  loom::Tensor x = input({16});
+  std::vector<double> ns_per_op;
+  for (int rep = 0; rep < 520; ++rep) {
+    loom::Tensor y = x;
+    auto t0 = Clock::now();
+    for (int i = 0; i < kChain; ++i) y = y + x;
+    double s = seconds_since(t0);
+    loom::sync(g_dev);  // untimed: keeps the pending list and the graph-size cut out of the next repeat
+    if (rep >= 20) ns_per_op.push_back(s * 1e9 / kChain);
+  }
+  row_value("O1 record-per-op", "ns", median(ns_per_op));
+}
+
+// O2: builds the canonical form and XXH3 key of O1's pending graph (as a
+// sync does before its cache lookup), through loom::testing::graph_key.
+void o2() {
+  loom::Tensor x = input({16});
+  loom::Tensor y = x;
+  for (int i = 0; i < kChain; ++i) y = y + x;
+  size_t nodes = 0;
+  uint64_t key = loom::testing::graph_key(y, &nodes);
+  std::vector<double> ns_per_node;
+  for (int rep = 0; rep < 1020; ++rep) {
+    auto t0 = Clock::now();
+    uint64_t k = loom::testing::graph_key(y, &nodes);
+    double s = seconds_since(t0);
+    if (k != key) std::fprintf(stderr, "loom-bench: O2: graph key changed between builds\n");
+    if (rep >= 20) ns_per_node.push_back(s * 1e9 / static_cast<double>(nodes));
+  }
+  row_value("O2 hash-per-node", "ns", median(ns_per_node));
+  loom::sync(g_dev);
+}
+
+// O3: sync() of O1's graph on a cache hit, minus the time the executor
+// spent inside Executable::run (metrics().execute_ns): the lazy runtime's
+// own cost per sync (graph build, hash, lookup, binding, result hand-off).
+void o3() {
+  loom::Tensor x = input({16});
+  std::vector<double> us;
+  for (int rep = 0; rep < 320; ++rep) {
+    loom::Tensor y = x;
+    for (int i = 0; i < kChain; ++i) y = y + x;
+    int64_t exec0 = loom::metrics().execute_ns;
+    auto t0 = Clock::now();
+    loom::sync(g_dev);
+    double s = seconds_since(t0);
+    int64_t exec_ns = loom::metrics().execute_ns - exec0;
+    if (rep >= 20) us.push_back(s * 1e6 - exec_ns / 1e3);  // the first repeats include the compile (miss)
+  }
+  row_value("O3 sync-overhead-hit", "us", median(us));
+}
+
+// ---------------------------------------------------------------- driver
+
+struct Workload {
+  std::string id;
+  std::string name;  // the row's workload column, for error rows
+  std::function<void(const std::string& peer)> run;  // empty: not implemented yet
+};
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "loom-bench: %s\n", msg.c_str());
+  std::fprintf(stderr, "usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda]\n");
+  return 2;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string only, device = "cpu", backend;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const std::string& flag) -> const char* {
+      if (a.rfind(flag + "=", 0) == 0) return argv[i] + flag.size() + 1;
+      if (a == flag && i + 1 < argc) return argv[++i];
+      return nullptr;
+    };
+    if (a == "-h" || a == "--help") {
+      std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda]\n"
+                  "workloads: W0 W1 W2 W3 W5 O1 O2 O3 (see bench/README.md)\n");
+      return 0;
+    } else if (const char* v = value("--only")) {
+      only = v;
+    } else if (const char* v = value("--device")) {
+      device = v;
+    } else if (const char* v = value("--backend")) {
+      backend = v;
+    } else {
+      return usage_error("unknown argument '" + a + "'");
+    }
+  }
+  if (device != "cpu" && device != "cuda") return usage_error("unknown device '" + device + "' (expected cpu or cuda)");
+  if (backend.empty()) backend = device == "cuda" ? "cuda" : loom::backend_name(loom::kCPU);
+  if (backend != "reference" && backend != "llvm" && backend != "cuda")
+    return usage_error("unknown backend '" + backend + "' (expected reference, llvm or cuda)");
+  g_device = device;
+  const std::string peer = "loom-" + backend;
+
+  // The O rows run first, while the process's allocator and caches have not
+  // yet been churned by the 256 MiB buffers of W0-W3.
+  std::vector<Workload> all = {
+      {"O1", "O1 record-per-op", [](const std::string&) { o1(); }},
+      {"O2", "O2 hash-per-node", [](const std::string&) { o2(); }},
+      {"O3", "O3 sync-overhead-hit", [](const std::string&) { o3(); }},
+      {"W0", "W0 copy-ceiling 256MiB f32", w0},
+      {"W1", "W1 pointwise-chain 16M f32", w1},
+      {"W2", "W2 softmax 8192x4096 f32", w2},
+      {"W3", "W3 layernorm 8192x4096 f32", w3},
+      {"W4", "W4 mlp-train-step b256", nullptr},
+      {"W5", "W5 control-step 64", w5},
+      {"W6", "W6 matmul 4096 f32", nullptr},
+      {"C1", "C1 first-step-cold-cache", nullptr},
+      {"C2", "C2 first-step-warm-cache", nullptr},
+  };
+  std::set<std::string> wanted;
+  for (const std::string& id : split_commas(only)) {
+    bool known = std::any_of(all.begin(), all.end(), [&](const Workload& w) { return w.id == id; });
+    if (!known) return usage_error("unknown workload id '" + id + "' in --only");
+    wanted.insert(id);
+  }
+
+  // The backend and device must be able to run a graph at all; if not, one
+  // row says so (a table script then shows why loom has no figures here).
+  try {
+    if (device == "cuda" || backend == "cuda") {
+      g_dev = loom::Device(loom::kCUDA, 0);
+      loom::ones({1}, loom::TensorOptions().device(g_dev)).item<float>();
+    } else {
+      loom::set_backend(backend);
+    }
+  } catch (const loom::Error& e) {
+    row_error("*", peer, std::string("unavailable in this build: ") + e.what());
+    return 0;
+  }
+
+  for (const Workload& w : all) {
+    if (wanted.empty() ? !w.run : !wanted.count(w.id)) continue;
+    if (!w.run) {
+      row_error(w.name, peer, "not implemented in loom-bench yet");
+      continue;
+    }
+    try {
+      w.run(peer);
+    } catch (const loom::Error& e) {
+      row_error(w.name, peer, e.what());
+    }
+  }
+  return 0;
+}

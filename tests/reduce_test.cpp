@@ -1,0 +1,252 @@
+// Reductions: values, result dtypes and shapes (dims lists, negative dims,
+// keepdim, 0-dim results), NaN and empty cases, and reductions of views.
+// Expected values are computed here with plain loops.
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "test_util.h"
+
+namespace {
+
+using loom::Tensor;
+using loom_test::all_close;
+using loom_test::BackendTest;
+using loom_test::sizes_of;
+using V = std::vector<double>;
+using Shape = std::vector<int64_t>;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// x[i][j][k] = 12i + 4j + k - 5 (some negative), shape [2, 3, 4].
+double x3(int i, int j, int k) { return 12 * i + 4 * j + k - 5; }
+
+// Reduces x3 over the dims whose bit is set in `mask` with (init, combine).
+V reduce3(unsigned mask, double init, const std::function<double(double, double)>& f) {
+  const int n[3] = {2, 3, 4};
+  int m[3];
+  for (int d = 0; d < 3; ++d) m[d] = (mask >> d & 1) ? 1 : n[d];
+  V out(m[0] * m[1] * m[2], init);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) {
+        int o = ((mask & 1) ? 0 : i) * m[1] * m[2] + ((mask & 2) ? 0 : j) * m[2] + ((mask & 4) ? 0 : k);
+        out[o] = f(out[o], x3(i, j, k));
+      }
+  return out;
+}
+double plus(double a, double b) { return a + b; }
+
+class ReduceTest : public BackendTest {
+ protected:
+  Tensor x = loom::arange(24, loom::kDouble).reshape({2, 3, 4}) - 5;
+};
+
+TEST_P(ReduceTest, SumOverDimsListsNegativeDimsAndKeepdim) {
+  EXPECT_EQ(x.sum().item<double>(), reduce3(7, 0, plus)[0]);
+  EXPECT_EQ(x.sum().dim(), 0);
+  Tensor s02 = x.sum({0, 2});
+  EXPECT_EQ(sizes_of(s02), Shape{3});
+  EXPECT_EQ(s02.to_vector<double>(), reduce3(5, 0, plus));
+  EXPECT_EQ(x.sum({-1, -3}).to_vector<double>(), reduce3(5, 0, plus));
+  EXPECT_EQ(sizes_of(x.sum({0, 2}, true)), (Shape{1, 3, 1}));
+  EXPECT_EQ(x.sum({0, 2}, true).to_vector<double>(), reduce3(5, 0, plus));
+  EXPECT_EQ(x.sum(1).to_vector<double>(), reduce3(2, 0, plus));
+  EXPECT_EQ(sizes_of(x.sum(-2)), (Shape{2, 4}));
+  EXPECT_EQ(sizes_of(loom::sum(x, {0, 1, 2}, true)), (Shape{1, 1, 1}));
+  // A 0-dim tensor reduces over dim 0 / -1 to itself.
+  Tensor z = loom::scalar_tensor(3.0);
+  EXPECT_EQ(z.sum(0).item<float>(), 3.f);
+  EXPECT_EQ(z.sum(-1, true).dim(), 0);
+  EXPECT_THROW(x.sum({0, -3}), loom::Error);  // the same dim twice
+}
+
+TEST_P(ReduceTest, IntegerAndBoolSumsAreInt64) {
+  Tensor i = loom::tensor({1, 2, 3, 4}, loom::kInt).reshape({2, 2});
+  EXPECT_EQ(i.sum().dtype(), loom::kLong);
+  EXPECT_EQ(i.sum(0).to_vector<int64_t>(), (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(i.sum({}, false, loom::kInt).dtype(), loom::kInt);
+  Tensor b = loom::tensor({true, false, true});
+  EXPECT_EQ(b.sum().dtype(), loom::kLong);
+  EXPECT_EQ(b.sum().item<int64_t>(), 2);
+  EXPECT_EQ(i.prod().dtype(), loom::kLong);
+  EXPECT_EQ(i.prod().item<int64_t>(), 24);
+  EXPECT_EQ(b.prod().item<int64_t>(), 0);
+  // int64 sums are exact beyond float precision.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  EXPECT_EQ(loom::tensor({big, int64_t{1}}).sum().item<int64_t>(), big + 1);
+}
+
+TEST_P(ReduceTest, MeanAndProd) {
+  V m = reduce3(2, 0, plus);
+  for (double& v : m) v /= 3;
+  EXPECT_TRUE(all_close(x.mean(1), m, 1e-15));
+  EXPECT_DOUBLE_EQ(x.mean().item<double>(), reduce3(7, 0, plus)[0] / 24);
+  EXPECT_EQ(sizes_of(loom::mean(x, {-1}, true)), (Shape{2, 3, 1}));
+  EXPECT_THROW(loom::tensor({1, 2}).mean(), loom::Error);
+  Tensor p = loom::tensor({1.5f, 2.f, -3.f, 4.f}).reshape({2, 2});
+  EXPECT_EQ(p.prod().item<float>(), -36.f);
+  EXPECT_EQ(p.prod(1).to_vector<float>(), (std::vector<float>{3.f, -12.f}));
+  EXPECT_EQ(sizes_of(p.prod(0, true)), (Shape{1, 2}));
+}
+
+TEST_P(ReduceTest, MaxMinWithValuesAndIndices) {
+  Tensor t = loom::tensor({3.f, 7.f, 7.f, -1.f, 0.f, -5.f, 2.f, -5.f}).reshape({2, 4});
+  auto [mx, ix] = t.max(1);
+  EXPECT_EQ(mx.to_vector<float>(), (std::vector<float>{7.f, 2.f}));
+  EXPECT_EQ(ix.to_vector<int64_t>(), (std::vector<int64_t>{1, 2}));  // the first of tied maxima
+  EXPECT_EQ(ix.dtype(), loom::kLong);
+  auto [mn, in] = t.min(-1, true);
+  EXPECT_EQ(sizes_of(mn), (Shape{2, 1}));
+  EXPECT_EQ(mn.to_vector<float>(), (std::vector<float>{-1.f, -5.f}));
+  EXPECT_EQ(in.to_vector<int64_t>(), (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(t.max().item<float>(), 7.f);
+  EXPECT_EQ(t.min().item<float>(), -5.f);
+  EXPECT_EQ(t.amax(0).to_vector<float>(), (std::vector<float>{3.f, 7.f, 7.f, -1.f}));
+  EXPECT_EQ(t.amin({0, 1}).item<float>(), -5.f);
+  EXPECT_EQ(sizes_of(t.amax({}, true)), (Shape{1, 1}));
+  // The 3-D case against plain loops.
+  EXPECT_EQ(x.amax({0, 2}).to_vector<double>(), reduce3(5, -kInf, [](double a, double b) { return std::max(a, b); }));
+  EXPECT_EQ(x.amin(1).to_vector<double>(), reduce3(2, kInf, [](double a, double b) { return std::min(a, b); }));
+  // Bool: max works, argmax does not (as in PyTorch).
+  Tensor b = loom::tensor({false, true, true});
+  EXPECT_EQ(b.max().item<bool>(), true);
+  EXPECT_EQ(std::get<1>(b.max(0)).item<int64_t>(), 1);
+  EXPECT_THROW(b.argmax(), loom::Error);
+}
+
+TEST_P(ReduceTest, ArgmaxArgmin) {
+  Tensor t = loom::tensor({3, 9, 9, 2, 8, 1}).reshape({2, 3});
+  EXPECT_EQ(t.argmax().item<int64_t>(), 1);  // over the flattened tensor, first of ties
+  EXPECT_EQ(t.argmin().item<int64_t>(), 5);
+  EXPECT_EQ(t.argmax(0).to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(t.argmin(-1).to_vector<int64_t>(), (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(sizes_of(t.argmax(std::nullopt, true)), (Shape{1, 1}));
+  EXPECT_EQ(sizes_of(t.argmax(1, true)), (Shape{2, 1}));
+  EXPECT_EQ(loom::argmax(loom::scalar_tensor(5.0)).item<int64_t>(), 0);
+}
+
+TEST_P(ReduceTest, NaNWinsMaxMinAndItsIndex) {
+  Tensor t = loom::tensor({1.0, kNaN, 3.0, 4.0, 5.0, 6.0, 7.0, kNaN, kNaN}, loom::kDouble).reshape({3, 3});
+  auto [mx, ix] = t.max(1);
+  EXPECT_TRUE(all_close(mx, {kNaN, 6.0, kNaN}));
+  EXPECT_EQ(ix.to_vector<int64_t>(), (std::vector<int64_t>{1, 2, 1}));  // the first NaN
+  auto [mn, in] = t.min(1);
+  EXPECT_TRUE(all_close(mn, {kNaN, 4.0, kNaN}));
+  EXPECT_EQ(in.to_vector<int64_t>(), (std::vector<int64_t>{1, 0, 1}));
+  EXPECT_TRUE(std::isnan(t.max().item<double>()));
+  EXPECT_EQ(t.argmax().item<int64_t>(), 1);
+}
+
+TEST_P(ReduceTest, VarAndStdUnbiasedAndBiased) {
+  V mean = reduce3(4, 0, plus);
+  for (double& v : mean) v /= 4;
+  V ss(6, 0.0);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) ss[i * 3 + j] += std::pow(x3(i, j, k) - mean[i * 3 + j], 2);
+  V unbiased, biased, sd;
+  for (double s : ss) {
+    unbiased.push_back(s / 3);
+    biased.push_back(s / 4);
+    sd.push_back(std::sqrt(s / 3));
+  }
+  EXPECT_TRUE(all_close(x.var({2}, true), unbiased, 1e-12));
+  EXPECT_TRUE(all_close(x.var({-1}, false), biased, 1e-12));
+  EXPECT_TRUE(all_close(x.std({2}, true), sd, 1e-12));
+  EXPECT_EQ(sizes_of(x.var({2}, true, true)), (Shape{2, 3, 1}));
+  // Over everything: 24 values 12i + 4j + k - 5 are -5 .. 18, a shifted 0 .. 23.
+  double all_ss = 0;
+  for (int v = 0; v < 24; ++v) all_ss += (v - 11.5) * (v - 11.5);
+  EXPECT_NEAR(x.var().item<double>(), all_ss / 23, 1e-12);
+  EXPECT_NEAR(x.std(false).item<double>(), std::sqrt(all_ss / 24), 1e-12);
+  EXPECT_NEAR(x.std({0, 1, 2}, true).item<double>(), std::sqrt(all_ss / 23), 1e-12);
+  // One element: the unbiased estimate divides by zero.
+  EXPECT_TRUE(std::isnan(loom::tensor({3.f}).var().item<float>()));
+  EXPECT_EQ(loom::tensor({3.f}).var(false).item<float>(), 0.f);
+  EXPECT_TRUE(std::isnan(loom::zeros({0}).var().item<float>()));
+  EXPECT_THROW(loom::tensor({1, 2}).var(), loom::Error);
+}
+
+TEST_P(ReduceTest, LogsumexpIsStableAndHandlesInfiniteRows) {
+  Tensor t = loom::tensor({-kInf, -kInf, 1.0, 2.0, kInf, 1.0, 1000.0, 1000.0}, loom::kDouble).reshape({4, 2});
+  V want = {-kInf, std::log(std::exp(1.0) + std::exp(2.0)), kInf, 1000 + std::log(2.0)};
+  EXPECT_TRUE(all_close(t.logsumexp(1), want, 1e-14));
+  EXPECT_EQ(sizes_of(t.logsumexp({1}, true)), (Shape{4, 1}));
+  // Over a dims list, against the naive formula (values small enough for it).
+  V naive = reduce3(3, 0, [](double a, double b) { return a + std::exp(b / 8); });
+  for (double& v : naive) v = std::log(v);
+  EXPECT_TRUE(all_close(loom::logsumexp(x / 8, {0, 1}), naive, 1e-12));
+  // Integers compute in float32.
+  Tensor i = loom::logsumexp(loom::tensor({1, 2, 3}), {0});
+  EXPECT_EQ(i.dtype(), loom::kFloat);
+  EXPECT_NEAR(i.item<float>(), std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)), 1e-5);
+}
+
+TEST_P(ReduceTest, AllAny) {
+  Tensor t = loom::tensor({0.5f, 0.f, 2.f, 1.f}).reshape({2, 2});
+  EXPECT_EQ(t.all().dtype(), loom::kBool);
+  EXPECT_FALSE(t.all().item<bool>());
+  EXPECT_TRUE(t.any().item<bool>());
+  EXPECT_EQ(t.all(1).to_vector<bool>(), (std::vector<bool>{false, true}));
+  EXPECT_EQ(t.any(0, true).to_vector<bool>(), (std::vector<bool>{true, true}));
+  EXPECT_EQ(sizes_of(t.any(0, true)), (Shape{1, 2}));
+  EXPECT_FALSE(loom::tensor({3, 0}, loom::kInt).all().item<bool>());
+  EXPECT_TRUE(loom::zeros({0}).all().item<bool>());  // empty: all is true, any is false
+  EXPECT_FALSE(loom::zeros({0}).any().item<bool>());
+}
+
+TEST_P(ReduceTest, Norms) {
+  Tensor v = loom::tensor({1.f, -2.f, 3.f, 0.f});
+  EXPECT_FLOAT_EQ(v.norm(1).item<float>(), 6.f);
+  EXPECT_FLOAT_EQ(v.norm().item<float>(), std::sqrt(14.f));
+  EXPECT_FLOAT_EQ(v.norm(INFINITY).item<float>(), 3.f);
+  EXPECT_FLOAT_EQ(v.norm(-INFINITY).item<float>(), 0.f);
+  EXPECT_FLOAT_EQ(v.norm(0).item<float>(), 3.f);  // the count of nonzeros
+  EXPECT_NEAR(v.norm(3).item<float>(), std::cbrt(1.0 + 8 + 27), 1e-5);
+  V rows;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int k = 0; k < 4; ++k) s += x3(i, j, k) * x3(i, j, k);
+      rows.push_back(std::sqrt(s));
+    }
+  EXPECT_TRUE(all_close(x.norm(2, {-1}), rows, 1e-12));
+  EXPECT_EQ(sizes_of(x.norm(1, {0, 2}, true)), (Shape{1, 3, 1}));
+  EXPECT_EQ(x.norm(1, {0, 2}).to_vector<double>(), reduce3(5, 0, [](double a, double b) { return a + std::fabs(b); }));
+  EXPECT_THROW(loom::tensor({1, 2}).norm(), loom::Error);
+}
+
+TEST_P(ReduceTest, EmptyReductions) {
+  EXPECT_EQ(loom::zeros({0}).sum().item<float>(), 0.f);
+  EXPECT_EQ(loom::zeros({0}).prod().item<float>(), 1.f);
+  EXPECT_TRUE(std::isnan(loom::zeros({0}).mean().item<float>()));
+  EXPECT_EQ(loom::zeros({0}).logsumexp({0}).item<float>(), -INFINITY);
+  EXPECT_EQ(loom::zeros({0}).norm().item<float>(), 0.f);
+  EXPECT_THROW(loom::zeros({0}).max(), loom::Error);
+  EXPECT_THROW(loom::zeros({0}).argmax(), loom::Error);
+  EXPECT_THROW(loom::zeros({2, 0}).amax(1), loom::Error);
+  // Reducing a non-empty dim of an empty tensor is fine: the result is empty.
+  EXPECT_EQ(sizes_of(loom::zeros({2, 0}).amax(0)), Shape{0});
+  EXPECT_EQ(sizes_of(loom::zeros({2, 0}).sum(1)), Shape{2});
+  EXPECT_EQ(loom::zeros({2, 0}).sum(1).to_vector<float>(), (std::vector<float>{0.f, 0.f}));
+}
+
+TEST_P(ReduceTest, ReductionsOfNonContiguousViews) {
+  Tensor m = loom::arange(12, loom::kDouble).reshape({3, 4});  // m[i][j] = 4i + j
+  Tensor t = m.t();
+  EXPECT_EQ(t.sum(1).to_vector<double>(), (V{12, 15, 18, 21}));  // column sums of m
+  EXPECT_EQ(std::get<1>(t.max(1)).to_vector<int64_t>(), (std::vector<int64_t>{2, 2, 2, 2}));
+  Tensor stepped = m.slice(1, 1, std::nullopt, 2);  // columns 1 and 3
+  EXPECT_EQ(stepped.sum(0).to_vector<double>(), (V{1 + 5 + 9, 3 + 7 + 11}));
+  EXPECT_EQ(m.select(1, 2).prod().item<double>(), 2.0 * 6 * 10);
+  EXPECT_EQ(loom::ones({3, 1}).expand({3, 4}).sum().item<float>(), 12.f);
+  Tensor p = x.permute({2, 0, 1});  // [4, 2, 3]
+  EXPECT_EQ(p.sum({1, 2}).to_vector<double>(), reduce3(3, 0, plus));
+  EXPECT_DOUBLE_EQ(p.var({0}, false).mean().item<double>(), 1.25);  // var of 4 consecutive values
+}
+
+LOOM_INSTANTIATE_BACKENDS(ReduceTest);
+
+}  // namespace
