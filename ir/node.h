@@ -33,8 +33,8 @@ inline constexpr int kMaxAttrs = 2 * kMaxDims + 1;
 // recording a node costs one allocation.
 template <int Capacity>
 struct SmallInts {
+  uint8_t n = 0;  // first: the graph walk reads the count before the values
   std::array<int64_t, Capacity> v{};
-  uint8_t n = 0;
   SmallInts() = default;
   SmallInts(const int64_t* p, size_t count) : n(static_cast<uint8_t>(count)) {
     for (size_t i = 0; i < count; ++i) v[i] = p[i];
@@ -77,15 +77,17 @@ struct DataRef {
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;
 
+// Field order follows the graph walk (ir/graph.cpp): what every node's
+// canonical words need comes first, so a node costs one or two cache lines.
 struct Node {
   Op op;
   ScalarType dtype;
   Device device{kCPU, 0};
+  uint8_t num_scalars = 0;
+  std::vector<NodePtr> inputs;
   Dims shape;
   Attrs attr;                       // op-specific integers (dims, strides): part of the key
   std::array<RtScalar, 2> scalar{}; // op-specific numbers: runtime arguments, not in the key
-  uint8_t num_scalars = 0;
-  std::vector<NodePtr> inputs;
   std::shared_ptr<const DataRef> data;  // Input nodes only
   // Where the user recorded this node; for error messages, never hashed.
   const char* file = "";

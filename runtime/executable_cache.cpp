@@ -9,10 +9,11 @@ std::shared_ptr<Executable> ExecutableCache::find(const Backend& b, const ir::Gr
   std::shared_lock lock(mu_);
   auto it = buckets_.find(g.hash);
   if (it == buckets_.end()) return nullptr;
-  for (const Entry& e : it->second) {
+  for (const Entry& e : it->second)
     if (e.backend == &b && e.canonical == g.canonical) return e.executable;
-    collided = true;
-  }
+  // Same hash, different graph (or another backend's entry): a true collision
+  // only if some entry of this backend is there.
+  for (const Entry& e : it->second) collided = collided || e.backend == &b;
   return nullptr;
 }
 
