@@ -335,3 +335,17 @@ TEST_P(LazyTest, AFailedRunNamesTheOpAndLinePoisonsOnlyItsOutputsAndLaterSyncsWo
 LOOM_INSTANTIATE_BACKENDS(LazyTest);
 
 }  // namespace
+
+// Freeing a very long pending chain must not recurse once per node (a
+// million nested destructors would overflow the stack).
+TEST(LazyCore, FreeingAMillionNodeChainDoesNotOverflowTheStack) {
+  const int64_t bound = loom::max_pending_nodes();
+  loom::set_max_pending_nodes(2'000'000);
+  {
+    auto x = loom::ones({1});
+    auto y = x;
+    for (int i = 0; i < 1'000'000; ++i) y = y + x;
+  }  // y dies unsynced: its whole chain is released here
+  loom::set_max_pending_nodes(bound);
+  EXPECT_FLOAT_EQ((loom::ones({1}) * 3).item<float>(), 3.0f);
+}

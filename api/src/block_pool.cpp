@@ -45,13 +45,30 @@ void register_reaper() {
   t_lists.reaper_registered = true;
 }
 
+// Inputs of released nodes, let go of in a loop rather than by recursion: a
+// chain of N nodes would otherwise need N nested destructor frames and could
+// overflow a thread's stack when a long graph is freed.
+thread_local std::vector<ir::NodePtr> t_deferred;
+thread_local bool t_draining = false;
+
 // The shared_ptr deleter of make_node's nodes.
 struct RecycleNode {
   void operator()(ir::Node* n) const noexcept {
-    // Let go of what the node holds first: its inputs may be a whole chain,
-    // recycled (recursively) onto this same list.
+    for (auto& in : n->inputs) t_deferred.push_back(std::move(in));
     n->inputs.clear();  // keeps the capacity for the next node
     n->data.reset();
+    recycle(n);
+    if (t_draining) return;
+    t_draining = true;
+    while (!t_deferred.empty()) {
+      ir::NodePtr p = std::move(t_deferred.back());
+      t_deferred.pop_back();
+      p.reset();  // may push that node's inputs: handled by this loop, not deeper
+    }
+    t_draining = false;
+  }
+
+  static void recycle(ir::Node* n) noexcept {
     NodeList& l = t_nodes;
     if (!t_lists.reaper_registered && !t_lists.thread_exiting) register_reaper();
     if (t_lists.thread_exiting || l.count == kMaxRecycledNodes) {
