@@ -6,6 +6,7 @@
 
 #include <loom/error.h>
 
+#include "runtime/cpu/llvm_backend.h"
 #include "runtime/reference/reference_backend.h"
 
 namespace loom::runtime {
@@ -14,11 +15,13 @@ namespace {
 
 struct Registry {
   reference::ReferenceBackend reference;
+  cpu::LlvmBackend llvm;
   std::mutex mu;
   Backend* cpu = nullptr;
 
   Backend* by_name(const std::string& name) {
     if (name == "reference") return &reference;
+    if (name == "llvm") return &llvm;
     return nullptr;
   }
   Registry() {
@@ -28,7 +31,7 @@ struct Registry {
       Backend* b = by_name(env);
       if (!b)
         throw Error(std::string("loom: LOOM_BACKEND=") + env +
-                    " names no backend of this build (available: reference)");
+                    " names no backend of this build (available: reference, llvm)");
       cpu = b;
     }
   }
@@ -54,7 +57,7 @@ std::string select_cpu_backend(const std::string& name) {
   Registry& r = registry();
   std::lock_guard lock(r.mu);
   Backend* b = r.by_name(name);
-  if (!b) throw Error("loom: set_backend: unknown backend '" + name + "' (available: reference)");
+  if (!b) throw Error("loom: set_backend: unknown backend '" + name + "' (available: reference, llvm)");
   std::string previous = r.cpu->name();
   r.cpu = b;
   return previous;

@@ -11,7 +11,7 @@
 
 namespace loom_test {
 
-inline const std::vector<std::string> kTestBackends = {"reference"};
+inline const std::vector<std::string> kTestBackends = {"reference", "llvm"};
 
 // Selects a backend for the duration of a test.
 class BackendTest : public ::testing::TestWithParam<std::string> {

@@ -1,0 +1,125 @@
+// Loop-level IR: what lowering (ir/lower.cpp) hands the code generators.
+//
+// A KernelProgram is a list of steps over numbered buffers. A step is either
+// a generated Kernel (loops over an iteration space, with an expression
+// body: every pointwise op, view, broadcast, cast and reduction of the graph
+// ends up here) or a LibraryCall (an op with a hand-written kernel:
+// matmul, gathers and scatters, cat, random numbers).
+//
+// Buffers: the graph's inputs, the graph's outputs, and temporaries that a
+// BufferPlan places in one arena. Views, broadcasts and dtype casts never
+// create a buffer: they are the strides of an Access and the Cast exprs of a
+// body.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/node.h"
+
+namespace loom::ir {
+
+enum class BufferKind : uint8_t { Input, Output, Temp };
+
+struct BufferInfo {
+  BufferKind kind;
+  uint32_t index;       // Input: input slot; Output: output slot; Temp: temp number
+  ScalarType dtype;
+  int64_t numel;
+  int64_t arena_offset = -1;  // Temp: bytes from the arena's start (BufferPlan)
+};
+
+// An element of a buffer as an affine function of the loop indices:
+// buffer[offset + sum(strides[d] * i_d)]. Stride 0 is a broadcast.
+struct Access {
+  uint32_t buffer;
+  int64_t offset = 0;
+  Dims strides;  // one per loop dim
+};
+
+// One SSA value of a kernel body. Operands are indices of earlier Exprs.
+enum class ExprKind : uint8_t {
+  Load,      // accesses[a]
+  Scalar,    // runtime scalar #a, converted to dtype
+  Op,        // an elementwise ir::Op (Unary, Binary, Where, Cast) on a, b, c
+  RowValue,  // the result of reduce phase #a for the current outer index
+  Iota,      // the linear index along loop dim a (arange-style leaves)
+};
+
+struct Expr {
+  ExprKind kind;
+  Op op = Op::Cast;  // ExprKind::Op only
+  ScalarType dtype;
+  uint32_t a = 0, b = 0, c = 0;
+};
+
+// A kernel runs `phases` in order for every outer index (loops [0, outer)).
+// A Reduce phase loops over the row (loops [outer, n)) folding `value` with
+// `op`; later phases read its result as a RowValue. A Store phase loops over
+// the row and writes each (access, value) pair. A pure pointwise kernel has
+// outer == 0 and one Store phase; a plain reduction has one Reduce phase
+// followed by a Store of its RowValue.
+struct Phase {
+  enum Kind : uint8_t { Reduce, Store } kind = Store;
+  Op reduce_op = Op::Sum;  // Reduce: Sum, Prod, Max, Min, ArgMax, ArgMin, All, Any
+  uint32_t value = 0;      // Reduce: the folded expr
+  std::vector<std::pair<uint32_t, uint32_t>> stores;  // Store: (access, expr)
+  // Store phases of a reduction kernel run once per outer index, not per row element.
+  bool per_row = false;
+};
+
+struct Kernel {
+  std::string name;  // "k3_softmax_rows", for dumps and profiles
+  Dims loop;         // iteration space, outermost first
+  uint8_t outer = 0; // loops [0, outer) index rows; [outer, n) index one row
+  std::vector<Access> accesses;
+  std::vector<Expr> exprs;
+  std::vector<Phase> phases;
+  uint32_t root = 0;                  // the node whose buffer it fills (errors name it)
+  std::vector<uint32_t> graph_nodes;  // canonical indices of the nodes it computes
+  double cost_per_element = 1;        // rough arithmetic cost, to size parallel chunks
+};
+
+// An op with a hand-written kernel (kernels/cpu/): reads whole contiguous
+// buffers, writes one. Carries what it needs of its node, so an executable
+// never points into the graph it was compiled from.
+struct LibraryCall {
+  Op op;
+  uint32_t node;                 // canonical index in the graph (for errors)
+  std::vector<uint32_t> inputs;  // buffer ids
+  uint32_t output;               // buffer id
+  ScalarType dtype;              // of the output
+  Dims shape;                    // of the output
+  std::vector<Dims> input_shapes;
+  std::vector<ScalarType> input_dtypes;
+  Attrs attr;
+  uint32_t scalar_begin = 0;     // its runtime scalars, in RunArgs::scalars
+  uint32_t num_scalars = 0;
+};
+
+struct Step {
+  enum Kind : uint8_t { Generated, Library } kind;
+  uint32_t index;  // into kernels or library_calls
+};
+
+// Why a value is a buffer rather than an expression inlined into its
+// consumers: printed by LOOM_LOG=fusion and into the dump.
+struct Boundary {
+  uint32_t node;
+  std::string reason;
+};
+
+struct KernelProgram {
+  std::vector<BufferInfo> buffers;
+  std::vector<Kernel> kernels;
+  std::vector<LibraryCall> library_calls;
+  std::vector<Step> steps;
+  std::vector<Boundary> boundaries;
+  std::vector<uint32_t> output_buffers;  // per graph output, a buffer id
+  int64_t arena_bytes = 0;
+};
+
+std::string to_string(const Kernel& k);
+std::string to_string(const KernelProgram& p);
+
+}  // namespace loom::ir

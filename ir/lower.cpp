@@ -1,0 +1,633 @@
+// Lowering passes (see ir/lower.h for the list and why each exists).
+#include "ir/lower.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <sstream>
+
+namespace loom::ir {
+
+namespace {
+
+// Ops with a hand-written kernel: their inputs and output are whole buffers.
+bool is_library(Op op) {
+  switch (op) {
+    case Op::MatMul: case Op::Concat: case Op::IndexSelect: case Op::Gather: case Op::ScatterAdd:
+    case Op::ScatterStrided: case Op::ToDevice: case Op::RandUniform: case Op::RandNormal: case Op::Linspace:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_elementwise(Op op) {
+  Family f = op_family(op);
+  return f == Family::Unary || f == Family::Binary || f == Family::Ternary;
+}
+
+Dims contiguous_strides(const Dims& shape) {
+  Dims s;
+  s.n = shape.n;
+  int64_t acc = 1;
+  for (int d = static_cast<int>(shape.n) - 1; d >= 0; --d) {
+    s[d] = acc;
+    acc *= shape[d];
+  }
+  return s;
+}
+
+// Which loop dim indexes each dim of a node inside a kernel (-1: the node
+// is broadcast along that dim, or the dim has size 1).
+using DimMap = Dims;
+
+// Rough per-element cost of an op, to decide recompute vs store and to size
+// parallel chunks. Transcendentals cost more than adds.
+double op_cost(Op op) {
+  switch (op) {
+    case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid:
+    case Op::Gelu: case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
+      return 8;
+    case Op::Div: case Op::Sqrt: case Op::Rsqrt: case Op::Reciprocal: case Op::Fmod: case Op::Remainder:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+struct NeedsBuffer {
+  uint32_t node;
+  std::string reason;
+};
+
+class Lowering {
+ public:
+  explicit Lowering(const Graph& g) : g_(g), n_(static_cast<uint32_t>(g.size())) {}
+
+  KernelProgram run(LowerLog* log) {
+    consumers_.assign(n_, {});
+    for (uint32_t i = 0; i < n_; ++i)
+      for (uint32_t in : g_.inputs_of(i)) consumers_[in].push_back(i);
+    reason_.assign(n_, "");
+    boundaries();
+    note(log, "boundaries: " + std::to_string(count_buffers()) + " of " + std::to_string(n_) + " nodes own a buffer");
+    // Kernels and recompute alternate until no kernel asks for another buffer.
+    for (int round = 0;; ++round) {
+      std::vector<NeedsBuffer> needs;
+      build_all(needs);
+      if (needs.empty()) needs = recompute_check();
+      if (needs.empty() || round > 64) break;
+      for (auto& nb : needs) reason_[nb.node] = nb.reason;
+      note(log, "kernels/recompute: " + std::to_string(needs.size()) + " more buffers (round " +
+                    std::to_string(round + 1) + ")");
+    }
+    note(log, "kernels: " + std::to_string(p_.kernels.size()) + " generated, " +
+                  std::to_string(p_.library_calls.size()) + " library calls");
+    size_t before = p_.kernels.size();
+    horizontal();
+    note(log, "horizontal: " + std::to_string(before - p_.kernels.size()) + " kernels merged");
+    int collapsed = 0;
+    for (Kernel& k : p_.kernels) collapsed += collapse(k);
+    note(log, "collapse: " + std::to_string(collapsed) + " loop dims merged");
+    plan_buffers();
+    note(log, "buffers: arena " + std::to_string(p_.arena_bytes) + " bytes");
+    for (uint32_t i = 0; i < n_; ++i)
+      if (!reason_[i].empty() && g_.nodes[i]->op != Op::Input) p_.boundaries.push_back({i, reason_[i]});
+    return std::move(p_);
+  }
+
+ private:
+  static void note(LowerLog* log, const std::string& line) {
+    if (log) log->passes += line + "\n";
+  }
+  size_t count_buffers() const {
+    return std::count_if(reason_.begin(), reason_.end(), [](const std::string& r) { return !r.empty(); });
+  }
+  const Node& node(uint32_t i) const { return *g_.nodes[i]; }
+  void need(uint32_t i, const std::string& why) {
+    if (reason_[i].empty()) reason_[i] = why;
+  }
+
+  // ---------------------------------------------------------------- pass 1
+  void boundaries() {
+    for (uint32_t i = 0; i < n_; ++i) {
+      const Node& nd = node(i);
+      auto ins = g_.inputs_of(i);
+      if (nd.op == Op::Input) need(i, "graph input");
+      if (is_library(nd.op)) {
+        need(i, std::string("library kernel ") + op_name(nd.op));
+        for (uint32_t in : ins) need(in, std::string("input of library kernel ") + op_name(nd.op));
+      }
+      if (nd.op == Op::AsStrided && node(ins[0]).op != Op::Full)
+        need(ins[0], "read through a strided view");
+    }
+    for (uint32_t o : g_.outputs) need(o, "graph output");
+  }
+
+  // ---------------------------------------------------------------- pass 2
+  void build_all(std::vector<NeedsBuffer>& needs) {
+    p_ = KernelProgram{};
+    buffer_of_.assign(n_, -1);
+    inlined_by_.assign(n_, {});
+    // Buffers: inputs in slot order, then outputs, then temporaries.
+    for (uint32_t s = 0; s < g_.input_nodes.size(); ++s) add_buffer(g_.input_nodes[s], BufferKind::Input, s);
+    for (uint32_t s = 0; s < g_.outputs.size(); ++s) {
+      uint32_t o = g_.outputs[s];
+      if (buffer_of_[o] < 0) add_buffer(o, BufferKind::Output, s);
+      p_.output_buffers.push_back(static_cast<uint32_t>(buffer_of_[o]));
+    }
+    uint32_t temps = 0;
+    for (uint32_t i = 0; i < n_; ++i)
+      if (!reason_[i].empty() && buffer_of_[i] < 0) add_buffer(i, BufferKind::Temp, temps++);
+    // One step per buffer-owning node, in graph order (producers first).
+    for (uint32_t i = 0; i < n_; ++i) {
+      if (reason_[i].empty() || node(i).op == Op::Input) continue;
+      if (is_library(node(i).op)) {
+        const Node& nd = node(i);
+        LibraryCall call{nd.op, i, {}, static_cast<uint32_t>(buffer_of_[i]), nd.dtype, nd.shape, {}, {}, nd.attr,
+                         g_.scalar_begin[i], g_.scalar_begin[i + 1] - g_.scalar_begin[i]};
+        for (uint32_t in : g_.inputs_of(i)) {
+          call.inputs.push_back(static_cast<uint32_t>(buffer_of_[in]));
+          call.input_shapes.push_back(node(in).shape);
+          call.input_dtypes.push_back(node(in).dtype);
+        }
+        p_.steps.push_back({Step::Library, static_cast<uint32_t>(p_.library_calls.size())});
+        p_.library_calls.push_back(std::move(call));
+        continue;
+      }
+      KernelBuilder kb(*this, i);
+      if (auto nb = kb.build()) {
+        needs.push_back(*nb);
+        continue;
+      }
+      p_.steps.push_back({Step::Generated, static_cast<uint32_t>(p_.kernels.size())});
+      p_.kernels.push_back(std::move(kb.k));
+    }
+  }
+
+  void add_buffer(uint32_t i, BufferKind kind, uint32_t index) {
+    buffer_of_[i] = static_cast<int32_t>(p_.buffers.size());
+    p_.buffers.push_back({kind, index, node(i).dtype, node(i).numel()});
+  }
+
+  // Builds the kernel that computes buffer-owning node `root`.
+  class KernelBuilder {
+   public:
+    KernelBuilder(Lowering& l, uint32_t root) : l_(l), root_(root) {}
+    Kernel k;
+
+    std::optional<NeedsBuffer> build() {
+      const Node& r = l_.node(root_);
+      k.name = "k" + std::to_string(root_) + "_" + op_name(r.op);
+      k.root = root_;
+      if (op_family(r.op) == Family::Reduce) return build_reduction_root(r);
+      k.loop = r.shape;
+      DimMap id = identity(r.shape.n);
+      uint32_t v = expr(root_, id, true);
+      if (failed_) return failed_;
+      Phase store;
+      store.stores.push_back({buffer_access(root_, id), v});
+      k.phases.push_back(std::move(store));
+      finish();
+      return std::nullopt;
+    }
+
+   private:
+    std::optional<NeedsBuffer> build_reduction_root(const Node& r) {
+      uint32_t in = l_.g_.inputs_of(root_)[0];
+      const Dims& s_in = l_.node(in).shape;
+      const uint64_t mask = static_cast<uint64_t>(r.attr[0]);
+      // Loops: kept dims first (rows), reduced dims last (one row).
+      DimMap in_map;
+      in_map.n = s_in.n;
+      for (int pass = 0; pass < 2; ++pass)
+        for (uint8_t d = 0; d < s_in.n; ++d)
+          if (((mask >> d) & 1) == static_cast<uint64_t>(pass)) {
+            in_map[d] = k.loop.n;
+            k.loop.push_back(s_in[d]);
+            if (pass == 0) k.outer = k.loop.n;
+          }
+      uint32_t value = expr(in, in_map, false);
+      if (failed_) return failed_;
+      uint32_t rv = add_reduce(r.op, value, r.dtype);
+      // Store the row's result once per row: the keep-shape output is indexed by the kept loops.
+      DimMap out_map;
+      out_map.n = r.shape.n;
+      for (uint8_t d = 0; d < r.shape.n; ++d) out_map[d] = (mask >> d & 1) ? -1 : in_map[d];
+      Phase store;
+      store.per_row = true;
+      store.stores.push_back({buffer_access(root_, out_map), rv});
+      k.phases.push_back(std::move(store));
+      finish();
+      return std::nullopt;
+    }
+
+    void finish() {
+      double cost = 0;
+      for (const Expr& e : k.exprs) cost += e.kind == ExprKind::Op ? op_cost(e.op) : 0.25;
+      k.cost_per_element = std::max(1.0, cost);
+    }
+
+    static DimMap identity(uint8_t n) {
+      DimMap m;
+      m.n = n;
+      for (uint8_t d = 0; d < n; ++d) m[d] = d;
+      return m;
+    }
+
+    uint32_t push(Expr e) {
+      k.exprs.push_back(e);
+      return static_cast<uint32_t>(k.exprs.size() - 1);
+    }
+
+    // An access to node i's buffer (contiguous, i's shape) under `map`.
+    uint32_t buffer_access(uint32_t i, const DimMap& map) {
+      const Node& nd = l_.node(i);
+      return add_access(static_cast<uint32_t>(l_.buffer_of_[i]), 0, contiguous_strides(nd.shape), nd.shape, map);
+    }
+
+    uint32_t add_access(uint32_t buffer, int64_t offset, const Dims& strides, const Dims& shape, const DimMap& map) {
+      Access a{buffer, offset, {}};
+      a.strides.n = k.loop.n;
+      for (uint8_t d = 0; d < shape.n; ++d)
+        if (map[d] >= 0 && shape[d] != 1) a.strides[map[d]] += strides[d];
+      for (size_t j = 0; j < k.accesses.size(); ++j) {
+        const Access& b = k.accesses[j];
+        if (b.buffer == a.buffer && b.offset == a.offset && b.strides == a.strides) return static_cast<uint32_t>(j);
+      }
+      k.accesses.push_back(a);
+      return static_cast<uint32_t>(k.accesses.size() - 1);
+    }
+
+    uint32_t add_reduce(Op op, uint32_t value, ScalarType dt) {
+      Phase ph;
+      ph.kind = Phase::Reduce;
+      ph.reduce_op = op;
+      ph.value = value;
+      k.phases.push_back(std::move(ph));
+      return push(Expr{ExprKind::RowValue, Op::Cast, dt, static_cast<uint32_t>(k.phases.size() - 1)});
+    }
+
+    // The expression for node i's element at the loop position `map` gives.
+    uint32_t expr(uint32_t i, const DimMap& map, bool is_root) {
+      if (failed_) return 0;
+      auto key = std::make_pair(i, std::vector<int64_t>(map.begin(), map.end()));
+      if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+      uint32_t e = make_expr(i, map, is_root);
+      memo_[key] = e;
+      return e;
+    }
+
+    uint32_t make_expr(uint32_t i, const DimMap& map, bool is_root) {
+      const Node& nd = l_.node(i);
+      auto ins = l_.g_.inputs_of(i);
+      if (!is_root && !l_.reason_[i].empty())
+        return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, buffer_access(i, map)});
+      if (!is_root) l_.inlined_by_[i].push_back(root_);
+      k.graph_nodes.push_back(i);
+      switch (nd.op) {
+        case Op::Full:
+          return push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[i]});
+        case Op::Arange: {
+          // start + i * step, in double as the reference computes it.
+          uint32_t iota = push(Expr{ExprKind::Iota, Op::Cast, kLong,
+                                    map[0] >= 0 && nd.shape[0] != 1 ? static_cast<uint32_t>(map[0]) : ~0u});
+          uint32_t fi = push(Expr{ExprKind::Op, Op::Cast, kDouble, iota});
+          uint32_t start = push(Expr{ExprKind::Scalar, Op::Cast, kDouble, l_.g_.scalar_begin[i]});
+          uint32_t step = push(Expr{ExprKind::Scalar, Op::Cast, kDouble, l_.g_.scalar_begin[i] + 1});
+          uint32_t prod = push(Expr{ExprKind::Op, Op::Mul, kDouble, fi, step});
+          uint32_t sum = push(Expr{ExprKind::Op, Op::Add, kDouble, start, prod});
+          return nd.dtype == kDouble ? sum : push(Expr{ExprKind::Op, Op::Cast, nd.dtype, sum});
+        }
+        case Op::AsStrided: {
+          const Node& src = l_.node(ins[0]);
+          if (src.op == Op::Full) return push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[ins[0]]});
+          Dims strides;
+          strides.n = nd.shape.n;
+          for (uint8_t d = 0; d < nd.shape.n; ++d) strides[d] = nd.attr[d];
+          uint32_t a = add_access(static_cast<uint32_t>(l_.buffer_of_[ins[0]]), nd.attr[nd.shape.n], strides, nd.shape, map);
+          return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, a});
+        }
+        default:
+          break;
+      }
+      if (is_elementwise(nd.op)) {
+        uint32_t ops[3] = {0, 0, 0};
+        for (size_t q = 0; q < ins.size(); ++q) ops[q] = expr(ins[q], child_map(nd.shape, l_.node(ins[q]).shape, map), false);
+        return push(Expr{ExprKind::Op, nd.op, nd.dtype, ops[0], ops[1], ops[2]});
+      }
+      if (op_family(nd.op) == Family::Reduce) return inline_reduction(i, nd, map);
+      fail(i, std::string("no inline form for ") + op_name(nd.op));
+      return 0;
+    }
+
+    // A reduction inside a kernel: allowed when it reduces exactly the
+    // kernel's row loops and its result is constant along them.
+    uint32_t inline_reduction(uint32_t i, const Node& nd, const DimMap& map) {
+      const uint32_t in = l_.g_.inputs_of(i)[0];
+      const Dims& s_in = l_.node(in).shape;
+      const uint64_t mask = static_cast<uint64_t>(nd.attr[0]);
+      int reduced = 0;
+      for (uint8_t d = 0; d < s_in.n; ++d) reduced += mask >> d & 1;
+      if (k.phases.empty() && k.outer == 0) k.outer = static_cast<uint8_t>(k.loop.n - reduced);  // first one sets the rows
+      const int row = k.loop.n - k.outer;
+      if (row != reduced || reduced == 0 || ((nd.op == Op::ArgMax || nd.op == Op::ArgMin) && reduced != 1)) {
+        fail(i, "reduction over other loops than its consumer's rows");
+        return 0;
+      }
+      DimMap in_map;
+      in_map.n = s_in.n;
+      int next_row = k.outer;
+      for (uint8_t d = 0; d < s_in.n; ++d) {
+        if (mask >> d & 1) {
+          if (k.loop[next_row] != s_in[d]) {
+            fail(i, "reduction over other loops than its consumer's rows");
+            return 0;
+          }
+          in_map[d] = next_row++;
+        } else {
+          if (map[d] >= k.outer) {
+            fail(i, "reduction result varies along its consumer's rows");
+            return 0;
+          }
+          in_map[d] = map[d];
+        }
+      }
+      uint32_t value = expr(in, in_map, false);
+      if (failed_) return 0;
+      return add_reduce(nd.op, value, nd.dtype);
+    }
+
+    // NumPy broadcasting: child dims align right with the parent's.
+    static DimMap child_map(const Dims& parent, const Dims& child, const DimMap& map) {
+      DimMap m;
+      m.n = child.n;
+      const int shift = parent.n - child.n;
+      for (uint8_t d = 0; d < child.n; ++d) m[d] = child[d] == 1 ? -1 : map[d + shift];
+      return m;
+    }
+
+    void fail(uint32_t i, const std::string& why) {
+      if (!failed_) failed_ = NeedsBuffer{i, why};
+    }
+
+    Lowering& l_;
+    uint32_t root_;
+    std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
+    std::optional<NeedsBuffer> failed_;
+  };
+
+  // ---------------------------------------------------------------- pass 3
+  // A value inlined into several kernels is recomputed by each: fine for a
+  // few cheap ops, wasteful for a reduction or a long chain.
+  std::vector<NeedsBuffer> recompute_check() {
+    std::vector<NeedsBuffer> out;
+    for (uint32_t i = 0; i < n_; ++i) {
+      auto& by = inlined_by_[i];
+      std::sort(by.begin(), by.end());
+      by.erase(std::unique(by.begin(), by.end()), by.end());
+      if (by.size() < 2) continue;
+      if (op_family(node(i).op) == Family::Reduce)
+        out.push_back({i, "reduction used by " + std::to_string(by.size()) + " kernels"});
+      else if (subtree_cost(i) > kMaxRecomputeCost)
+        out.push_back({i, "used by " + std::to_string(by.size()) + " kernels and costlier to recompute than to store"});
+    }
+    return out;
+  }
+
+  double subtree_cost(uint32_t i) const {
+    if (!reason_[i].empty()) return 0;
+    double c = op_cost(node(i).op);
+    for (uint32_t in : g_.inputs_of(i)) c += subtree_cost(in);
+    return c;
+  }
+  static constexpr double kMaxRecomputeCost = 12;
+
+  // ---------------------------------------------------------------- pass 4
+  // Adjacent generated kernels over the same loops, neither reading what the
+  // other writes, become one kernel: one pass over memory instead of two.
+  void horizontal() {
+    std::vector<Step> steps;
+    std::vector<Kernel> kernels;
+    for (const Step& s : p_.steps) {
+      if (s.kind == Step::Generated && !steps.empty() && steps.back().kind == Step::Generated &&
+          can_merge(kernels.back(), p_.kernels[s.index])) {
+        merge(kernels.back(), p_.kernels[s.index]);
+        continue;
+      }
+      if (s.kind == Step::Generated) {
+        steps.push_back({Step::Generated, static_cast<uint32_t>(kernels.size())});
+        kernels.push_back(std::move(p_.kernels[s.index]));
+      } else {
+        steps.push_back(s);
+      }
+    }
+    p_.steps = std::move(steps);
+    p_.kernels = std::move(kernels);
+  }
+
+  static std::vector<uint32_t> written(const Kernel& k) {
+    std::vector<uint32_t> w;
+    for (const Phase& ph : k.phases)
+      for (auto& [a, e] : ph.stores) w.push_back(k.accesses[a].buffer);
+    return w;
+  }
+  static bool reads_any(const Kernel& k, const std::vector<uint32_t>& bufs) {
+    for (const Expr& e : k.exprs)
+      if (e.kind == ExprKind::Load &&
+          std::find(bufs.begin(), bufs.end(), k.accesses[e.a].buffer) != bufs.end())
+        return true;
+    return false;
+  }
+  static bool can_merge(const Kernel& a, const Kernel& b) {
+    if (!(a.loop == b.loop) || a.outer != b.outer) return false;
+    // Only kernels without reduce phases: their phase structure is one store.
+    for (const Kernel* k : {&a, &b})
+      for (const Phase& ph : k->phases)
+        if (ph.kind != Phase::Store || ph.per_row) return false;
+    return !reads_any(b, written(a)) && !reads_any(a, written(b));
+  }
+  static void merge(Kernel& a, const Kernel& b) {
+    const uint32_t eoff = static_cast<uint32_t>(a.exprs.size()), aoff = static_cast<uint32_t>(a.accesses.size());
+    a.accesses.insert(a.accesses.end(), b.accesses.begin(), b.accesses.end());
+    for (Expr e : b.exprs) {
+      if (e.kind == ExprKind::Load) e.a += aoff;
+      if (e.kind == ExprKind::Op) {
+        e.a += eoff;
+        if (op_family(e.op) == Family::Binary || op_family(e.op) == Family::Ternary) e.b += eoff;
+        if (op_family(e.op) == Family::Ternary) e.c += eoff;
+      }
+      a.exprs.push_back(e);
+    }
+    for (auto [acc, e] : b.phases[0].stores) a.phases[0].stores.push_back({acc + aoff, e + eoff});
+    a.graph_nodes.insert(a.graph_nodes.end(), b.graph_nodes.begin(), b.graph_nodes.end());
+    a.name += "+" + b.name;
+    a.cost_per_element += b.cost_per_element;
+  }
+
+  // ---------------------------------------------------------------- pass 5
+  // Loops d and d+1 merge when every access steps through them as through
+  // one loop (stride[d] == stride[d+1] * extent[d+1]) and no Iota needs d.
+  static int collapse(Kernel& k) {
+    int merged = 0;
+    for (int d = static_cast<int>(k.loop.n) - 2; d >= 0; --d) {
+      if ((d < k.outer) != (d + 1 < k.outer)) continue;
+      bool ok = true;
+      for (const Access& a : k.accesses) ok = ok && a.strides[d] == a.strides[d + 1] * k.loop[d + 1];
+      for (const Expr& e : k.exprs) ok = ok && !(e.kind == ExprKind::Iota && (e.a == static_cast<uint32_t>(d) || e.a == static_cast<uint32_t>(d + 1)));
+      if (!ok) continue;
+      k.loop[d] *= k.loop[d + 1];
+      for (Access& a : k.accesses) {
+        a.strides[d] = a.strides[d + 1];
+        erase_dim(a.strides, d + 1);
+      }
+      for (Expr& e : k.exprs)
+        if (e.kind == ExprKind::Iota && e.a != ~0u && e.a > static_cast<uint32_t>(d)) --e.a;
+      erase_dim(k.loop, d + 1);
+      if (d + 1 < k.outer) --k.outer;
+      ++merged;
+    }
+    return merged;
+  }
+  static void erase_dim(Dims& dims, int d) {
+    for (int j = d; j + 1 < dims.n; ++j) dims[j] = dims[j + 1];
+    --dims.n;
+  }
+
+  // ---------------------------------------------------------------- pass 6
+  // Linear scan over the steps: a temporary lives from the step that writes
+  // it to the last step that reads it; freed space is reused first-fit.
+  void plan_buffers() {
+    const size_t nb = p_.buffers.size(), ns = p_.steps.size();
+    std::vector<int64_t> first(nb, -1), last(nb, -1);
+    auto touch = [&](uint32_t b, int64_t s) {
+      if (first[b] < 0) first[b] = s;
+      last[b] = std::max(last[b], s);
+    };
+    for (size_t s = 0; s < ns; ++s) {
+      const Step& st = p_.steps[s];
+      if (st.kind == Step::Library) {
+        const LibraryCall& c = p_.library_calls[st.index];
+        for (uint32_t b : c.inputs) touch(b, s);
+        touch(c.output, s);
+      } else {
+        for (const Access& a : p_.kernels[st.index].accesses) touch(a.buffer, s);
+      }
+    }
+    struct Block {
+      int64_t offset, size;
+    };
+    std::vector<Block> free_blocks;
+    std::vector<std::pair<int64_t, uint32_t>> releases;  // (step, buffer)
+    int64_t top = 0;
+    for (size_t s = 0; s < ns; ++s) {
+      for (uint32_t b = 0; b < nb; ++b) {
+        BufferInfo& info = p_.buffers[b];
+        if (info.kind != BufferKind::Temp || first[b] != static_cast<int64_t>(s)) continue;
+        int64_t size = (info.numel * static_cast<int64_t>(element_size(info.dtype)) + 63) / 64 * 64;
+        auto it = std::find_if(free_blocks.begin(), free_blocks.end(), [&](const Block& f) { return f.size >= size; });
+        if (it != free_blocks.end()) {
+          info.arena_offset = it->offset;
+          if (it->size > size) *it = {it->offset + size, it->size - size};
+          else free_blocks.erase(it);
+        } else {
+          info.arena_offset = top;
+          top += size;
+        }
+        releases.push_back({last[b], b});
+      }
+      for (auto& [when, b] : releases)
+        if (when == static_cast<int64_t>(s)) {
+          int64_t size = (p_.buffers[b].numel * static_cast<int64_t>(element_size(p_.buffers[b].dtype)) + 63) / 64 * 64;
+          free_blocks.push_back({p_.buffers[b].arena_offset, size});
+        }
+    }
+    p_.arena_bytes = top;
+  }
+
+  const Graph& g_;
+  const uint32_t n_;
+  KernelProgram p_;
+  std::vector<std::vector<uint32_t>> consumers_;
+  std::vector<std::string> reason_;  // non-empty: the node owns a buffer, for this reason
+  std::vector<int32_t> buffer_of_;
+  std::vector<std::vector<uint32_t>> inlined_by_;  // kernels (by root) that inline the node
+};
+
+}  // namespace
+
+KernelProgram lower(const Graph& g, LowerLog* log) { return Lowering(g).run(log); }
+
+std::string lower_build_id() { return std::string("lower ") + __DATE__ " " __TIME__; }
+
+// ---------------------------------------------------------------- printing
+std::string to_string(const Kernel& k) {
+  std::ostringstream os;
+  os << "kernel " << k.name << " loops [";
+  for (uint8_t d = 0; d < k.loop.n; ++d) os << (d ? "," : "") << k.loop[d] << (d + 1 == k.outer ? " |" : "");
+  os << "] cost " << k.cost_per_element << "\n";
+  for (size_t a = 0; a < k.accesses.size(); ++a) {
+    const Access& x = k.accesses[a];
+    os << "  @" << a << " = buf" << x.buffer << "[" << x.offset;
+    for (uint8_t d = 0; d < x.strides.n; ++d)
+      if (x.strides[d]) os << " + " << x.strides[d] << "*i" << int(d);
+    os << "]\n";
+  }
+  for (size_t e = 0; e < k.exprs.size(); ++e) {
+    const Expr& x = k.exprs[e];
+    os << "  e" << e << " " << to_string(x.dtype) << " = ";
+    switch (x.kind) {
+      case ExprKind::Load: os << "load @" << x.a; break;
+      case ExprKind::Scalar: os << "scalar $" << x.a; break;
+      case ExprKind::RowValue: os << "row value of phase " << x.a; break;
+      case ExprKind::Iota: os << "iota i" << (x.a == ~0u ? -1 : static_cast<int>(x.a)); break;
+      case ExprKind::Op: {
+        os << op_name(x.op) << " e" << x.a;
+        Family f = op_family(x.op);
+        if (f == Family::Binary || f == Family::Ternary) os << ", e" << x.b;
+        if (f == Family::Ternary) os << ", e" << x.c;
+        break;
+      }
+    }
+    os << "\n";
+  }
+  for (size_t p = 0; p < k.phases.size(); ++p) {
+    const Phase& ph = k.phases[p];
+    if (ph.kind == Phase::Reduce) {
+      os << "  phase " << p << ": reduce " << op_name(ph.reduce_op) << " e" << ph.value << "\n";
+    } else {
+      os << "  phase " << p << ": store" << (ph.per_row ? " per row" : "");
+      for (auto [a, e] : ph.stores) os << " @" << a << "=e" << e;
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+std::string to_string(const KernelProgram& p) {
+  std::ostringstream os;
+  static const char* kinds[] = {"input", "output", "temp"};
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const BufferInfo& x = p.buffers[b];
+    os << "buf" << b << ": " << kinds[static_cast<int>(x.kind)] << " #" << x.index << " " << to_string(x.dtype) << "["
+       << x.numel << "]";
+    if (x.kind == BufferKind::Temp) os << " arena+" << x.arena_offset;
+    os << "\n";
+  }
+  os << "boundaries:\n";
+  for (const Boundary& b : p.boundaries) os << "  %" << b.node << ": " << b.reason << "\n";
+  for (const Step& s : p.steps) {
+    if (s.kind == Step::Library) {
+      const LibraryCall& c = p.library_calls[s.index];
+      os << "library " << op_name(c.op) << " %" << c.node << " -> buf" << c.output << " (";
+      for (size_t i = 0; i < c.inputs.size(); ++i) os << (i ? ", " : "") << "buf" << c.inputs[i];
+      os << ")\n";
+    } else {
+      os << to_string(p.kernels[s.index]);
+    }
+  }
+  os << "arena " << p.arena_bytes << " bytes\n";
+  return os.str();
+}
+
+}  // namespace loom::ir

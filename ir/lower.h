@@ -1,0 +1,31 @@
+// Lowering: ir::Graph -> ir::KernelProgram (ir/kernel.h).
+//
+// The passes, in order (LOOM_LOG=passes prints each, LOOM_LOG=fusion the
+// boundaries with their reasons):
+//   1. boundaries   decide which nodes own a buffer, and why
+//   2. kernels      one generated kernel per buffer-owning node, its
+//                   producers inlined as expressions; a reduction over the
+//                   kernel's rows becomes a Reduce phase of the same kernel
+//   3. recompute    a value inlined by several kernels gets a buffer when
+//                   recomputing it costs more than storing it (then 2 again)
+//   4. horizontal   adjacent independent kernels over the same loops merge
+//   5. collapse     adjacent loop dims every access walks contiguously merge
+//   6. buffers      temporaries get arena offsets by liveness, with reuse
+#pragma once
+#include <string>
+
+#include "ir/graph.h"
+#include "ir/kernel.h"
+
+namespace loom::ir {
+
+struct LowerLog {
+  std::string passes;  // one line per pass: what it changed
+};
+
+KernelProgram lower(const Graph& g, LowerLog* log = nullptr);
+
+// When lowering was built (part of compiled objects' disk-cache key).
+std::string lower_build_id();
+
+}  // namespace loom::ir

@@ -1,0 +1,589 @@
+// Kernel emission. Every loop-carried value (loop indices, accumulators,
+// row results) lives in an alloca, clang -O0 style: the code stays a direct
+// transcription of the loop IR, and mem2reg/SROA turn it into registers.
+#include "jit/llvm/codegen.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Support/Host.h>
+#include <llvm/Support/TargetSelect.h>
+
+#include <functional>
+#include <limits>
+
+#include "ir/lower.h"
+#include "jit/llvm/math.h"
+
+namespace loom::jit::llvm_cpu {
+
+using llvm::IRBuilder;
+using llvm::Type;
+using llvm::Value;
+
+const Target& host_target() {
+  static const Target t = [] {
+    Target r;
+    r.triple = llvm::sys::getProcessTriple();
+    r.cpu = llvm::sys::getHostCPUName().str();
+    llvm::StringMap<bool> feats;
+    llvm::sys::getHostCPUFeatures(feats);
+    std::vector<std::string> on;
+    for (auto& f : feats)
+      if (f.second) on.push_back("+" + f.first().str());
+    std::sort(on.begin(), on.end());  // deterministic: part of the disk-cache key
+    for (auto& f : on) r.features += (r.features.empty() ? "" : ",") + f;
+    r.vector_width = feats.lookup("avx512f") ? 16 : feats.lookup("avx2") ? 8 : 4;
+    return r;
+  }();
+  return t;
+}
+
+std::string build_id() { return std::string("codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id() + ", " + math_build_id(); }
+
+std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
+
+namespace {
+
+using ir::ExprKind;
+using ir::Op;
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, llvm::Module& m, const Target& t, size_t index)
+      : p_(p), k_(k), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width) {
+    auto* i64 = b_.getInt64Ty();
+    auto* ptr = b_.getPtrTy();
+    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, ptr, ptr, ptr, ptr}, false);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, kernel_symbol(index), m);
+    fn_->addFnAttr("target-cpu", t.cpu);
+    fn_->addFnAttr("target-features", t.features);
+    fn_->addFnAttr(llvm::Attribute::NoUnwind);
+    for (unsigned a = 2; a < 6; ++a) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+  }
+
+  void emit() {
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    auto args = fn_->arg_begin();
+    begin_ = &*args++;
+    end_ = &*args++;
+    bufs_ = &*args++;
+    fs_ = &*args++;
+    is_ = &*args++;
+    err_ = &*args++;
+    for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
+    err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
+    b_.CreateStore(b_.getInt32(0), err_acc_);
+    for (const ir::Access& a : k_.accesses)
+      base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
+    row_.assign(k_.phases.size(), nullptr);
+    for (size_t ph = 0; ph < k_.phases.size(); ++ph)
+      if (k_.phases[ph].kind == ir::Phase::Reduce) {
+        const Op op = k_.phases[ph].reduce_op;
+        Type* t = op == Op::ArgMax || op == Op::ArgMin ? b_.getInt64Ty() : scalar_type(k_.exprs[k_.phases[ph].value].dtype);
+        row_[ph] = b_.CreateAlloca(t, nullptr, "row" + std::to_string(ph));
+      }
+
+    nest(0, k_.outer, 1, [&](int) {
+      for (size_t ph = 0; ph < k_.phases.size(); ++ph) emit_phase(ph);
+    });
+
+    // Report bad data once, after all loops.
+    Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+    auto* set = llvm::BasicBlock::Create(ctx_, "set_err", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(b_.CreateICmpNE(e, b_.getInt32(0)), set, done);
+    b_.SetInsertPoint(set);
+    b_.CreateStore(e, err_);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    b_.CreateRetVoid();
+  }
+
+ private:
+  // ---------------------------------------------------------------- loops
+  // Loops [d, to): loop 0 runs [begin, end), others their full extent; the
+  // innermost runs `width` lanes per step and then a scalar tail.
+  void nest(int d, int to, int width, const std::function<void(int)>& body) {
+    if (d >= to) {
+      body(1);
+      return;
+    }
+    Value* lo = d == 0 ? begin_ : b_.getInt64(0);
+    Value* hi = d == 0 ? end_ : b_.getInt64(k_.loop[d]);
+    b_.CreateStore(lo, idx_[d]);
+    if (d + 1 < to) {
+      loop(d, hi, 1, [&] { nest(d + 1, to, width, body); });
+      return;
+    }
+    if (width > 1) loop(d, hi, width, [&] { body(width); });
+    loop(d, hi, 1, [&] { body(1); });
+  }
+
+  // while (idx[d] + step <= hi) { body; idx[d] += step; }  (continues from idx[d])
+  void loop(int d, Value* hi, int step, const std::function<void()>& body) {
+    auto* cond = llvm::BasicBlock::Create(ctx_, "loop" + std::to_string(d), fn_);
+    auto* inner = llvm::BasicBlock::Create(ctx_, "body" + std::to_string(d), fn_);
+    auto* after = llvm::BasicBlock::Create(ctx_, "after" + std::to_string(d), fn_);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(cond);
+    Value* i = b_.CreateLoad(b_.getInt64Ty(), idx_[d]);
+    b_.CreateCondBr(b_.CreateICmpSLE(b_.CreateAdd(i, b_.getInt64(step)), hi), inner, after);
+    b_.SetInsertPoint(inner);
+    body();
+    Value* i2 = b_.CreateLoad(b_.getInt64Ty(), idx_[d]);
+    b_.CreateStore(b_.CreateAdd(i2, b_.getInt64(step)), idx_[d]);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(after);
+  }
+
+  // ---------------------------------------------------------------- phases
+  void emit_phase(size_t ph_index) {
+    const ir::Phase& ph = k_.phases[ph_index];
+    std::vector<bool> need(k_.exprs.size(), false);
+    if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
+    for (auto [a, e] : ph.stores) mark(e, need);
+
+    if (ph.kind == ir::Phase::Store) {
+      auto body = [&](int w) {
+        auto vals = eval(need, w);
+        for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
+      };
+      if (ph.per_row) {
+        for (int d = k_.outer; d < k_.loop.n; ++d) b_.CreateStore(b_.getInt64(0), idx_[d]);
+        body(1);
+      } else {
+        nest(k_.outer, k_.loop.n, width_, body);
+      }
+      return;
+    }
+
+    const ScalarType dt = k_.exprs[ph.value].dtype;
+    const bool arg = ph.reduce_op == Op::ArgMax || ph.reduce_op == Op::ArgMin;
+    const int w = arg ? 1 : width_;
+    Type* st = scalar_type(dt);
+    auto* acc_s = b_.CreateAlloca(arg ? b_.getInt64Ty() : st);
+    auto* acc_v = w > 1 ? b_.CreateAlloca(llvm::FixedVectorType::get(st, w)) : nullptr;
+    auto* best = arg ? b_.CreateAlloca(st) : nullptr;
+    if (arg) {
+      b_.CreateStore(b_.getInt64(-1), acc_s);
+      b_.CreateStore(llvm::Constant::getNullValue(st), best);
+    } else {
+      b_.CreateStore(identity(ph.reduce_op, dt, 1), acc_s);
+      if (acc_v) b_.CreateStore(identity(ph.reduce_op, dt, w), acc_v);
+    }
+    nest(k_.outer, k_.loop.n, w, [&](int lanes) {
+      Value* v = eval(need, lanes)[ph.value];
+      if (arg) {
+        arg_step(ph.reduce_op, dt, v, best, acc_s);
+        return;
+      }
+      auto* slot = lanes > 1 ? acc_v : acc_s;
+      Type* ty = lanes > 1 ? static_cast<Type*>(llvm::FixedVectorType::get(st, lanes)) : st;
+      b_.CreateStore(combine(ph.reduce_op, dt, b_.CreateLoad(ty, slot), v), slot);
+    });
+    Value* total;
+    if (arg) {
+      total = b_.CreateLoad(b_.getInt64Ty(), acc_s);
+    } else {
+      total = b_.CreateLoad(st, acc_s);
+      if (acc_v)
+        total = combine(ph.reduce_op, dt, horizontal(ph.reduce_op, dt, b_.CreateLoad(llvm::FixedVectorType::get(st, w), acc_v)), total);
+    }
+    b_.CreateStore(total, row_[ph_index]);
+  }
+
+  void mark(uint32_t e, std::vector<bool>& need) {
+    if (need[e]) return;
+    need[e] = true;
+    const ir::Expr& x = k_.exprs[e];
+    if (x.kind != ExprKind::Op) return;
+    mark(x.a, need);
+    ir::Family f = ir::op_family(x.op);
+    if (f == ir::Family::Binary || f == ir::Family::Ternary) mark(x.b, need);
+    if (f == ir::Family::Ternary) mark(x.c, need);
+  }
+
+  // Argmax/argmin step (one lane): the first NaN wins, ties keep the first.
+  void arg_step(Op op, ScalarType dt, Value* v, llvm::AllocaInst* best, llvm::AllocaInst* at) {
+    Value* b = b_.CreateLoad(scalar_type(dt), best);
+    Value* i = b_.CreateLoad(b_.getInt64Ty(), at);
+    Value* better;
+    if (is_floating_point(dt)) {
+      Value* cmp = op == Op::ArgMax ? b_.CreateFCmpOGT(v, b) : b_.CreateFCmpOLT(v, b);
+      Value* b_nan = b_.CreateFCmpUNO(b, b);
+      Value* v_nan = b_.CreateFCmpUNO(v, v);
+      better = b_.CreateAnd(b_.CreateNot(b_nan), b_.CreateOr(v_nan, cmp));
+    } else if (dt == kBool) {
+      better = op == Op::ArgMax ? b_.CreateICmpUGT(v, b) : b_.CreateICmpULT(v, b);
+    } else {
+      better = op == Op::ArgMax ? b_.CreateICmpSGT(v, b) : b_.CreateICmpSLT(v, b);
+    }
+    Value* take = b_.CreateOr(b_.CreateICmpSLT(i, b_.getInt64(0)), better);
+    Value* pos = b_.CreateLoad(b_.getInt64Ty(), idx_[k_.outer]);
+    b_.CreateStore(b_.CreateSelect(take, v, b), best);
+    b_.CreateStore(b_.CreateSelect(take, pos, i), at);
+  }
+
+  // ---------------------------------------------------------------- reductions
+  Value* identity(Op op, ScalarType dt, int lanes) {
+    Type* ty = vec_type(dt, lanes);
+    const bool fp = is_floating_point(dt);
+    switch (op) {
+      case Op::Sum: case Op::Any: return llvm::Constant::getNullValue(ty);
+      case Op::Prod: return fp ? llvm::ConstantFP::get(ty, 1.0) : llvm::ConstantInt::get(ty, 1);
+      case Op::All: return llvm::ConstantInt::get(ty, 1);
+      case Op::Max:
+        if (fp) return llvm::ConstantFP::getInfinity(ty, true);
+        return dt == kBool ? llvm::ConstantInt::get(ty, 0) : llvm::ConstantInt::get(ty, llvm::APInt::getSignedMinValue(ty->getScalarSizeInBits()));
+      case Op::Min:
+        if (fp) return llvm::ConstantFP::getInfinity(ty, false);
+        return dt == kBool ? llvm::ConstantInt::get(ty, 1) : llvm::ConstantInt::get(ty, llvm::APInt::getSignedMaxValue(ty->getScalarSizeInBits()));
+      default: return llvm::Constant::getNullValue(ty);
+    }
+  }
+
+  Value* combine(Op op, ScalarType dt, Value* a, Value* v) {
+    const bool fp = is_floating_point(dt);
+    switch (op) {
+      case Op::Sum: return fp ? b_.CreateFAdd(a, v) : dt == kBool ? b_.CreateOr(a, v) : b_.CreateAdd(a, v);
+      case Op::Prod: return fp ? b_.CreateFMul(a, v) : dt == kBool ? b_.CreateAnd(a, v) : b_.CreateMul(a, v);
+      case Op::Max:
+        if (fp) return fmax_nan(a, v);
+        return dt == kBool ? b_.CreateOr(a, v) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, v);
+      case Op::Min:
+        if (fp) return fmin_nan(a, v);
+        return dt == kBool ? b_.CreateAnd(a, v) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, v);
+      case Op::All: return b_.CreateAnd(a, v);
+      case Op::Any: return b_.CreateOr(a, v);
+      default: return a;
+    }
+  }
+
+  // NaN-propagating max/min, as the reference computes them (a NaN operand
+  // wins; otherwise a > b ? a : b). Spelled out because LLVM 16's x86
+  // backend cannot select llvm.maximum.
+  Value* fmax_nan(Value* a, Value* c) {
+    return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, b_.CreateSelect(b_.CreateFCmpOGT(a, c), a, c));
+  }
+  Value* fmin_nan(Value* a, Value* c) {
+    return b_.CreateSelect(b_.CreateFCmpUNO(a, a), a, b_.CreateSelect(b_.CreateFCmpOLT(a, c), a, c));
+  }
+
+  // Folds a vector's lanes pairwise (halves, then quarters...).
+  Value* horizontal(Op op, ScalarType dt, Value* v) {
+    unsigned n = llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements();
+    while (n > 1) {
+      unsigned h = n / 2;
+      std::vector<int> lo(h), hi(h);
+      for (unsigned i = 0; i < h; ++i) {
+        lo[i] = static_cast<int>(i);
+        hi[i] = static_cast<int>(i + h);
+      }
+      v = combine(op, dt, b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
+      n = h;
+    }
+    return b_.CreateExtractElement(v, uint64_t{0});
+  }
+
+  // ---------------------------------------------------------------- memory
+  // Element offset of access `a` at the current loop indices (lane 0).
+  Value* offset(const ir::Access& a) {
+    Value* off = b_.getInt64(a.offset);
+    for (uint8_t d = 0; d < a.strides.n; ++d)
+      if (a.strides[d]) off = b_.CreateAdd(off, b_.CreateMul(b_.CreateLoad(b_.getInt64Ty(), idx_[d]), b_.getInt64(a.strides[d])));
+    return off;
+  }
+
+  Value* load(uint32_t ai, ScalarType dt, int w) {
+    const ir::Access& a = k_.accesses[ai];
+    Type* mt = memory_type(dt);
+    Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
+    Value* v;
+    const int64_t inner = a.strides.n ? a.strides[a.strides.n - 1] : 0;
+    if (w == 1) {
+      v = b_.CreateLoad(mt, base);
+    } else if (inner == 1) {
+      v = b_.CreateAlignedLoad(llvm::FixedVectorType::get(mt, w), base, llvm::Align(element_size(dt)));
+    } else if (inner == 0) {
+      v = b_.CreateVectorSplat(w, b_.CreateLoad(mt, base));
+    } else {
+      v = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, w));
+      for (int l = 0; l < w; ++l)
+        v = b_.CreateInsertElement(v, b_.CreateLoad(mt, b_.CreateConstGEP1_64(mt, base, l * inner)), uint64_t(l));
+    }
+    if (dt == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    return v;
+  }
+
+  void store(uint32_t ai, Value* v, ScalarType dt, int w) {
+    const ir::Access& a = k_.accesses[ai];
+    Type* mt = memory_type(dt);
+    if (dt == kBool) v = b_.CreateZExt(v, w == 1 ? mt : static_cast<Type*>(llvm::FixedVectorType::get(mt, w)));
+    Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
+    const int64_t inner = a.strides.n ? a.strides[a.strides.n - 1] : 0;
+    if (w == 1) {
+      b_.CreateStore(v, base);
+    } else if (inner == 1) {
+      b_.CreateAlignedStore(v, base, llvm::Align(element_size(dt)));
+    } else {
+      for (int l = 0; l < w; ++l)
+        b_.CreateStore(b_.CreateExtractElement(v, uint64_t(l)), b_.CreateConstGEP1_64(mt, base, l * inner));
+    }
+  }
+
+  // ---------------------------------------------------------------- expressions
+  std::vector<Value*> eval(const std::vector<bool>& need, int w) {
+    std::vector<Value*> v(k_.exprs.size(), nullptr);
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (need[e]) v[e] = eval_one(k_.exprs[e], v, w);
+    return v;
+  }
+
+  Value* eval_one(const ir::Expr& x, const std::vector<Value*>& v, int w) {
+    switch (x.kind) {
+      case ExprKind::Load: return load(x.a, x.dtype, w);
+      case ExprKind::Scalar: return splat(scalar_arg(x.a, x.dtype), w);
+      case ExprKind::RowValue: return splat(b_.CreateLoad(scalar_type(x.dtype), row_[x.a]), w);
+      case ExprKind::Iota: {
+        if (x.a == ~0u) return splat(b_.getInt64(0), w);
+        Value* i = splat(b_.CreateLoad(b_.getInt64Ty(), idx_[x.a]), w);
+        if (w > 1 && x.a + 1 == k_.loop.n) {
+          std::vector<llvm::Constant*> lanes;
+          for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l));
+          i = b_.CreateAdd(i, llvm::ConstantVector::get(lanes));
+        }
+        return i;
+      }
+      case ExprKind::Op: break;
+    }
+    const ir::Family f = ir::op_family(x.op);
+    if (f == ir::Family::Unary) return unary(x.op, v[x.a], k_.exprs[x.a].dtype, x.dtype);
+    if (f == ir::Family::Ternary) return b_.CreateSelect(v[x.a], v[x.b], v[x.c]);
+    return binary(x.op, v[x.a], v[x.b], k_.exprs[x.a].dtype);
+  }
+
+  Value* scalar_arg(uint32_t slot, ScalarType dt) {
+    Value* f = b_.CreateLoad(b_.getDoubleTy(), b_.CreateConstGEP1_64(b_.getDoubleTy(), fs_, slot));
+    Value* i = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), is_, slot));
+    switch (dt) {
+      case kBool: return b_.CreateOr(b_.CreateFCmpUNE(f, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
+                                     b_.CreateICmpNE(i, b_.getInt64(0)));
+      case kInt: return b_.CreateTrunc(i, b_.getInt32Ty());
+      case kLong: return i;
+      case kFloat: return b_.CreateFPTrunc(f, b_.getFloatTy());
+      case kDouble: return f;
+    }
+    return f;
+  }
+
+  Value* unary(Op op, Value* x, ScalarType in, ScalarType out) {
+    if (op == Op::Cast) return cast(x, in, out);
+    if (op == Op::LogicalNot) return b_.CreateNot(x);
+    Type* ty = x->getType();
+    if (in == kBool) return x;  // abs, relu, sign, floor ... of bool are the identity
+    if (!is_floating_point(in)) {
+      Value* zero = llvm::Constant::getNullValue(ty);
+      switch (op) {
+        case Op::Neg: return b_.CreateNeg(x);
+        case Op::Abs: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
+        case Op::Relu: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
+        case Op::Sign:
+          return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, zero), ty), b_.CreateZExt(b_.CreateICmpSLT(x, zero), ty));
+        default: return x;  // floor, ceil, round of an integer
+      }
+    }
+    auto c = [&](double d) { return llvm::ConstantFP::get(ty, d); };
+    switch (op) {
+      case Op::Neg: return b_.CreateFNeg(x);
+      case Op::Abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      case Op::Exp: return emit_exp(b_, x);
+      case Op::Log: return emit_log(b_, x);
+      case Op::Log1p: return emit_log1p(b_, x);
+      case Op::Expm1: return emit_expm1(b_, x);
+      case Op::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+      case Op::Rsqrt: return b_.CreateFDiv(c(1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+      case Op::Sin: return emit_sin(b_, x);
+      case Op::Cos: return emit_cos(b_, x);
+      case Op::Tanh: return emit_tanh(b_, x);
+      case Op::Sigmoid: return emit_sigmoid(b_, x);
+      case Op::Relu: return b_.CreateSelect(b_.CreateFCmpUGT(x, c(0.0)), x, c(0.0));  // NaN stays NaN
+      case Op::Gelu:
+        return b_.CreateFMul(b_.CreateFMul(c(0.5), x), b_.CreateFAdd(c(1.0), emit_erf(b_, b_.CreateFMul(x, c(0.70710678118654752440)))));
+      case Op::GeluTanh: {
+        Value* x3 = b_.CreateFMul(b_.CreateFMul(x, x), x);
+        Value* inner = b_.CreateFMul(c(0.79788456080286535588), b_.CreateFAdd(x, b_.CreateFMul(c(0.044715), x3)));
+        return b_.CreateFMul(b_.CreateFMul(c(0.5), x), b_.CreateFAdd(c(1.0), emit_tanh(b_, inner)));
+      }
+      case Op::Silu: return b_.CreateFMul(x, emit_sigmoid(b_, x));
+      case Op::Erf: return emit_erf(b_, x);
+      case Op::Floor: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+      case Op::Ceil: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+      case Op::Round: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::rint, x);  // half to even
+      case Op::Sign:
+        return b_.CreateSelect(b_.CreateFCmpOGT(x, c(0.0)), c(1.0), b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0)), c(-1.0), c(0.0)));
+      case Op::Reciprocal: return b_.CreateFDiv(c(1.0), x);
+      default: return x;
+    }
+  }
+
+  Value* cast(Value* x, ScalarType in, ScalarType out) {
+    if (in == out) return x;
+    Type* to = x->getType()->isVectorTy()
+                   ? static_cast<Type*>(llvm::FixedVectorType::get(scalar_type(out), llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements()))
+                   : scalar_type(out);
+    if (out == kBool)
+      return is_floating_point(in) ? b_.CreateFCmpUNE(x, llvm::Constant::getNullValue(x->getType()))
+                                   : b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+    if (in == kBool) return is_floating_point(out) ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
+    if (is_floating_point(in) && is_floating_point(out)) return b_.CreateFPCast(x, to);
+    if (is_floating_point(in)) return b_.CreateFPToSI(x, to);
+    if (is_floating_point(out)) return b_.CreateSIToFP(x, to);
+    return b_.CreateSExtOrTrunc(x, to);
+  }
+
+  Value* binary(Op op, Value* a, Value* c, ScalarType dt) {
+    if (is_floating_point(dt)) return binary_fp(op, a, c);
+    if (dt == kBool) {
+      switch (op) {
+        case Op::Eq: return b_.CreateICmpEQ(a, c);
+        case Op::Ne: return b_.CreateICmpNE(a, c);
+        case Op::Lt: return b_.CreateICmpULT(a, c);
+        case Op::Le: return b_.CreateICmpULE(a, c);
+        case Op::Gt: return b_.CreateICmpUGT(a, c);
+        case Op::Ge: return b_.CreateICmpUGE(a, c);
+        case Op::Mul: case Op::Minimum: case Op::LogicalAnd: return b_.CreateAnd(a, c);
+        default: return b_.CreateOr(a, c);  // add, maximum, logical_or
+      }
+    }
+    switch (op) {
+      case Op::Add: return b_.CreateAdd(a, c);
+      case Op::Sub: return b_.CreateSub(a, c);
+      case Op::Mul: return b_.CreateMul(a, c);
+      case Op::Maximum: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, c);
+      case Op::Minimum: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, c);
+      case Op::Eq: return b_.CreateICmpEQ(a, c);
+      case Op::Ne: return b_.CreateICmpNE(a, c);
+      case Op::Lt: return b_.CreateICmpSLT(a, c);
+      case Op::Le: return b_.CreateICmpSLE(a, c);
+      case Op::Gt: return b_.CreateICmpSGT(a, c);
+      case Op::Ge: return b_.CreateICmpSGE(a, c);
+      case Op::Pow: return int_pow(a, c);
+      case Op::Fmod: case Op::Remainder: return int_mod(op, a, c);
+      default: return a;
+    }
+  }
+
+  Value* binary_fp(Op op, Value* a, Value* c) {
+    switch (op) {
+      case Op::Add: return b_.CreateFAdd(a, c);
+      case Op::Sub: return b_.CreateFSub(a, c);
+      case Op::Mul: return b_.CreateFMul(a, c);
+      case Op::Div: return b_.CreateFDiv(a, c);
+      case Op::Pow: return emit_pow(b_, a, c);
+      case Op::Maximum: return fmax_nan(a, c);
+      case Op::Minimum: return fmin_nan(a, c);
+      case Op::Fmod: return b_.CreateFRem(a, c);  // exact fmod; rare enough for its libm call
+      case Op::Remainder: {
+        Value* m = b_.CreateFRem(a, c);
+        Value* zero = llvm::Constant::getNullValue(a->getType());
+        Value* adjust = b_.CreateAnd(b_.CreateFCmpUNE(m, zero),
+                                     b_.CreateXor(b_.CreateFCmpOLT(c, zero), b_.CreateFCmpOLT(m, zero)));
+        return b_.CreateSelect(adjust, b_.CreateFAdd(m, c), m);
+      }
+      case Op::Eq: return b_.CreateFCmpOEQ(a, c);
+      case Op::Ne: return b_.CreateFCmpUNE(a, c);
+      case Op::Lt: return b_.CreateFCmpOLT(a, c);
+      case Op::Le: return b_.CreateFCmpOLE(a, c);
+      case Op::Gt: return b_.CreateFCmpOGT(a, c);
+      case Op::Ge: return b_.CreateFCmpOGE(a, c);
+      default: return a;
+    }
+  }
+
+  // Integer fmod/remainder; a zero divisor yields 0 and raises the error flag.
+  Value* int_mod(Op op, Value* a, Value* d) {
+    Type* ty = a->getType();
+    Value* zero = llvm::Constant::getNullValue(ty);
+    Value* one = llvm::ConstantInt::get(ty, 1);
+    Value* minus1 = llvm::ConstantInt::getSigned(ty, -1);
+    Value* is0 = b_.CreateICmpEQ(d, zero);
+    Value* ism1 = b_.CreateICmpEQ(d, minus1);
+    Value* safe = b_.CreateSelect(b_.CreateOr(is0, ism1), one, d);
+    Value* r = b_.CreateSRem(a, safe);
+    r = b_.CreateSelect(b_.CreateOr(is0, ism1), zero, r);
+    if (op == Op::Remainder) {
+      Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateXor(b_.CreateICmpSLT(d, zero), b_.CreateICmpSLT(r, zero)));
+      r = b_.CreateSelect(adjust, b_.CreateAdd(r, d), r);
+    }
+    Value* any0 = ty->isVectorTy() ? b_.CreateOrReduce(is0) : is0;
+    Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+    b_.CreateStore(b_.CreateSelect(any0, b_.getInt32(kErrorIntegerDivisionByZero), e), err_acc_);
+    return r;
+  }
+
+  // Integer power by squaring, unrolled over the exponent's bits; negative
+  // exponents give PyTorch's 1, -1 or 0.
+  Value* int_pow(Value* base, Value* e) {
+    Type* ty = base->getType();
+    const unsigned bits = ty->getScalarSizeInBits();
+    Value* zero = llvm::Constant::getNullValue(ty);
+    Value* one = llvm::ConstantInt::get(ty, 1);
+    Value* result = one;
+    Value* p = base;
+    for (unsigned bit = 0; bit + 1 < bits; ++bit) {
+      Value* set = b_.CreateICmpNE(b_.CreateAnd(b_.CreateLShr(e, llvm::ConstantInt::get(ty, bit)), one), zero);
+      result = b_.CreateSelect(set, b_.CreateMul(result, p), result);
+      p = b_.CreateMul(p, p);
+    }
+    Value* odd = b_.CreateICmpNE(b_.CreateAnd(e, one), zero);
+    Value* neg_result = b_.CreateSelect(b_.CreateICmpEQ(base, one), one,
+                                        b_.CreateSelect(b_.CreateICmpEQ(base, llvm::ConstantInt::getSigned(ty, -1)),
+                                                        b_.CreateSelect(odd, llvm::ConstantInt::getSigned(ty, -1), one), zero));
+    return b_.CreateSelect(b_.CreateICmpSLT(e, zero), neg_result, result);
+  }
+
+  // ---------------------------------------------------------------- types
+  Type* scalar_type(ScalarType dt) {
+    switch (dt) {
+      case kBool: return b_.getInt1Ty();
+      case kInt: return b_.getInt32Ty();
+      case kLong: return b_.getInt64Ty();
+      case kFloat: return b_.getFloatTy();
+      case kDouble: return b_.getDoubleTy();
+    }
+    return b_.getFloatTy();
+  }
+  Type* memory_type(ScalarType dt) { return dt == kBool ? b_.getInt8Ty() : scalar_type(dt); }
+  Type* vec_type(ScalarType dt, int w) {
+    return w == 1 ? scalar_type(dt) : static_cast<Type*>(llvm::FixedVectorType::get(scalar_type(dt), w));
+  }
+  Value* splat(Value* s, int w) { return w == 1 ? s : b_.CreateVectorSplat(w, s); }
+
+  const ir::KernelProgram& p_;
+  const ir::Kernel& k_;
+  llvm::Module& m_;
+  llvm::LLVMContext& ctx_;
+  IRBuilder<> b_;
+  const int width_;
+  llvm::Function* fn_ = nullptr;
+  Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;
+  std::vector<llvm::AllocaInst*> idx_;
+  std::vector<Value*> base_;
+  std::vector<llvm::AllocaInst*> row_;
+  llvm::AllocaInst* err_acc_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, llvm::LLVMContext& ctx, const Target& t) {
+  auto m = std::make_unique<llvm::Module>("loom_graph", ctx);
+  m->setTargetTriple(t.triple);
+  for (size_t i = 0; i < p.kernels.size(); ++i) KernelEmitter(p, p.kernels[i], *m, t, i).emit();
+  return m;
+}
+
+}  // namespace loom::jit::llvm_cpu

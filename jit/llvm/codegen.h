@@ -1,0 +1,45 @@
+// Loop IR -> LLVM IR: one LLVM function per ir::Kernel, explicitly
+// vectorized for the host (the innermost loop runs `vector_width` lanes at a
+// time, with a scalar tail), math from jit/llvm/math.h (no libm in loops).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ir/kernel.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace loom::jit::llvm_cpu {
+
+// The host as LLVM names it, and how many lanes a kernel's inner loop uses.
+struct Target {
+  std::string triple;
+  std::string cpu;       // e.g. "znver4"
+  std::string features;  // e.g. "+avx512f,+avx2,..."
+  int vector_width;      // lanes per inner-loop step: 16 with AVX-512, 8 with AVX2, 4 otherwise
+};
+const Target& host_target();
+
+// Every generated kernel has this signature. It runs loop 0 over
+// [begin, end) and every other loop over its full extent; `error` receives a
+// nonzero code if the data was bad (integer division by zero).
+using KernelFn = void (*)(int64_t begin, int64_t end, void* const* buffers, const double* fscalars,
+                          const int64_t* iscalars, int32_t* error);
+inline constexpr int32_t kErrorIntegerDivisionByZero = 1;
+
+// When this code generator (and the lowering and math it uses) was built:
+// part of the disk-cache key, so objects made by an older build of loom are
+// never loaded by a newer one whose kernels would differ.
+std::string build_id();
+
+// The symbol of kernel #i of a program.
+std::string kernel_symbol(size_t i);
+
+// One function per kernel of `p`, named kernel_symbol(i).
+std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, llvm::LLVMContext& ctx, const Target& t);
+
+}  // namespace loom::jit::llvm_cpu

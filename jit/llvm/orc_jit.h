@@ -1,0 +1,49 @@
+// The in-process compiler: LLVM module -> optimized object bytes (so they
+// can be cached on disk), and object bytes -> callable kernels (ORC LLJIT,
+// one JITDylib per executable, removed when the executable dies).
+#pragma once
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "jit/llvm/codegen.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace loom::jit::llvm_cpu {
+
+// Optimizes (O2 pipeline for the host) and compiles `m` to an ELF object.
+// Throws loom::Error if the module does not verify; its IR is in the message
+// file `ir_dump_path` when given.
+std::vector<char> compile_to_object(llvm::Module& m, const std::string& ir_dump_path = "");
+
+// The module's IR as text (for LOOM_DUMP_DIR), before optimization.
+std::string module_text(const llvm::Module& m);
+
+// Kernels loaded from an object; unloading happens when the last user lets go.
+class LoadedKernels {
+ public:
+  ~LoadedKernels();
+  LoadedKernels(const LoadedKernels&) = delete;
+  LoadedKernels& operator=(const LoadedKernels&) = delete;
+  KernelFn kernel(size_t i) const { return kernels_[i]; }
+  size_t size() const { return kernels_.size(); }
+
+ private:
+  friend std::shared_ptr<LoadedKernels> load_object(std::span<const char>, size_t);
+  LoadedKernels() = default;
+  std::vector<KernelFn> kernels_;
+  void* dylib_ = nullptr;  // llvm::orc::JITDylib*
+};
+
+// Links an object produced by compile_to_object and resolves its kernels.
+std::shared_ptr<LoadedKernels> load_object(std::span<const char> object, size_t num_kernels);
+
+// "llvm16-<cpu>-<hash of features>": what a cached object depends on.
+std::string target_key();
+
+}  // namespace loom::jit::llvm_cpu

@@ -1,0 +1,66 @@
+// llvm backend compile: lower -> (disk cache | LLVM codegen + compile) -> link.
+// Lowering always runs (it is cheap and deterministic); only the LLVM work is
+// skipped when the disk cache holds the object for this graph and host.
+#include "runtime/cpu/llvm_backend.h"
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include "ir/lower.h"
+#include "jit/llvm/codegen.h"
+#include "jit/llvm/orc_jit.h"
+#include "runtime/cpu/cpu_executable.h"
+#include "runtime/disk_cache.h"
+#include "runtime/dump.h"
+#include "runtime/log.h"
+#include "runtime/metrics.h"
+
+#ifndef LOOM_VERSION
+#define LOOM_VERSION "dev"
+#endif
+
+namespace loom::runtime::cpu {
+
+std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
+  ir::LowerLog log;
+  ir::KernelProgram program = ir::lower(g, &log);
+  const std::string folder = dump_folder(g, name());
+  dump_file(folder, "passes.txt", log.passes);
+  dump_file(folder, "kernels.txt", ir::to_string(program));
+  if (log_enabled(LogTopic::Passes)) log_block(LogTopic::Passes, log.passes);
+  if (log_enabled(LogTopic::Fusion)) {
+    std::string text;
+    for (const ir::Boundary& b : program.boundaries)
+      text += "%" + std::to_string(b.node) + " " + ir::op_name(g.nodes[b.node]->op) + ": " + b.reason + "\n";
+    for (const ir::Kernel& k : program.kernels) text += "kernel " + k.name + ": " + std::to_string(k.graph_nodes.size()) + " nodes\n";
+    log_block(LogTopic::Fusion, text);
+  }
+
+  std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels;
+  if (!program.kernels.empty()) {
+    const std::string ns = jit::llvm_cpu::target_key();
+    static const std::string version = std::string(LOOM_VERSION) + ", " + jit::llvm_cpu::build_id();
+    DiskCache::Key key{ns, version, g.canonical};
+    DiskCache& disk = DiskCache::instance();
+    std::optional<std::vector<char>> object = disk.load(key);
+    if (!object || !folder.empty()) {  // a dump wants the IR even on a disk hit
+      int64_t t0 = now_ns();
+      llvm::LLVMContext ctx;
+      auto module = jit::llvm_cpu::emit_module(program, ctx, jit::llvm_cpu::host_target());
+      dump_file(folder, "kernels.ll", jit::llvm_cpu::module_text(*module));
+      std::vector<char> fresh = jit::llvm_cpu::compile_to_object(*module, folder.empty() ? "" : folder + "/invalid.ll");
+      if (!object) {
+        object = std::move(fresh);
+        disk.store(key, *object);
+        Counters& c = counters();
+        bump(c.jit_compiles);
+        bump(c.kernels_compiled, static_cast<int64_t>(program.kernels.size()));
+        bump(c.jit_compile_ns, now_ns() - t0);
+      }
+    }
+    kernels = jit::llvm_cpu::load_object(*object, program.kernels.size());
+  }
+  return std::make_unique<CpuExecutable>(std::move(program), std::move(kernels));
+}
+
+}  // namespace loom::runtime::cpu
