@@ -18,6 +18,10 @@ namespace loom::runtime {
 struct RunArgs {
   std::span<const Buffer* const> inputs;
   std::span<const ir::RtScalar> scalars;
+  // Per graph output, a buffer it may be written into directly (the storage
+  // it belongs to already owns one: an in-place update), or null. A backend
+  // may ignore it; when it uses it, it returns that same buffer.
+  std::span<const BufferPtr> targets = {};
 };
 
 // Raised by Executable::run for bad data (an index out of range): names the

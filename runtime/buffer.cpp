@@ -5,6 +5,7 @@
 
 #include <loom/error.h>
 
+#include "runtime/host_allocator.h"
 #include "runtime/metrics.h"
 
 namespace loom::runtime {
@@ -13,13 +14,10 @@ std::shared_ptr<Buffer> Buffer::allocate(Device device, size_t bytes) {
   if (!device.is_cpu())
     throw Error("loom: cannot allocate " + std::to_string(bytes) + " bytes on " + device.str() +
                 ": no backend for this device in this build");
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-  if (rounded && !p)
-    throw Error("loom: out of memory allocating " + std::to_string(bytes) + " bytes on cpu");
+  void* p = host_allocate(bytes);
   bump(counters().bytes_allocated, static_cast<int64_t>(bytes));
   bump(counters().buffers_allocated);
-  return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, [](void* q) { std::free(q); }));
+  return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, [bytes](void* q) { host_free(q, bytes); }));
 }
 
 std::shared_ptr<Buffer> Buffer::borrow(void* ptr, size_t bytes, Device device,

@@ -10,7 +10,7 @@
 
 namespace loom::runtime {
 
-std::vector<BufferPtr> execute(const ir::Graph& g, Device device) {
+std::vector<BufferPtr> execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets) {
   Backend& backend = backend_for(device);
   Counters& c = counters();
   bool collided = false;
@@ -43,11 +43,11 @@ std::vector<BufferPtr> execute(const ir::Graph& g, Device device) {
   int64_t t0 = now_ns();
   std::vector<BufferPtr> out;
   try {
-    out = exe->run(RunArgs{inputs, g.scalars});
+    out = exe->run(RunArgs{inputs, g.scalars, targets});
   } catch (const RunError& e) {
     const ir::Node& n = *g.nodes[e.node];
     std::string where = n.line ? std::string(" (called from ") + n.file + ":" + std::to_string(n.line) + ")" : "";
-    throw NodeError(std::string(ir::op_name(n.op)) + ": " + e.message + where, e.node);
+    throw NodeError("loom: " + std::string(ir::op_name(n.op)) + ": " + e.message + where, e.node);
   }
   bump(c.execute_ns, now_ns() - t0);
   bump(c.graphs_materialized);

@@ -25,6 +25,6 @@ class NodeError : public Error {
 // One buffer per g.outputs entry. Throws loom::Error (naming the failing
 // op and its source line; a NodeError when one node failed) if the run
 // fails; the cache is left as it was.
-std::vector<BufferPtr> execute(const ir::Graph& g, Device device);
+std::vector<BufferPtr> execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets = {});
 
 }  // namespace loom::runtime

@@ -27,6 +27,11 @@ void Storage::set_node(ir::NodePtr n) {
   node_ = std::move(n);
 }
 
+runtime::BufferPtr Storage::owned_buffer() const {
+  std::lock_guard lock(mu_);
+  return buffer_;
+}
+
 void Storage::set_result(const runtime::BufferPtr& result) {
   std::lock_guard lock(mu_);
   if (buffer_ && buffer_ != result) {
@@ -146,7 +151,11 @@ void sync_device(Device device, PendingList& list) {
   ir::build_graph(raw, graph);
   std::vector<runtime::BufferPtr> results;
   try {
-    results = runtime::execute(graph, device);
+    // A storage that already owns a buffer (written in place since it was
+    // computed) offers it, so the result can land there without a copy.
+    std::vector<runtime::BufferPtr> targets(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) targets[i] = outs[i]->owned_buffer();
+    results = runtime::execute(graph, device, targets);
   } catch (const runtime::NodeError& e) {
     // One node failed: only the outputs computed from it are poisoned (keep
     // the error, raise it when read; buffers written before stay intact).

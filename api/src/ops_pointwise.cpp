@@ -244,6 +244,11 @@ Tensor pow(const Tensor& a, const Scalar& b, SourceLoc loc) {
   impl_of(a, "pow", loc);
   LOOM_CHECK(!(is_integral(result_type(a, b), true) && b.isIntegral() && b.toLong() < 0), "pow", loc,
              "integers to negative integer powers are not allowed (", detail::describe(a), " to the power ", b, ")");
+  // x ** 2 is recorded as x * x: the same correctly rounded value, without
+  // a general pow's exp(y * log(x)) in the kernel. (So an exponent changing
+  // between 2 and another value changes the graph; any other change does not.)
+  ScalarType dt = result_type(a, b);
+  if (b.toDouble() == 2.0 && dt != kBool) return mul(a.to(dt, loc), a.to(dt, loc), loc);
   return binary(ir::Op::Pow, "pow", a, b, BinaryRule::Arith, loc);
 }
 Tensor Tensor::pow(const Scalar& e, SourceLoc loc) const { return loom::pow(*this, e, loc); }

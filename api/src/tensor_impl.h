@@ -71,6 +71,8 @@ class Storage {
   // materialized before and written in place since), the result is copied
   // into it so data_ptr() stays stable, as after an in-place op in PyTorch.
   void set_result(const runtime::BufferPtr& result);
+  // The buffer this storage owns, pending or not (null if it never had one).
+  runtime::BufferPtr owned_buffer() const;
   void set_error(const std::string& message);
   // Pending: node is not an Input leaf (and no error).
   bool pending() const;

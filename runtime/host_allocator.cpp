@@ -1,0 +1,87 @@
+#include "runtime/host_allocator.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include <loom/error.h>
+
+namespace loom::runtime {
+
+namespace {
+
+// Blocks from kMinCached bytes up are cached, keyed by their rounded size;
+// at most kMaxCachedBytes are held, the rest is freed.
+constexpr size_t kMinCached = size_t{1} << 20;
+constexpr size_t kGranule = size_t{1} << 16;
+constexpr size_t kMaxCachedBytes = size_t{2} << 30;
+
+size_t rounded(size_t bytes) {
+  return bytes >= kMinCached ? (bytes + kGranule - 1) / kGranule * kGranule : (bytes + 63) / 64 * 64;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::multimap<size_t, void*> free_blocks;  // rounded size -> block
+  size_t cached = 0;
+
+  void drop_all() {
+    std::lock_guard lock(mu);
+    for (auto& [size, p] : free_blocks) std::free(p);
+    free_blocks.clear();
+    cached = 0;
+  }
+};
+// Never destroyed: buffers owned by static objects may be freed at exit.
+Cache& cache() {
+  static Cache* c = new Cache();
+  return *c;
+}
+
+}  // namespace
+
+void* host_allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const size_t size = rounded(bytes);
+  if (size >= kMinCached) {
+    Cache& c = cache();
+    std::lock_guard lock(c.mu);
+    if (auto it = c.free_blocks.find(size); it != c.free_blocks.end()) {
+      void* p = it->second;
+      c.free_blocks.erase(it);
+      c.cached -= size;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, size);
+  if (!p) {  // give the cache back to the OS and try once more
+    cache().drop_all();
+    p = std::aligned_alloc(64, size);
+  }
+  if (!p) throw Error("loom: out of memory allocating " + std::to_string(bytes) + " bytes on cpu");
+  return p;
+}
+
+void host_free(void* p, size_t bytes) noexcept {
+  if (!p) return;
+  const size_t size = rounded(bytes);
+  if (size >= kMinCached) {
+    Cache& c = cache();
+    std::lock_guard lock(c.mu);
+    if (c.cached + size <= kMaxCachedBytes) {
+      c.free_blocks.emplace(size, p);
+      c.cached += size;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+size_t host_cached_bytes() {
+  Cache& c = cache();
+  std::lock_guard lock(c.mu);
+  return c.cached;
+}
+
+}  // namespace loom::runtime

@@ -1,0 +1,17 @@
+// A caching allocator for host buffers, as PyTorch's CPU and CUDA
+// allocators cache: large blocks freed by one run are handed to the next
+// instead of going back to the OS, so a replayed graph pays no page faults
+// for its outputs. Small blocks go straight to malloc, which caches them.
+#pragma once
+#include <cstddef>
+
+namespace loom::runtime {
+
+// 64-byte aligned, uninitialized; nullptr only for 0 bytes. Throws
+// loom::Error when the system is out of memory (after dropping the cache).
+void* host_allocate(size_t bytes);
+void host_free(void* p, size_t bytes) noexcept;
+// Bytes held in the cache now (for tests and metrics).
+size_t host_cached_bytes();
+
+}  // namespace loom::runtime
