@@ -26,7 +26,7 @@ struct Registry {
   }
   Registry() {
     const char* env = std::getenv("LOOM_BACKEND");
-    cpu = &reference;
+    cpu = &llvm;  // the JIT is the default; LOOM_BACKEND=reference selects the oracle
     if (env && *env) {
       Backend* b = by_name(env);
       if (!b)

@@ -49,7 +49,8 @@ std::ostream& operator<<(std::ostream& os, const Metrics& m);
 // thread join it at the next sync), one node per line, without running it.
 std::string explain(const Tensor& t, SourceLoc loc = SourceLoc::current());
 
-// Backend used for CPU graphs: "reference" (node-by-node C++) today;
+// Backend used for CPU graphs: "llvm" (fused kernels compiled in-process,
+// the default) or "reference" (node-by-node C++, the test oracle);
 // LOOM_BACKEND sets the default. Returns the previous name.
 std::string set_backend(const std::string& name);
 std::string backend_name(DeviceType device = kCPU);
