@@ -95,6 +95,7 @@ struct LibraryCall {
   Attrs attr;
   uint32_t scalar_begin = 0;     // its runtime scalars, in RunArgs::scalars
   uint32_t num_scalars = 0;
+  std::vector<int64_t> input_offsets;  // elements into each input buffer (a contiguous view)
 };
 
 struct Step {

@@ -116,12 +116,32 @@ class Lowering {
       if (nd.op == Op::Input) need(i, "graph input");
       if (is_library(nd.op)) {
         need(i, std::string("library kernel ") + op_name(nd.op));
-        for (uint32_t in : ins) need(in, std::string("input of library kernel ") + op_name(nd.op));
+        for (uint32_t in : ins) {
+          // A contiguous view of a buffer is that buffer at an offset: no copy.
+          if (uint32_t src; contiguous_view_of(in, src)) {
+            need(src, std::string("viewed by library kernel ") + op_name(nd.op));
+            continue;
+          }
+          need(in, std::string("input of library kernel ") + op_name(nd.op));
+        }
       }
       if (nd.op == Op::AsStrided && node(ins[0]).op != Op::Full)
         need(ins[0], "read through a strided view");
     }
     for (uint32_t o : g_.outputs) need(o, "graph output");
+  }
+
+  // Whether node i reads a contiguous window (any offset) of a node that
+  // is not a constant: then a library kernel can read that node's buffer.
+  bool contiguous_view_of(uint32_t i, uint32_t& src) const {
+    const Node& nd = node(i);
+    if (nd.op != Op::AsStrided) return false;
+    src = g_.inputs_of(i)[0];
+    if (node(src).op == Op::Full) return false;
+    const Dims want = contiguous_strides(nd.shape);
+    for (uint8_t d = 0; d < nd.shape.n; ++d)
+      if (nd.shape[d] != 1 && nd.attr[d] != want[d]) return false;
+    return true;
   }
 
   // ---------------------------------------------------------------- pass 2
@@ -147,7 +167,10 @@ class Lowering {
         LibraryCall call{nd.op, i, {}, static_cast<uint32_t>(buffer_of_[i]), nd.dtype, nd.shape, {}, {}, nd.attr,
                          g_.scalar_begin[i], g_.scalar_begin[i + 1] - g_.scalar_begin[i]};
         for (uint32_t in : g_.inputs_of(i)) {
-          call.inputs.push_back(static_cast<uint32_t>(buffer_of_[in]));
+          uint32_t src;
+          const bool alias = reason_[in].empty() && contiguous_view_of(in, src);
+          call.inputs.push_back(static_cast<uint32_t>(buffer_of_[alias ? src : in]));
+          call.input_offsets.push_back(alias ? node(in).attr[node(in).shape.n] : 0);
           call.input_shapes.push_back(node(in).shape);
           call.input_dtypes.push_back(node(in).dtype);
         }

@@ -230,6 +230,19 @@ void matmul_float(const View& a, const View& b, const View& out) {
   const T* pa = static_cast<const T*>(a.data);
   const T* pb = static_cast<const T*>(b.data);
   T* pc = static_cast<T*>(out.data);
+  // Tiny products (a control loop's [1,64] x [64,64]): packing panels costs
+  // more than the product, so a plain row loop runs instead.
+  if (B * M * N * K <= (1 << 15)) {
+    for (int64_t row = 0; row < B * M; ++row) {
+      const T* arow = pa + row * K;
+      const T* bmat = pb + (row / M) * K * N;
+      T* crow = pc + row * N;
+      std::fill(crow, crow + N, T(0));
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < N; ++j) crow[j] += arow[k] * bmat[k * N + j];
+    }
+    return;
+  }
   auto one = [&](int64_t bi, bool parallel) {
     gemm<T>(g, pa + bi * M * K, pb + bi * K * N, pc + bi * M * N, M, N, K, parallel);
   };

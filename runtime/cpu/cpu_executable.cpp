@@ -159,7 +159,8 @@ std::vector<BufferPtr> CpuExecutable::run(const RunArgs& args) {
     const ir::LibraryCall& call = program_.library_calls[step.index];
     std::vector<kernels::cpu::View> ins;
     for (size_t i = 0; i < call.inputs.size(); ++i)
-      ins.push_back({bufs[call.inputs[i]], call.input_dtypes[i], call.input_shapes[i]});
+      ins.push_back({static_cast<char*>(bufs[call.inputs[i]]) + call.input_offsets[i] * element_size(call.input_dtypes[i]),
+                     call.input_dtypes[i], call.input_shapes[i]});
     kernels::cpu::View out{bufs[call.output], call.dtype, call.shape};
     try {
       kernels::cpu::run_library(call, ins, out, args.scalars.subspan(call.scalar_begin, call.num_scalars));
