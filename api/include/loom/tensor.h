@@ -252,6 +252,7 @@ struct ScalarArg {
   SourceLoc loc;
   template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
   ScalarArg(T v, SourceLoc l = SourceLoc::current()) : s(v), loc(l) {}  // NOLINT
+  ScalarArg(const Scalar& v, SourceLoc l = SourceLoc::current()) : s(v), loc(l) {}  // NOLINT
 };
 
 Tensor operator-(TensorArg a);
