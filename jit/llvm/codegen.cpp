@@ -12,6 +12,7 @@
 #include <llvm/Support/TargetSelect.h>
 
 #include <functional>
+#include <map>
 #include <limits>
 
 #include "ir/lower.h"
@@ -79,6 +80,7 @@ class KernelEmitter {
     b_.CreateStore(b_.getInt32(0), err_acc_);
     for (const ir::Access& a : k_.accesses)
       base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
+    plan_stash();
     row_.assign(k_.phases.size(), nullptr);
     for (size_t ph = 0; ph < k_.phases.size(); ++ph)
       if (k_.phases[ph].kind == ir::Phase::Reduce) {
@@ -143,6 +145,7 @@ class KernelEmitter {
   // ---------------------------------------------------------------- phases
   void emit_phase(size_t ph_index) {
     const ir::Phase& ph = k_.phases[ph_index];
+    phase_ = static_cast<int>(ph_index);
     std::vector<bool> need(k_.exprs.size(), false);
     if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
     for (auto [a, e] : ph.stores) mark(e, need);
@@ -199,6 +202,7 @@ class KernelEmitter {
   void mark(uint32_t e, std::vector<bool>& need) {
     if (need[e]) return;
     need[e] = true;
+    if (reloaded(e)) return;  // read back from the row stash: its operands are not needed
     const ir::Expr& x = k_.exprs[e];
     if (x.kind != ExprKind::Op) return;
     mark(x.a, need);
@@ -338,10 +342,89 @@ class KernelEmitter {
   // ---------------------------------------------------------------- expressions
   std::vector<Value*> eval(const std::vector<bool>& need, int w) {
     std::vector<Value*> v(k_.exprs.size(), nullptr);
-    for (size_t e = 0; e < k_.exprs.size(); ++e)
-      if (need[e]) v[e] = eval_one(k_.exprs[e], v, w);
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      if (!need[e]) continue;
+      if (reloaded(e)) {
+        v[e] = stash_access(e, w, nullptr);
+        continue;
+      }
+      v[e] = eval_one(k_.exprs[e], v, w);
+      if (stash_[e] && stash_first_[e] == phase_) stash_access(e, w, v[e]);
+    }
     return v;
   }
+
+  // ---------------------------------------------------------------- row stash
+  // A costly value computed in a reduce phase and used again by a later
+  // phase of the same row (softmax's exp(x - max): summed, then divided) is
+  // kept in a row-sized stack buffer instead of being computed twice.
+  void plan_stash() {
+    const size_t n = k_.exprs.size();
+    stash_.assign(n, false);
+    stash_first_.assign(n, -1);
+    if (k_.outer == 0 && k_.loop.n) return;  // whole-tensor rows do not fit a stack buffer
+    int64_t row = 1;
+    for (int d = k_.outer; d < k_.loop.n; ++d) row *= k_.loop[d];
+    if (row > kMaxStashRow) return;
+    std::vector<bool> row_dependent(n, false);
+    for (size_t e = 0; e < n; ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota) row_dependent[e] = true;
+      if (x.kind == ExprKind::Op) {
+        const ir::Family f = ir::op_family(x.op);
+        row_dependent[e] = row_dependent[x.a] || (f != ir::Family::Unary && row_dependent[x.b]) ||
+                           (f == ir::Family::Ternary && row_dependent[x.c]);
+      }
+    }
+    std::vector<int> last(n, -1);
+    for (size_t p = 0; p < k_.phases.size(); ++p) {
+      const ir::Phase& ph = k_.phases[p];
+      std::vector<bool> need(n, false);
+      if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
+      for (auto [a, e] : ph.stores) mark(e, need);
+      for (size_t e = 0; e < n; ++e) {
+        if (!need[e]) continue;
+        if (stash_first_[e] < 0) stash_first_[e] = static_cast<int>(p);
+        if (!ph.per_row) last[e] = static_cast<int>(p);
+      }
+    }
+    for (size_t e = 0; e < n; ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      const int first = stash_first_[e];
+      stash_[e] = x.kind == ExprKind::Op && op_cost_high(x.op) && x.dtype != kBool && row_dependent[e] && first >= 0 &&
+                  last[e] > first && k_.phases[first].kind == ir::Phase::Reduce &&
+                  k_.phases[first].reduce_op != Op::ArgMax && k_.phases[first].reduce_op != Op::ArgMin;
+      if (stash_[e]) stash_buf_[e] = b_.CreateAlloca(scalar_type(x.dtype), b_.getInt64(row), "stash" + std::to_string(e));
+    }
+  }
+  static bool op_cost_high(Op op) {
+    switch (op) {
+      case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
+      case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
+        return true;
+      default:
+        return false;
+    }
+  }
+  bool reloaded(uint32_t e) const { return !stash_.empty() && stash_[e] && phase_ > stash_first_[e]; }
+  // Stores `v` into (or, with v null, loads from) e's stash at the row position.
+  Value* stash_access(uint32_t e, int w, Value* v) {
+    Value* pos = b_.getInt64(0);
+    int64_t stride = 1;
+    for (int d = k_.loop.n - 1; d >= k_.outer; --d) {
+      pos = b_.CreateAdd(pos, b_.CreateMul(b_.CreateLoad(b_.getInt64Ty(), idx_[d]), b_.getInt64(stride)));
+      stride *= k_.loop[d];
+    }
+    Type* st = scalar_type(k_.exprs[e].dtype);
+    Value* at = b_.CreateGEP(st, stash_buf_.at(e), pos);
+    Type* ty = w == 1 ? st : static_cast<Type*>(llvm::FixedVectorType::get(st, w));
+    if (v) {
+      b_.CreateAlignedStore(v, at, llvm::Align(element_size(k_.exprs[e].dtype)));
+      return v;
+    }
+    return b_.CreateAlignedLoad(ty, at, llvm::Align(element_size(k_.exprs[e].dtype)));
+  }
+  static constexpr int64_t kMaxStashRow = 16384;
 
   Value* eval_one(const ir::Expr& x, const std::vector<Value*>& v, int w) {
     switch (x.kind) {
@@ -575,6 +658,10 @@ class KernelEmitter {
   std::vector<Value*> base_;
   std::vector<llvm::AllocaInst*> row_;
   llvm::AllocaInst* err_acc_ = nullptr;
+  int phase_ = -1;                 // the phase being emitted
+  std::vector<bool> stash_;        // exprs kept per row (plan_stash)
+  std::vector<int> stash_first_;   // the phase that computes each
+  std::map<uint32_t, Value*> stash_buf_;
 };
 
 }  // namespace
