@@ -62,6 +62,18 @@ struct SmallInts {
 using Dims = SmallInts<kMaxDims>;
 using Attrs = SmallInts<kMaxAttrs>;
 
+// Row-major strides of a contiguous tensor of this shape.
+inline Dims contiguous_strides(const Dims& shape) {
+  Dims s;
+  s.n = shape.n;
+  int64_t acc = 1;
+  for (int d = static_cast<int>(shape.n) - 1; d >= 0; --d) {
+    s[d] = acc;
+    acc *= shape[d];
+  }
+  return s;
+}
+
 // A runtime scalar: a number the graph needs but its key ignores. Both
 // representations are kept so int64 values (seeds) survive exactly.
 struct RtScalar {

@@ -80,16 +80,6 @@ Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims
   return Tensor(std::move(impl));
 }
 
-ir::Dims contiguous_strides(const ir::Dims& s) {
-  ir::Dims st;
-  st.n = s.n;
-  int64_t acc = 1;
-  for (int d = static_cast<int>(s.n) - 1; d >= 0; --d) {
-    st[d] = acc;
-    acc *= s[d];
-  }
-  return st;
-}
 
 }  // namespace
 
@@ -215,7 +205,7 @@ Tensor blob(void* data, const ir::Dims& shape, const ir::Dims& strides, std::fun
 
 Tensor from_blob(void* data, IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
   ir::Dims shape = checked_sizes(sizes, "from_blob", loc);
-  return blob(data, shape, contiguous_strides(shape), {}, o, loc);
+  return blob(data, shape, ir::contiguous_strides(shape), {}, o, loc);
 }
 
 Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const TensorOptions& o, SourceLoc loc) {
@@ -228,7 +218,7 @@ Tensor from_blob(void* data, IntArrayRef sizes, IntArrayRef strides, const Tenso
 Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> deleter, const TensorOptions& o,
                  SourceLoc loc) {
   ir::Dims shape = checked_sizes(sizes, "from_blob", loc);
-  return blob(data, shape, contiguous_strides(shape), std::move(deleter), o, loc);
+  return blob(data, shape, ir::contiguous_strides(shape), std::move(deleter), o, loc);
 }
 
 namespace {
@@ -259,7 +249,7 @@ Tensor tensor(const std::vector<T>& values, const TensorOptions& o, SourceLoc lo
     case kDouble: copy_in<double>(buf->data(), values); break;
   }
   ir::Dims shape(&n, 1);
-  Tensor t = from_buffer(std::move(buf), shape, contiguous_strides(shape), n, dt, Device(kCPU, 0));
+  Tensor t = from_buffer(std::move(buf), shape, ir::contiguous_strides(shape), n, dt, Device(kCPU, 0));
   return t.to(o.device(), loc);
 }
 

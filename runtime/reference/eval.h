@@ -65,8 +65,7 @@ decltype(auto) dispatch(ScalarType t, F&& f) {
   return f.template operator()<float>();
 }
 
-// Row-major strides of a contiguous shape.
-ir::Dims contiguous_strides(const ir::Dims& shape);
+using ir::contiguous_strides;
 
 // Element offsets of an input broadcast (NumPy rules, right-aligned) to
 // `out_shape`, in row-major order of the output.

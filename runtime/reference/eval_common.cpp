@@ -2,16 +2,6 @@
 
 namespace loom::runtime::reference {
 
-ir::Dims contiguous_strides(const ir::Dims& shape) {
-  ir::Dims s;
-  s.n = shape.n;
-  int64_t acc = 1;
-  for (int d = static_cast<int>(shape.n) - 1; d >= 0; --d) {
-    s[d] = acc;
-    acc *= shape[d];
-  }
-  return s;
-}
 
 BroadcastIndex::BroadcastIndex(const ir::Dims& in_shape, const ir::Dims& out_shape) : out_shape_(out_shape) {
   strides_.n = out_shape.n;
