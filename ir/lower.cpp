@@ -26,17 +26,6 @@ bool is_elementwise(Op op) {
   return f == Family::Unary || f == Family::Binary || f == Family::Ternary;
 }
 
-Dims contiguous_strides(const Dims& shape) {
-  Dims s;
-  s.n = shape.n;
-  int64_t acc = 1;
-  for (int d = static_cast<int>(shape.n) - 1; d >= 0; --d) {
-    s[d] = acc;
-    acc *= shape[d];
-  }
-  return s;
-}
-
 // Which loop dim indexes each dim of a node inside a kernel (-1: the node
 // is broadcast along that dim, or the dim has size 1).
 using DimMap = Dims;
@@ -315,6 +304,14 @@ class Lowering {
           // start + i * step, in double as the reference computes it.
           uint32_t iota = push(Expr{ExprKind::Iota, Op::Cast, kLong,
                                     map[0] >= 0 && nd.shape[0] != 1 ? static_cast<uint32_t>(map[0]) : ~0u});
+          if (!is_floating_point(nd.dtype)) {
+            // Integer dtypes use the truncated integer start and step, as PyTorch and the reference do.
+            uint32_t start = push(Expr{ExprKind::Scalar, Op::Cast, kLong, l_.g_.scalar_begin[i]});
+            uint32_t step = push(Expr{ExprKind::Scalar, Op::Cast, kLong, l_.g_.scalar_begin[i] + 1});
+            uint32_t prod = push(Expr{ExprKind::Op, Op::Mul, kLong, iota, step});
+            uint32_t sum = push(Expr{ExprKind::Op, Op::Add, kLong, start, prod});
+            return nd.dtype == kLong ? sum : push(Expr{ExprKind::Op, Op::Cast, nd.dtype, sum});
+          }
           uint32_t fi = push(Expr{ExprKind::Op, Op::Cast, kDouble, iota});
           uint32_t start = push(Expr{ExprKind::Scalar, Op::Cast, kDouble, l_.g_.scalar_begin[i]});
           uint32_t step = push(Expr{ExprKind::Scalar, Op::Cast, kDouble, l_.g_.scalar_begin[i] + 1});
