@@ -219,6 +219,7 @@ class Lowering {
             k.loop.push_back(s_in[d]);
             if (pass == 0) k.outer = k.loop.n;
           }
+      rows_fixed_ = true;  // a full reduction has outer == 0 too: inlined reductions must not redefine its rows
       uint32_t value = expr(in, in_map, false);
       if (failed_) return failed_;
       uint32_t rv = add_reduce(r.op, value, r.dtype);
@@ -349,7 +350,7 @@ class Lowering {
       const uint64_t mask = static_cast<uint64_t>(nd.attr[0]);
       int reduced = 0;
       for (uint8_t d = 0; d < s_in.n; ++d) reduced += mask >> d & 1;
-      if (k.phases.empty() && k.outer == 0) k.outer = static_cast<uint8_t>(k.loop.n - reduced);  // first one sets the rows
+      if (!rows_fixed_ && k.phases.empty() && k.outer == 0) k.outer = static_cast<uint8_t>(k.loop.n - reduced);  // first one sets the rows
       const int row = k.loop.n - k.outer;
       if (row != reduced || reduced == 0 || ((nd.op == Op::ArgMax || nd.op == Op::ArgMin) && reduced != 1)) {
         fail(i, "reduction over other loops than its consumer's rows");
@@ -395,6 +396,7 @@ class Lowering {
     uint32_t root_;
     std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
     std::optional<NeedsBuffer> failed_;
+    bool rows_fixed_ = false;  // a reduction root decided the rows
   };
 
   // ---------------------------------------------------------------- pass 3
