@@ -30,31 +30,12 @@ Tensor make(const std::vector<double>& v, const Shape& shape, loom::ScalarType d
 }
 Tensor longs(const Longs& v, const Shape& shape) { return loom::tensor(v).reshape(shape); }
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const loom::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a loom::Error";
-  return "";
-}
-
-// A record-time error: names the op, says what was wrong, points at this file.
-#define EXPECT_LOOM_ERROR(stmt, op, fragment)                                    \
-  do {                                                                           \
-    std::string msg_ = error_of([&] { (void)(stmt); });                          \
-    EXPECT_NE(msg_.find(op), std::string::npos) << msg_;                         \
-    EXPECT_NE(msg_.find(fragment), std::string::npos) << msg_;                   \
-    EXPECT_NE(msg_.find("index_test.cpp"), std::string::npos) << msg_;          \
-  } while (0)
 
 // An out-of-range index fails the sync that computes `t`, and the next,
 // unrelated sync still works. (A failed sync also fails every other tensor
 // pending in it, so callers materialize their inputs first.)
 void expect_bounds_error_then_recovery(const Tensor& t, const char* op) {
-  std::string msg = error_of([&] { t.to_vector<double>(); });
+  std::string msg = loom_test::error_of([&] { t.to_vector<double>(); });
   EXPECT_NE(msg.find(op), std::string::npos) << msg;
   EXPECT_NE(msg.find("out of bounds"), std::string::npos) << msg;
   EXPECT_NE(msg.find("index_test.cpp"), std::string::npos) << msg;

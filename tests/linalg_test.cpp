@@ -57,25 +57,6 @@ std::vector<double> transpose2(const std::vector<double>& v, int64_t rows, int64
   return t;
 }
 
-// The loom::Error text of f(), or a test failure if it does not throw one.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const loom::Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a loom::Error";
-  return "";
-}
-
-#define EXPECT_LOOM_ERROR(stmt, op, fragment)                                    \
-  do {                                                                           \
-    std::string msg_ = error_of([&] { (void)(stmt); });                          \
-    EXPECT_NE(msg_.find(op), std::string::npos) << msg_;                         \
-    EXPECT_NE(msg_.find(fragment), std::string::npos) << msg_;                   \
-    EXPECT_NE(msg_.find("linalg_test.cpp"), std::string::npos) << msg_;          \
-  } while (0)
 
 const loom::ScalarType kDtypes[] = {loom::kFloat, loom::kDouble, loom::kLong};
 

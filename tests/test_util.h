@@ -43,7 +43,34 @@ inline ::testing::AssertionResult all_close(const loom::Tensor& t, const std::ve
 
 inline std::vector<int64_t> sizes_of(const loom::Tensor& t) { return t.sizes().vec(); }
 
+// The loom::Error text of f(), or a test failure if it does not throw one.
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const loom::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a loom::Error";
+  return "";
+}
+
+inline std::string file_name(const char* path) {
+  std::string p = path;
+  return p.substr(p.find_last_of('/') + 1);
+}
+
 }  // namespace loom_test
+
+// A record-time error: names the op, says what was wrong, points at the
+// test file that made the call.
+#define EXPECT_LOOM_ERROR(stmt, op, fragment)                                          \
+  do {                                                                                 \
+    std::string msg_ = loom_test::error_of([&] { (void)(stmt); });                     \
+    EXPECT_NE(msg_.find(op), std::string::npos) << msg_;                               \
+    EXPECT_NE(msg_.find(fragment), std::string::npos) << msg_;                         \
+    EXPECT_NE(msg_.find(loom_test::file_name(__FILE__)), std::string::npos) << msg_;   \
+  } while (0)
 
 // Instantiates a BackendTest suite over every CPU backend.
 #define LOOM_INSTANTIATE_BACKENDS(Suite) \
