@@ -1,7 +1,10 @@
 // loom::metrics(): a snapshot of runtime::Counters, printable as a table.
 #include "runtime/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <vector>
 #include <sstream>
 
 #include <loom/runtime.h>
@@ -15,6 +18,35 @@ namespace runtime {
 Counters& counters() {
   static Counters c;
   return c;
+}
+}  // namespace runtime
+
+namespace runtime {
+namespace {
+std::mutex g_compile_mu;
+std::vector<int64_t> g_per_kernel_ns;  // one entry per compile: its time / its kernels
+}  // namespace
+
+void record_compile(int64_t kernels, int64_t ns) {
+  Counters& c = counters();
+  bump(c.jit_compiles);
+  bump(c.kernels_compiled, kernels);
+  bump(c.jit_compile_ns, ns);
+  std::lock_guard lock(g_compile_mu);
+  g_per_kernel_ns.push_back(ns / std::max<int64_t>(kernels, 1));
+}
+
+int64_t median_compile_ns_per_kernel() {
+  std::lock_guard lock(g_compile_mu);
+  if (g_per_kernel_ns.empty()) return 0;
+  std::vector<int64_t> v = g_per_kernel_ns;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+void reset_compile_records() {
+  std::lock_guard lock(g_compile_mu);
+  g_per_kernel_ns.clear();
 }
 }  // namespace runtime
 
@@ -40,10 +72,12 @@ Metrics metrics() {
   m.jit_compiles = c.jit_compiles.load();
   m.kernels_compiled = c.kernels_compiled.load();
   m.jit_compile_ns = c.jit_compile_ns.load();
+  m.jit_compile_ns_per_kernel_median = runtime::median_compile_ns_per_kernel();
   return m;
 }
 
 void reset_metrics() {
+  runtime::reset_compile_records();
   runtime::Counters& c = runtime::counters();
   for (auto* a : {&c.nodes_recorded, &c.graphs_materialized, &c.graph_nodes, &c.graph_cuts, &c.cache_hits,
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
@@ -84,7 +118,7 @@ std::string Metrics::to_string() const {
   row("jit compiles", std::to_string(jit_compiles));
   row("kernels compiled", std::to_string(kernels_compiled));
   row("jit compile time", ms(jit_compile_ns));
-  if (kernels_compiled) row("per kernel (mean)", ms(jit_compile_ns / kernels_compiled));
+  if (kernels_compiled) row("per kernel (median)", ms(jit_compile_ns_per_kernel_median));
   return os.str();
 }
 

@@ -31,6 +31,12 @@ struct Counters {
 
 Counters& counters();
 
+// Records one LLVM/NVRTC compile of `kernels` kernels that took `ns`, for
+// the median compile time per kernel that loom::metrics() reports.
+void record_compile(int64_t kernels, int64_t ns);
+int64_t median_compile_ns_per_kernel();
+void reset_compile_records();
+
 inline void bump(std::atomic<int64_t>& c, int64_t by = 1) { c.fetch_add(by, std::memory_order_relaxed); }
 
 inline int64_t now_ns() {

@@ -52,10 +52,7 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
       if (!object) {
         object = std::move(fresh);
         disk.store(key, *object);
-        Counters& c = counters();
-        bump(c.jit_compiles);
-        bump(c.kernels_compiled, static_cast<int64_t>(program.kernels.size()));
-        bump(c.jit_compile_ns, now_ns() - t0);
+        record_compile(static_cast<int64_t>(program.kernels.size()), now_ns() - t0);
       }
     }
     kernels = jit::llvm_cpu::load_object(*object, program.kernels.size());

@@ -39,6 +39,7 @@ struct Metrics {
   int64_t jit_compiles = 0;        // graphs compiled by LLVM (0 when all came from the disk cache)
   int64_t kernels_compiled = 0;    // generated kernels in those graphs
   int64_t jit_compile_ns = 0;      // time inside LLVM (optimize + codegen + link)
+  int64_t jit_compile_ns_per_kernel_median = 0;  // median over compiles of time / kernels
   std::string to_string() const;   // an aligned two-column table
 };
 Metrics metrics();
