@@ -1385,7 +1385,7 @@ class Generator {
     }
     if (coin(0.35)) {
       // scatter_add(d, index, src): src is x itself or a value of its dtype
-      // and rank at least as large; sums run in the reference's order.
+      // and rank; the index fits both. Sums run in the reference's order.
       auto srcs = vars_where([&](const Var& v) {
         if (v.dtype() != x.dtype() || v.shape().size() != s.size()) return false;
         return true;
