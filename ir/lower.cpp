@@ -54,9 +54,6 @@ class Lowering {
   explicit Lowering(const Graph& g) : g_(g), n_(static_cast<uint32_t>(g.size())) {}
 
   KernelProgram run(LowerLog* log) {
-    consumers_.assign(n_, {});
-    for (uint32_t i = 0; i < n_; ++i)
-      for (uint32_t in : g_.inputs_of(i)) consumers_[in].push_back(i);
     reason_.assign(n_, "");
     boundaries();
     note(log, "boundaries: " + std::to_string(count_buffers()) + " of " + std::to_string(n_) + " nodes own a buffer");
@@ -570,7 +567,6 @@ class Lowering {
   const Graph& g_;
   const uint32_t n_;
   KernelProgram p_;
-  std::vector<std::vector<uint32_t>> consumers_;
   std::vector<std::string> reason_;  // non-empty: the node owns a buffer, for this reason
   std::vector<int32_t> buffer_of_;
   std::vector<std::vector<uint32_t>> inlined_by_;  // kernels (by root) that inline the node
