@@ -82,11 +82,18 @@ void row_error(const std::string& workload, const std::string& peer, const std::
 
 loom::Device g_dev(loom::kCPU);
 
+// The end of one timed call: the graph is materialized and, on a GPU, has
+// finished running (peers.py reads the clock after torch.cuda.synchronize).
+void finish() {
+  loom::sync(g_dev);
+  if (g_dev.is_cuda()) loom::cuda::synchronize(g_dev.index());
+}
+
 // Random normal float32, computed now so the timed region only reads it.
 loom::Tensor input(std::vector<int64_t> sizes, double scale = 1.0) {
   loom::Tensor t = loom::randn(sizes, loom::TensorOptions(loom::kFloat32).device(g_dev));
   if (scale != 1.0) t = t * scale;
-  loom::sync(g_dev);
+  finish();
   return t;
 }
 
@@ -109,7 +116,7 @@ void w0(const std::string& peer) {
   double t = median_time(
       [&] {
         dst.copy_(src);
-        loom::sync(g_dev);
+        finish();
       },
       big_repeats());
   row_ms("W0 copy-ceiling 256MiB f32", peer, t, "GB/s", 2.0 * 4 * n / t / 1e9);
@@ -121,7 +128,7 @@ void w1(const std::string& peer) {
   double t = median_time(
       [&] {
         loom::Tensor y = loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x;
-        loom::sync(g_dev);
+        finish();
       },
       big_repeats());
   row_ms("W1 pointwise-chain 16M f32", peer, t, "GB/s", 2.0 * 4 * n / t / 1e9);
@@ -132,7 +139,7 @@ void w2(const std::string& peer) {
   double t = median_time(
       [&] {
         loom::Tensor y = loom::softmax(x, -1);
-        loom::sync(g_dev);
+        finish();
       },
       big_repeats());
   row_ms("W2 softmax 8192x4096 f32", peer, t, "GB/s", 2.0 * 4 * x.numel() / t / 1e9);
@@ -148,7 +155,7 @@ void w3(const std::string& peer) {
         loom::Tensor mu = x.mean({-1}, /*keepdim=*/true);
         loom::Tensor var = (x - mu).pow(2).mean({-1}, /*keepdim=*/true);
         loom::Tensor y = (x - mu) * loom::rsqrt(var + 1e-5) * g + b;
-        loom::sync(g_dev);
+        finish();
       },
       big_repeats());
   row_ms("W3 layernorm 8192x4096 f32", peer, t, "GB/s", 2.0 * 4 * x.numel() / t / 1e9);
@@ -167,7 +174,7 @@ void w5(const std::string& peer) {
         loom::Tensor a = loom::tanh(loom::tanh(s0.matmul(W1)).matmul(W2));
         loom::Tensor s = s0;
         for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
-        loom::sync(g_dev);
+        finish();
       },
       r);
   row_ms("W5 control-step 64", peer, t);
@@ -257,6 +264,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::string only, device = "cpu", backend;
+  bool print_metrics = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> const char* {
@@ -265,9 +273,11 @@ int main(int argc, char** argv) {
       return nullptr;
     };
     if (a == "-h" || a == "--help") {
-      std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda]\n"
+      std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics]\n"
                   "workloads: W0 W1 W2 W3 W5 O1 O2 O3 (see bench/README.md)\n");
       return 0;
+    } else if (a == "--metrics") {
+      print_metrics = true;
     } else if (const char* v = value("--only")) {
       only = v;
     } else if (const char* v = value("--device")) {
@@ -334,5 +344,6 @@ int main(int argc, char** argv) {
       row_error(w.name, peer, e.what());
     }
   }
+  if (print_metrics) std::printf("# loom::metrics() at exit\n%s", loom::metrics().to_string().c_str());
   return 0;
 }

@@ -7,6 +7,7 @@
 #include <loom/error.h>
 
 #include "runtime/cpu/llvm_backend.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/reference/reference_backend.h"
 
 namespace loom::runtime {
@@ -16,6 +17,7 @@ namespace {
 struct Registry {
   reference::ReferenceBackend reference;
   cpu::LlvmBackend llvm;
+  cuda::CudaBackend cuda;  // every GPU: the device index is part of each graph
   std::mutex mu;
   Backend* cpu = nullptr;
 
@@ -45,10 +47,8 @@ Registry& registry() {
 }  // namespace
 
 Backend& backend_for(Device device) {
-  if (device.is_cuda())
-    throw Error("loom: cannot run a graph on " + device.str() +
-                ": this build of loom has no CUDA backend yet (tensors on cuda can be recorded, not computed)");
   Registry& r = registry();
+  if (device.is_cuda()) return r.cuda;
   std::lock_guard lock(r.mu);
   return *r.cpu;
 }

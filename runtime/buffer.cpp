@@ -1,23 +1,47 @@
 #include "runtime/buffer.h"
 
 #include <cstdlib>
+#include <cstring>
+#include <vector>
 #include <new>
 
 #include <loom/error.h>
 
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/device_allocator.h"
 #include "runtime/host_allocator.h"
 #include "runtime/metrics.h"
 
 namespace loom::runtime {
 
 std::shared_ptr<Buffer> Buffer::allocate(Device device, size_t bytes) {
-  if (!device.is_cpu())
-    throw Error("loom: cannot allocate " + std::to_string(bytes) + " bytes on " + device.str() +
-                ": no backend for this device in this build");
-  void* p = host_allocate(bytes);
   bump(counters().bytes_allocated, static_cast<int64_t>(bytes));
   bump(counters().buffers_allocated);
+  if (device.is_cuda()) {
+    const int index = device.index() < 0 ? 0 : device.index();
+    void* p = cuda::device_allocate(index, bytes);
+    return std::shared_ptr<Buffer>(
+        new Buffer(p, bytes, Device(kCUDA, index), [index, bytes](void* q) { cuda::device_free(index, q, bytes); }));
+  }
+  void* p = host_allocate(bytes);
   return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, [bytes](void* q) { host_free(q, bytes); }));
+}
+
+void copy_bytes(const Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {
+  if (bytes == 0) return;
+  char* d = static_cast<char*>(dst.data()) + dst_offset;
+  const char* s = static_cast<const char*>(src.data()) + src_offset;
+  const bool dc = dst.device().is_cuda(), sc = src.device().is_cuda();
+  if (!dc && !sc) std::memcpy(d, s, bytes);
+  else if (dc && !sc) cuda::copy_to_device(d, s, bytes, dst.device().index());
+  else if (!dc && sc) cuda::copy_to_host(d, s, bytes, src.device().index());
+  else if (dst.device() == src.device()) cuda::copy_on_device(d, s, bytes, dst.device().index());
+  else {  // between two GPUs: through the host
+    std::vector<char> host(bytes);
+    cuda::copy_to_host(host.data(), s, bytes, src.device().index());
+    cuda::copy_to_device(d, host.data(), bytes, dst.device().index());
+    cuda::synchronize(dst.device().index());
+  }
 }
 
 std::shared_ptr<Buffer> Buffer::borrow(void* ptr, size_t bytes, Device device,

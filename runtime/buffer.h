@@ -13,7 +13,7 @@ namespace loom::runtime {
 
 class Buffer : public ir::DataRef {
  public:
-  // 64-byte aligned, uninitialized.
+  // 64-byte aligned (256 on a GPU), uninitialized.
   static std::shared_ptr<Buffer> allocate(Device device, size_t bytes);
   // Wraps memory the caller owns; `deleter` (may be empty) runs on release.
   static std::shared_ptr<Buffer> borrow(void* ptr, size_t bytes, Device device,
@@ -37,5 +37,10 @@ class Buffer : public ir::DataRef {
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;
+
+// Copies `bytes` between any two buffers (host or GPU, either direction).
+// Copies to the host return once the data is there; the others are ordered
+// on the GPU's loom stream and may still be running when this returns.
+void copy_bytes(const Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes);
 
 }  // namespace loom::runtime

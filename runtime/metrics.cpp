@@ -73,6 +73,9 @@ Metrics metrics() {
   m.kernels_compiled = c.kernels_compiled.load();
   m.jit_compile_ns = c.jit_compile_ns.load();
   m.jit_compile_ns_per_kernel_median = runtime::median_compile_ns_per_kernel();
+  m.nvrtc_compiles = c.nvrtc_compiles.load();
+  m.nvrtc_compile_ns = c.nvrtc_compile_ns.load();
+  m.cuda_graph_launches = c.cuda_graph_launches.load();
   return m;
 }
 
@@ -83,7 +86,7 @@ void reset_metrics() {
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
                   &c.bytes_allocated, &c.buffers_allocated, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
-                  &c.jit_compile_ns})
+                  &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches})
     a->store(0);
 }
 
@@ -119,6 +122,11 @@ std::string Metrics::to_string() const {
   row("kernels compiled", std::to_string(kernels_compiled));
   row("jit compile time", ms(jit_compile_ns));
   if (kernels_compiled) row("per kernel (median)", ms(jit_compile_ns_per_kernel_median));
+  if (nvrtc_compiles || cuda_graph_launches) {
+    row("nvrtc compiles", std::to_string(nvrtc_compiles));
+    row("nvrtc compile time", ms(nvrtc_compile_ns));
+    row("cuda graph launches", std::to_string(cuda_graph_launches));
+  }
   return os.str();
 }
 

@@ -27,6 +27,9 @@ struct Counters {
   std::atomic<int64_t> jit_compiles{0};      // graphs compiled by LLVM/NVRTC (not loaded from disk)
   std::atomic<int64_t> kernels_compiled{0};  // generated kernels in those graphs
   std::atomic<int64_t> jit_compile_ns{0};    // time in LLVM/NVRTC only
+  std::atomic<int64_t> nvrtc_compiles{0};    // NVRTC programs compiled (graphs and the library module)
+  std::atomic<int64_t> nvrtc_compile_ns{0};
+  std::atomic<int64_t> cuda_graph_launches{0};  // cache-hit replays launched as one CUDA graph
 };
 
 Counters& counters();

@@ -299,7 +299,8 @@ class Generator {
         case kBool: reinterpret_cast<bool*>(mem.get())[i] = v > 0; break;
       }
     }
-    Tensor t = loom::from_blob(mem.get(), s, strides, dt);
+    // On a GPU run the borrowed host memory is copied to the default device.
+    Tensor t = loom::from_blob(mem.get(), s, strides, dt).to(loom::default_device());
     blobs_.push_back(std::move(mem));
     e = "from_blob(" + shape_str(s) + ", strides " + list_str(strides) + ", " + dt_name(dt) + ")";
     return t;
@@ -1439,8 +1440,15 @@ struct Run {
   std::string error;  // a loom::Error while recording or running
 };
 
+// `backend` "cuda" runs the program on the GPU (tensors made there by
+// default); the others select that CPU backend.
 Run run_program(uint64_t seed, const std::string& backend, bool perturb, bool variant = false) {
-  loom::set_backend(backend);
+  const bool gpu = backend == "cuda";
+  loom::set_backend(gpu ? "llvm" : backend);
+  loom::set_default_device(gpu ? loom::Device(loom::kCUDA) : loom::Device(loom::kCPU));
+  struct DefaultDevice {
+    ~DefaultDevice() { loom::set_default_device(loom::kCPU); }
+  } default_device;
   Run r;
   Generator g(seed, perturb, variant);
   const int64_t bound = loom::max_pending_nodes();
@@ -1535,21 +1543,23 @@ std::string check_exact(const OutValues& want, const OutValues& pert) {
   return "";
 }
 
-// Returns an empty string when the graph of `seed` passes.
-std::string check_seed(uint64_t seed) {
+// Returns an empty string when the graph of `seed` passes on `backend`
+// ("llvm" or "cuda").
+std::string check_seed(uint64_t seed, const std::string& backend = "llvm") {
   Run ref = run_program(seed, "reference", false);
   Run pert = run_program(seed, "reference", true);
-  Run variant = run_program(seed, "llvm", false, true);  // warms the cache with the same keys
-  Run got = run_program(seed, "llvm", false);
+  Run variant = run_program(seed, backend, false, true);  // warms the cache with the same keys
+  Run got = run_program(seed, backend, false);
   std::ostringstream os;
   if (!ref.error.empty() || !got.error.empty() || !pert.error.empty() || !variant.error.empty()) {
-    os << "a run raised an error\n  reference: " << ref.error << "\n  perturbed: " << pert.error << "\n  llvm: " << got.error
-       << "\n  llvm, other scalars: " << variant.error
+    os << "a run raised an error\n  reference: " << ref.error << "\n  perturbed: " << pert.error << "\n  " << backend
+       << ": " << got.error << "\n  " << backend << ", other scalars: " << variant.error
        << "\nprogram:\n" << ref.listing;
     return os.str();
   }
   if (got.listing != ref.listing || pert.listing != ref.listing)
-    return "the program differs between runs (the generator read data?)\nreference:\n" + ref.listing + "llvm:\n" + got.listing;
+    return "the program differs between runs (the generator read data?)\nreference:\n" + ref.listing + backend + ":\n" +
+           got.listing;
   for (size_t k = 0; k < ref.outs.size(); ++k) {
     std::string why = check_exact(ref.outs[k], pert.outs[k]);
     const bool generator_bug = !why.empty();
@@ -1609,7 +1619,8 @@ int64_t env_int(const char* name, int64_t fallback) {
   return v && *v ? std::strtoll(v, nullptr, 10) : fallback;
 }
 
-TEST(Differential, RandomGraphsLlvmVsReference) {
+// Runs LOOM_DIFF_GRAPHS seeded programs on `backend` against the reference.
+void run_random_graphs(const std::string& backend) {
   const int64_t graphs = env_int("LOOM_DIFF_GRAPHS", 300);
   const uint64_t first = static_cast<uint64_t>(env_int("LOOM_DIFF_SEED", 1));
   const bool print = env_int("LOOM_DIFF_PRINT", 0) != 0;  // print every program
@@ -1619,22 +1630,29 @@ TEST(Differential, RandomGraphsLlvmVsReference) {
   for (int64_t g = 0; g < graphs; ++g) {
     const uint64_t seed = first + static_cast<uint64_t>(g);
     if (print) std::printf("seed %llu:\n%s", static_cast<unsigned long long>(seed), run_program(seed, "reference", false).listing.c_str());
-    std::string why = check_seed(seed);
+    std::string why = check_seed(seed, backend);
     if (why.empty()) {
       ++passed;
     } else {
       ++failed;
-      ADD_FAILURE() << "seed " << seed << ": " << why;
+      ADD_FAILURE() << "seed " << seed << " (" << backend << "): " << why;
       if (failed >= 5) break;
     }
     if (g % 200 == 199) loom::clear_executable_cache();  // bounded memory over long runs
   }
   loom::set_backend(previous);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("[ differential ] seeds %llu..%llu: %lld graphs passed, %lld failed, %.1f s\n",
+  std::printf("[ differential ] %s, seeds %llu..%llu: %lld graphs passed, %lld failed, %.1f s\n", backend.c_str(),
               static_cast<unsigned long long>(first), static_cast<unsigned long long>(first + graphs - 1),
               static_cast<long long>(passed), static_cast<long long>(failed), secs);
   EXPECT_EQ(failed, 0);
+}
+
+TEST(Differential, RandomGraphsLlvmVsReference) { run_random_graphs("llvm"); }
+
+TEST(Differential, RandomGraphsCudaVsReference) {
+  if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
+  run_random_graphs("cuda");
 }
 
 }  // namespace

@@ -91,13 +91,14 @@ TEST_P(ErrorsTest, WrongDtypes) {
 
 TEST_P(ErrorsTest, MixingDevicesFailsAtRecordTime) {
   Tensor c = loom::ones({2, 3}, loom::kCUDA);  // recording on cuda works in any build
+  Tensor h = loom::ones({2, 3}, loom::kCPU);
   EXPECT_TRUE(c.is_cuda());
   EXPECT_EQ((c * 2).device(), loom::Device(loom::kCUDA, 0));
-  EXPECT_ERROR_AT_THIS_LINE(c + a, "add");
-  EXPECT_ERROR_AT_THIS_LINE(a * c, "mul");
-  EXPECT_ERROR_AT_THIS_LINE(loom::maximum(a, c), "maximum");
-  EXPECT_ERROR_AT_THIS_LINE(loom::where(a > 0, c, a), "where");
-  EXPECT_ERROR_AT_THIS_LINE(c.eq(a), "eq");
+  EXPECT_ERROR_AT_THIS_LINE(c + h, "add");
+  EXPECT_ERROR_AT_THIS_LINE(h * c, "mul");
+  EXPECT_ERROR_AT_THIS_LINE(loom::maximum(h, c), "maximum");
+  EXPECT_ERROR_AT_THIS_LINE(loom::where(h > 0, c, h), "where");
+  EXPECT_ERROR_AT_THIS_LINE(c.eq(h), "eq");
 }
 
 TEST_P(ErrorsTest, UndefinedTensors) {

@@ -1,6 +1,6 @@
 // Helpers shared by the test files: closeness checks and the backend
 // parameterization. Every op test runs once per CPU backend in
-// kTestBackends (the llvm backend joins the list when it exists).
+// kTestBackends: the two CPU backends and the GPU.
 #pragma once
 #include <gtest/gtest.h>
 #include <loom/loom.h>
@@ -11,13 +11,30 @@
 
 namespace loom_test {
 
-inline const std::vector<std::string> kTestBackends = {"reference", "llvm"};
+inline const std::vector<std::string> kTestBackends = {"reference", "llvm", "cuda"};
 
-// Selects a backend for the duration of a test.
+// Selects a backend for the duration of a test. "cuda" makes the GPU the
+// default device (tensors made without a device live there, results come
+// back through to_vector/item) and skips, saying why, where there is none.
 class BackendTest : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { previous_ = loom::set_backend(GetParam()); }
-  void TearDown() override { loom::set_backend(previous_); }
+  // The default device is set here, not in SetUp, so that tensors a fixture
+  // makes in its member initializers are on the test's device too.
+  BackendTest() {
+    if (GetParam() == "cuda" && loom::cuda::is_available()) loom::set_default_device(loom::kCUDA);
+  }
+  ~BackendTest() override { loom::set_default_device(loom::kCPU); }
+  void SetUp() override {
+    if (GetParam() == "cuda") {
+      if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
+      return;
+    }
+    previous_ = loom::set_backend(GetParam());
+  }
+  void TearDown() override {
+    if (!previous_.empty()) loom::set_backend(previous_);
+  }
+  bool on_gpu() const { return GetParam() == "cuda"; }
   std::string previous_;
 };
 
@@ -72,7 +89,7 @@ inline std::string file_name(const char* path) {
     EXPECT_NE(msg_.find(loom_test::file_name(__FILE__)), std::string::npos) << msg_;   \
   } while (0)
 
-// Instantiates a BackendTest suite over every CPU backend.
+// Instantiates a BackendTest suite over every backend.
 #define LOOM_INSTANTIATE_BACKENDS(Suite) \
   INSTANTIATE_TEST_SUITE_P(Backends, Suite, ::testing::ValuesIn(loom_test::kTestBackends), \
                            [](const auto& info) { return info.param; })

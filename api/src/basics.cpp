@@ -6,7 +6,10 @@
 #include <loom/error.h>
 #include <loom/scalar.h>
 
+#include <atomic>
 #include <cstring>
+
+#include <loom/options.h>
 
 namespace loom {
 
@@ -73,6 +76,25 @@ std::ostream& operator<<(std::ostream& os, IntArrayRef a) {
   os << "[";
   for (size_t i = 0; i < a.size(); ++i) os << (i ? ", " : "") << a[i];
   return os << "]";
+}
+
+}  // namespace loom
+
+namespace loom {
+
+namespace {
+// (type << 8) | (index + 1): one word, so reading it needs no lock.
+std::atomic<uint32_t> g_default_device{0};
+}  // namespace
+
+Device default_device() {
+  const uint32_t v = g_default_device.load(std::memory_order_relaxed);
+  return v == 0 ? Device(kCPU) : Device(static_cast<DeviceType>(v >> 8), static_cast<int8_t>(int(v & 0xff) - 1));
+}
+
+void set_default_device(Device d) {
+  g_default_device.store((static_cast<uint32_t>(d.type()) << 8) | static_cast<uint32_t>(d.index() + 1),
+                         std::memory_order_relaxed);
 }
 
 }  // namespace loom

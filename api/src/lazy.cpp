@@ -35,7 +35,7 @@ runtime::BufferPtr Storage::owned_buffer() const {
 void Storage::set_result(const runtime::BufferPtr& result) {
   std::lock_guard lock(mu_);
   if (buffer_ && buffer_ != result) {
-    std::memcpy(buffer_->data(), result->data(), result->bytes());
+    runtime::copy_bytes(*buffer_, 0, *result, 0, result->bytes());
   } else {
     buffer_ = result;
   }
@@ -267,6 +267,7 @@ void sync(Device device) {
 }
 
 void sync_all() { detail::sync_list(detail::pending_list(), nullptr); }
+void sync() { sync_all(); }
 
 void set_max_pending_nodes(int64_t n) { detail::g_max_pending.store(n < 1 ? 1 : n); }
 int64_t max_pending_nodes() { return detail::g_max_pending.load(); }

@@ -63,22 +63,6 @@ TensorOptions like(const Tensor& t, const TensorOptions& o) {
   return r.device(o.has_device() ? o.device() : t.device()).requires_grad(o.requires_grad());
 }
 
-// Wraps an existing buffer as a materialized tensor.
-Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims& strides, int64_t storage_numel,
-                   ScalarType dt, Device dev) {
-  auto input = std::make_shared<ir::Node>();
-  input->op = ir::Op::Input;
-  input->dtype = dt;
-  input->device = dev;
-  input->shape = ir::Dims(&storage_numel, 1);
-  input->data = buf;
-  auto impl = std::make_shared<detail::TensorImpl>();
-  impl->storage = std::make_shared<detail::Storage>(std::move(input), dt, dev, storage_numel);
-  impl->storage->adopt_buffer(std::move(buf));
-  impl->view.sizes = sizes;
-  impl->view.strides = strides;
-  return Tensor(std::move(impl));
-}
 
 
 }  // namespace
@@ -192,14 +176,15 @@ namespace {
 Tensor blob(void* data, const ir::Dims& shape, const ir::Dims& strides, std::function<void(void*)> deleter,
             const TensorOptions& o, const SourceLoc& loc) {
   LOOM_CHECK(data != nullptr || shape.numel() == 0, "from_blob", loc, "data pointer is null");
-  LOOM_CHECK(o.device().is_cpu(), "from_blob", loc, "only host memory can be borrowed, got device ", o.device());
+  LOOM_CHECK(!o.has_device() || o.device().is_cpu(), "from_blob", loc, "only host memory can be borrowed, got device ",
+             o.device());
   int64_t extent = shape.numel() ? 1 : 0;  // elements the view can reach
   for (size_t d = 0; d < shape.n; ++d) {
     LOOM_CHECK(strides[d] >= 0, "from_blob", loc, "negative strides are not supported: ", detail::to_ref(strides));
     if (shape.numel()) extent += (shape[d] - 1) * strides[d];
   }
   auto buf = runtime::Buffer::borrow(data, extent * element_size(o.dtype()), Device(kCPU, 0), std::move(deleter));
-  return from_buffer(std::move(buf), shape, strides, extent, o.dtype(), Device(kCPU, 0));
+  return detail::from_buffer(std::move(buf), shape, strides, extent, o.dtype(), Device(kCPU, 0));
 }
 }  // namespace
 
@@ -249,7 +234,7 @@ Tensor tensor(const std::vector<T>& values, const TensorOptions& o, SourceLoc lo
     case kDouble: copy_in<double>(buf->data(), values); break;
   }
   ir::Dims shape(&n, 1);
-  Tensor t = from_buffer(std::move(buf), shape, ir::contiguous_strides(shape), n, dt, Device(kCPU, 0));
+  Tensor t = detail::from_buffer(std::move(buf), shape, ir::contiguous_strides(shape), n, dt, Device(kCPU, 0));
   return t.to(o.device(), loc);
 }
 

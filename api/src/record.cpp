@@ -177,4 +177,21 @@ Device resolve_device(Device d, const char* op, const SourceLoc& loc) {
   return d.has_index() ? d : Device(d.type(), 0);
 }
 
+// Wraps an existing buffer as a materialized tensor.
+Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims& strides, int64_t storage_numel,
+                   ScalarType dt, Device dev) {
+  auto input = std::make_shared<ir::Node>();
+  input->op = ir::Op::Input;
+  input->dtype = dt;
+  input->device = dev;
+  input->shape = ir::Dims(&storage_numel, 1);
+  input->data = buf;
+  auto impl = std::make_shared<detail::TensorImpl>();
+  impl->storage = std::make_shared<detail::Storage>(std::move(input), dt, dev, storage_numel);
+  impl->storage->adopt_buffer(std::move(buf));
+  impl->view.sizes = sizes;
+  impl->view.strides = strides;
+  return Tensor(std::move(impl));
+}
+
 }  // namespace loom::detail

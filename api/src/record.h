@@ -114,4 +114,8 @@ inline ir::Dims shape_of(const Tensor& t) { return t.impl()->view.sizes; }
 // Resolves an unset device index to 0 and rejects malformed devices.
 Device resolve_device(Device d, const char* op, const SourceLoc& loc);
 
+// Wraps an existing buffer (already holding the values) as a materialized tensor.
+Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims& strides, int64_t storage_numel,
+                   ScalarType dt, Device dev);
+
 }  // namespace loom::detail

@@ -54,15 +54,46 @@ bool Tensor::is_alias_of(const Tensor& other) const {
 // ---------------------------------------------------------------- values
 namespace {
 
-// Materializes t's storage and returns its buffer.
+// Materializes t's storage and returns its buffer (host or GPU).
 runtime::BufferPtr materialized(const Tensor& t, const char* op, const SourceLoc& loc) {
   const auto& im = impl_of(t, op, loc);
   detail::materialize(im.storage);
   runtime::BufferPtr b = im.storage->buffer();
   LOOM_CHECK(b != nullptr, op, loc, "internal error: storage not materialized after sync");
-  LOOM_CHECK(b->device().is_cpu(), op, loc, "cannot read the data of a tensor on ", b->device(),
-             " directly; call .cpu() first");
   return b;
+}
+
+// The elements a view reaches, readable on the host: the storage itself on
+// the CPU; on a GPU, a copy of the span from the view's lowest to highest
+// element (item() copies one element, not the whole storage).
+struct HostElements {
+  runtime::BufferPtr buffer;
+  std::vector<char> copy;
+  const void* base = nullptr;  // element `first` of the storage
+  int64_t first = 0;
+};
+
+HostElements host_elements(const Tensor& t, const char* op, const SourceLoc& loc) {
+  const auto& im = impl_of(t, op, loc);
+  HostElements h;
+  h.buffer = materialized(t, op, loc);
+  if (h.buffer->device().is_cpu()) {
+    h.base = h.buffer->data();
+    return h;
+  }
+  int64_t lo = im.view.offset, hi = im.view.offset;
+  for (int d = 0; d < im.view.sizes.n; ++d) {
+    if (im.view.sizes[d] == 0) return h;
+    const int64_t reach = (im.view.sizes[d] - 1) * im.view.strides[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  const size_t es = element_size(im.storage->dtype);
+  h.copy.resize(static_cast<size_t>(hi - lo + 1) * es);
+  runtime::BufferPtr staging = runtime::Buffer::borrow(h.copy.data(), h.copy.size(), Device(kCPU, 0), {});
+  runtime::copy_bytes(*staging, 0, *h.buffer, static_cast<size_t>(lo) * es, h.copy.size());
+  h.base = h.copy.data();
+  h.first = lo;
+  return h;
 }
 
 template <class T>
@@ -103,8 +134,8 @@ T Tensor::item(SourceLoc loc) const {
   const auto& im = impl_of(*this, "item", loc);
   LOOM_CHECK(im.view.sizes.numel() == 1, "item", loc, "a Tensor with ", im.view.sizes.numel(),
              " elements cannot be converted to Scalar (", detail::describe(*this), ")");
-  auto b = materialized(*this, "item", loc);
-  return read_element<T>(b->data(), im.storage->dtype, im.view.offset);
+  HostElements h = host_elements(*this, "item", loc);
+  return read_element<T>(h.base, im.storage->dtype, im.view.offset - h.first);
 }
 
 Scalar Tensor::item(SourceLoc loc) const {
@@ -128,11 +159,11 @@ T* Tensor::data_ptr(SourceLoc loc) const {
 template <class T>
 std::vector<T> Tensor::to_vector(SourceLoc loc) const {
   const auto& im = impl_of(*this, "to_vector", loc);
-  auto b = materialized(*this, "to_vector", loc);
+  HostElements h = host_elements(*this, "to_vector", loc);
   std::vector<T> out;
   out.reserve(im.view.sizes.numel());
   const ScalarType dt = im.storage->dtype;
-  for_each_offset(im.view, [&](int64_t off) { out.push_back(read_element<T>(b->data(), dt, off)); });
+  for_each_offset(im.view, [&](int64_t off) { out.push_back(read_element<T>(h.base, dt, off - h.first)); });
   return out;
 }
 
@@ -159,12 +190,18 @@ Tensor Tensor::to(Device d, SourceLoc loc) const {
   d = detail::resolve_device(d, "to", loc);
   if (d == device()) return *this;
   // Crossing devices is a materialization point of the source (its value
-  // must exist before it can be copied); the copy itself is recorded.
+  // must exist before it can be copied). The copy itself is issued at once,
+  // asynchronously on the GPU's stream: it is data movement, not a kernel
+  // worth fusing, and it lets the next graph take the copy as an input.
   Tensor src = contiguous(loc);
   detail::materialize(src.impl()->storage);
-  auto n = detail::new_node(ir::Op::ToDevice, dtype(), d, src.impl()->view.sizes,
-                            {src.impl()->storage->node()}, loc);
-  return detail::wrap(std::move(n));
+  runtime::BufferPtr from = src.impl()->storage->buffer();
+  const int64_t n = src.numel();
+  const size_t es = loom::element_size(dtype());
+  runtime::BufferPtr to = runtime::Buffer::allocate(d, static_cast<size_t>(n) * es);
+  runtime::copy_bytes(*to, 0, *from, static_cast<size_t>(src.impl()->view.offset) * es, static_cast<size_t>(n) * es);
+  ir::Dims shape = src.impl()->view.sizes;
+  return detail::from_buffer(std::move(to), shape, ir::contiguous_strides(shape), n, dtype(), d);
 }
 
 Tensor Tensor::to(Device d, ScalarType t, SourceLoc loc) const { return to(d, loc).to(t, loc); }

@@ -18,45 +18,7 @@ constexpr double kParallelWork = 1 << 16;
 }  // namespace
 
 CpuExecutable::CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels)
-    : program_(std::move(program)), kernels_(std::move(kernels)) {
-  for (const ir::LibraryCall& c : program_.library_calls)
-    can_fail_ = can_fail_ || c.op == ir::Op::IndexSelect || c.op == ir::Op::Gather || c.op == ir::Op::ScatterAdd;
-  for (const ir::Kernel& k : program_.kernels)
-    for (const ir::Expr& e : k.exprs)
-      can_fail_ = can_fail_ || (e.kind == ir::ExprKind::Op && (e.op == ir::Op::Fmod || e.op == ir::Op::Remainder) &&
-                                !is_floating_point(e.dtype));
-  for (uint32_t o = 0; o < program_.buffers.size(); ++o)
-    if (program_.buffers[o].kind == ir::BufferKind::Output)
-      for (uint32_t i = 0; i < program_.buffers.size(); ++i)
-        if (program_.buffers[i].kind == ir::BufferKind::Input && can_write_in_place(o, i)) in_place_ok_.push_back({o, i});
-}
-
-// Safe when nothing but the kernel that writes `out` reads `in`, and it
-// reads each element exactly where it writes it (x.add_(1), an optimizer
-// update); or when a scatter updates its own base.
-bool CpuExecutable::can_write_in_place(uint32_t out, uint32_t in) const {
-  for (const ir::Step& step : program_.steps) {
-    if (step.kind == ir::Step::Library) {
-      const ir::LibraryCall& c = program_.library_calls[step.index];
-      for (size_t j = 0; j < c.inputs.size(); ++j) {
-        if (c.inputs[j] != in) continue;
-        const bool own_base = j == 0 && c.output == out && (c.op == ir::Op::ScatterStrided || c.op == ir::Op::ScatterAdd);
-        if (!own_base) return false;
-      }
-      continue;
-    }
-    const ir::Kernel& k = program_.kernels[step.index];
-    const ir::Access* store = nullptr;
-    for (const ir::Phase& ph : k.phases)
-      for (auto [a, e] : ph.stores)
-        if (k.accesses[a].buffer == out && !ph.per_row) store = &k.accesses[a];
-    for (const ir::Access& a : k.accesses) {
-      if (a.buffer != in) continue;
-      if (!store || a.offset != store->offset || !(a.strides == store->strides)) return false;
-    }
-  }
-  return true;
-}
+    : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_) {}
 
 BufferPtr CpuExecutable::take_arena() {
   if (program_.arena_bytes == 0) return nullptr;
@@ -107,20 +69,6 @@ void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, c
     throw RunError{k.root, "ZeroDivisionError: integer division by zero"};
 }
 
-// The caller's buffer for output buffer `b`, if it may be written directly.
-BufferPtr CpuExecutable::donated(uint32_t b, const RunArgs& args) const {
-  const ir::BufferInfo& info = program_.buffers[b];
-  if (can_fail_ || info.index >= args.targets.size() || !args.targets[info.index]) return nullptr;
-  const BufferPtr& t = args.targets[info.index];
-  if (t->bytes() != static_cast<size_t>(info.numel) * element_size(info.dtype)) return nullptr;
-  for (uint32_t i = 0; i < program_.buffers.size(); ++i) {
-    const ir::BufferInfo& in = program_.buffers[i];
-    if (in.kind != ir::BufferKind::Input || args.inputs[in.index] != t.get()) continue;
-    if (std::find(in_place_ok_.begin(), in_place_ok_.end(), std::make_pair(b, i)) == in_place_ok_.end()) return nullptr;
-  }
-  return t;
-}
-
 std::vector<BufferPtr> CpuExecutable::run(const RunArgs& args) {
   const auto& bufinfo = program_.buffers;
   std::vector<void*> bufs(bufinfo.size(), nullptr);
@@ -136,7 +84,7 @@ std::vector<BufferPtr> CpuExecutable::run(const RunArgs& args) {
     switch (info.kind) {
       case ir::BufferKind::Input: bufs[b] = args.inputs[info.index]->data(); break;
       case ir::BufferKind::Output:
-        owned[b] = donated(b, args);
+        owned[b] = outputs_.donated(b, args);
         if (!owned[b]) owned[b] = Buffer::allocate(Device(kCPU, 0), info.numel * element_size(info.dtype));
         bufs[b] = owned[b]->data();
         break;
@@ -168,21 +116,7 @@ std::vector<BufferPtr> CpuExecutable::run(const RunArgs& args) {
       throw RunError{call.node, e.message};
     }
   }
-  // One buffer per graph output; an output asked for twice is copied.
-  std::vector<BufferPtr> result;
-  std::vector<bool> taken(bufinfo.size(), false);
-  for (uint32_t b : program_.output_buffers) {
-    if (!taken[b]) {
-      taken[b] = true;
-      result.push_back(owned[b]);
-      continue;
-    }
-    size_t bytes = bufinfo[b].numel * element_size(bufinfo[b].dtype);
-    BufferPtr copy = Buffer::allocate(Device(kCPU, 0), bytes);
-    if (bytes) std::memcpy(copy->data(), owned[b]->data(), bytes);
-    result.push_back(std::move(copy));
-  }
-  return result;
+  return outputs_.results(owned, Device(kCPU, 0));
 }
 
 }  // namespace loom::runtime::cpu

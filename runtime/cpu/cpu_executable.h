@@ -9,6 +9,7 @@
 #include "ir/kernel.h"
 #include "jit/llvm/orc_jit.h"
 #include "runtime/backend.h"
+#include "runtime/output_plan.h"
 
 namespace loom::runtime::cpu {
 
@@ -20,10 +21,6 @@ class CpuExecutable final : public Executable {
 
  private:
   void run_kernel(size_t k, void* const* bufs, const double* fs, const int64_t* is);
-  // Whether output buffer `out` may be written into the memory of input
-  // buffer `in` (a donated buffer) without changing any value read.
-  bool can_write_in_place(uint32_t out, uint32_t in) const;
-  BufferPtr donated(uint32_t b, const RunArgs& args) const;
   BufferPtr take_arena();
   void give_arena(BufferPtr a);
 
@@ -31,11 +28,7 @@ class CpuExecutable final : public Executable {
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels_;
   std::mutex arena_mu_;
   std::vector<BufferPtr> arenas_;  // free arenas: one per concurrent run at most
-  std::vector<std::pair<uint32_t, uint32_t>> in_place_ok_;  // (output buffer, input buffer)
-  // A run that can fail on bad data (an index out of range, an integer
-  // division by zero) never writes into donated buffers: a failure must
-  // leave every existing tensor as it was.
-  bool can_fail_ = false;
+  OutputPlan outputs_;  // donation and result list (runtime/output_plan.h)
 };
 
 }  // namespace loom::runtime::cpu

@@ -8,6 +8,11 @@
 #pragma GCC visibility push(default)
 namespace loom {
 
+// The device of tensors made without one (factories, tensor({...})):
+// kCPU unless changed, as torch.set_default_device does. Process-wide.
+Device default_device();
+void set_default_device(Device d);
+
 class TensorOptions {
  public:
   TensorOptions() = default;
@@ -19,9 +24,9 @@ class TensorOptions {
   TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
   TensorOptions requires_grad(bool r) const { auto o = *this; o.requires_grad_ = r; return o; }
 
-  // Unset fields fall back to the defaults: float32, CPU, no grad.
+  // Unset fields fall back to the defaults: float32, default_device(), no grad.
   ScalarType dtype() const { return dtype_.value_or(kFloat); }
-  Device device() const { return device_.value_or(Device(kCPU)); }
+  Device device() const { return device_ ? *device_ : default_device(); }
   bool requires_grad() const { return requires_grad_; }
   bool has_dtype() const { return dtype_.has_value(); }
   bool has_device() const { return device_.has_value(); }

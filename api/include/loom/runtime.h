@@ -13,9 +13,13 @@
 namespace loom {
 
 // Computes every live pending tensor of this thread on `device` in one graph
-// (PyTorch Lazy Tensors' mark_step). Returns once the results are valid.
-void sync(Device device = Device(kCPU));
-// Syncs every device this thread has pending work on.
+// (PyTorch Lazy Tensors' mark_step). On the CPU it returns once the results
+// are valid; on a GPU the graph is queued on loom's stream and the call
+// returns at once: reading a value (item, to_vector, printing, to(kCPU))
+// waits for it, and loom::cuda::synchronize() waits for everything.
+void sync(Device device);
+// Syncs every device this thread has pending work on, one graph per device.
+void sync();
 void sync_all();
 
 // Counters since process start (or reset_metrics). Thread-safe snapshot.
@@ -36,10 +40,13 @@ struct Metrics {
   int64_t disk_cache_misses = 0;
   int64_t disk_cache_writes = 0;
   int64_t disk_cache_rejected = 0; // corrupt or stale files found, deleted, never loaded
-  int64_t jit_compiles = 0;        // graphs compiled by LLVM (0 when all came from the disk cache)
+  int64_t jit_compiles = 0;        // graphs compiled by LLVM or NVRTC (0 when all came from the disk cache)
   int64_t kernels_compiled = 0;    // generated kernels in those graphs
-  int64_t jit_compile_ns = 0;      // time inside LLVM (optimize + codegen + link)
+  int64_t jit_compile_ns = 0;      // time inside LLVM (optimize + codegen + link) or NVRTC
   int64_t jit_compile_ns_per_kernel_median = 0;  // median over compiles of time / kernels
+  int64_t nvrtc_compiles = 0;      // CUDA programs compiled by NVRTC (0 when all came from the disk cache)
+  int64_t nvrtc_compile_ns = 0;
+  int64_t cuda_graph_launches = 0; // cache-hit replays on a GPU, each one CUDA graph launch
   std::string to_string() const;   // an aligned two-column table
 };
 Metrics metrics();

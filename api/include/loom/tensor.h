@@ -64,6 +64,8 @@ class Tensor {
   Scalar item(LOOM_LOC) const;
   // Pointer into the materialized storage at this tensor's offset (libtorch
   // semantics: strided, valid while the tensor lives and is not written again).
+  // On a GPU it is a device pointer; loom's work on it may still be queued on
+  // loom's stream: call loom::cuda::synchronize() before another stream reads it.
   template <class T> T* data_ptr(LOOM_LOC) const;
   template <class T> const T* const_data_ptr(LOOM_LOC) const { return data_ptr<T>(loc); }
   // The elements in logical (row-major) order.

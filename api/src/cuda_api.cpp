@@ -1,0 +1,43 @@
+// loom::cuda: the public face of runtime/cuda.
+#include <loom/cuda.h>
+
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/device_allocator.h"
+
+namespace loom::cuda {
+
+bool is_available() { return runtime::cuda::device_count() > 0; }
+int device_count() { return runtime::cuda::device_count(); }
+std::string unavailable_reason() {
+  const std::string& r = runtime::cuda::unavailable_reason();
+  return r;
+}
+
+std::string device_name(int device) {
+  const runtime::cuda::DeviceContext& c = runtime::cuda::context(device);
+  return c.name + " (" + c.arch() + ", " + std::to_string(c.multiprocessors) + " SMs)";
+}
+
+void synchronize(int device) {
+  if (is_available()) runtime::cuda::synchronize(device);
+}
+
+void empty_cache(int device) {
+  if (is_available()) runtime::cuda::empty_cache(device);
+}
+
+MemoryStats memory_stats(int device) {
+  MemoryStats m;
+  if (!is_available()) return m;
+  const runtime::cuda::AllocatorStats s = runtime::cuda::allocator_stats(device);
+  m.allocated_bytes = s.allocated_bytes;
+  m.reserved_bytes = s.reserved_bytes;
+  m.peak_allocated_bytes = s.peak_allocated_bytes;
+  m.allocations = s.allocations;
+  m.cache_hits = s.cache_hits;
+  m.driver_allocations = s.driver_allocations;
+  m.oom_retries = s.oom_retries;
+  return m;
+}
+
+}  // namespace loom::cuda

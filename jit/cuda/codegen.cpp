@@ -1,0 +1,653 @@
+// Kernel emission as CUDA C text. The structure follows the LLVM generator
+// (jit/llvm/codegen.cpp): phases in order, each expression of the body once
+// per element, the same NaN, integer-wrap and error semantics; only the
+// loop structure differs (threads instead of loops, see codegen.h).
+#include "jit/cuda/codegen.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "ir/lower.h"
+
+namespace loom::jit::cuda {
+
+namespace {
+
+using ir::ExprKind;
+using ir::Family;
+using ir::Op;
+
+const char* kPrelude =
+#include "jit/cuda/prelude.cu.inc"
+    ;
+
+constexpr int kLanes = 4;           // elements per thread in vectorized pointwise kernels
+constexpr int kMaxPerThread = 8;    // a row up to G x this many elements stays in registers
+constexpr int kMaxStashRegs = 48;   // registers per thread the row stash may take
+
+const char* ctype(ScalarType dt) {
+  switch (dt) {
+    case kBool: return "bool";
+    case kInt: return "int";
+    case kLong: return "long long";
+    case kFloat: return "float";
+    case kDouble: return "double";
+  }
+  return "float";
+}
+const char* mtype(ScalarType dt) { return dt == kBool ? "unsigned char" : ctype(dt); }
+// Reduction accumulators: bool folds as int (warp shuffles take no bool).
+const char* acctype(ScalarType dt) { return dt == kBool ? "int" : ctype(dt); }
+bool fp(ScalarType dt) { return is_floating_point(dt); }
+// A libm-style name for dt: expf for float, exp for double.
+std::string fn(const char* name, ScalarType dt) { return std::string(name) + (dt == kFloat ? "f" : ""); }
+
+std::string lit(double v, ScalarType dt) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return dt == kFloat ? "(float)" + s : s;
+}
+
+int64_t prod(const ir::Dims& d, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+int pow2_at_least(int64_t x) {
+  int p = 1;
+  while (p < x && p < (1 << 20)) p <<= 1;
+  return p;
+}
+
+
+bool is_pointwise(const ir::Kernel& k) {
+  return k.phases.size() == 1 && k.phases[0].kind == ir::Phase::Store && !k.phases[0].per_row;
+}
+
+// Whether 4 consecutive innermost elements form one aligned 16-byte (or
+// 4-byte for bool) group in every access that walks them.
+bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
+  const int n = k.loop.n;
+  if (n == 0 || k.loop[n - 1] % kLanes != 0) return false;
+  for (const ir::Access& a : k.accesses) {
+    if (a.strides[n - 1] != 1) continue;
+    if (a.offset % kLanes != 0) return false;
+    for (int d = 0; d + 1 < n; ++d)
+      if (a.strides[d] % kLanes != 0) return false;
+    const ir::BufferInfo& b = p.buffers[a.buffer];
+    if (b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0) return false;
+  }
+  return true;
+}
+
+class KernelEmitter {
+ public:
+  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out)
+      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)) {
+    // Values that are the same for every element of a phase (scalars, row
+    // results and what is computed from them only) are computed once per
+    // thread before the element loop: kernels have no __restrict__ (a
+    // donated output aliases its input), so the compiler would otherwise
+    // reload scalars and redo divisions after every store.
+    varies_.assign(k.exprs.size(), false);
+    for (size_t e = 0; e < k.exprs.size(); ++e) {
+      const ir::Expr& x = k.exprs[e];
+      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota) varies_[e] = true;
+      if (x.kind != ExprKind::Op) continue;
+      const Family f = ir::op_family(x.op);
+      varies_[e] = varies_[x.a] || (f != Family::Unary && varies_[x.b]) || (f == Family::Ternary && varies_[x.c]);
+    }
+  }
+
+  void emit() {
+    const LaunchDims dims = launch_dims(plan_, 1);
+    o_ << "\n// " << k_.name << ": loop [";
+    for (int d = 0; d < k_.loop.n; ++d) o_ << (d ? ", " : "") << k_.loop[d];
+    o_ << "], outer " << int(k_.outer) << "\n";
+    o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << kernel_symbol(index_)
+       << "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
+    std::vector<bool> used(p_.buffers.size(), false);
+    for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
+    for (size_t b = 0; b < used.size(); ++b)
+      if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
+    o_ << "  (void)fs; (void)is; (void)err;\n";
+    if (plan_.pointwise) emit_pointwise();
+    else emit_rows();
+    o_ << "}\n";
+  }
+
+ private:
+  // ---------------------------------------------------------------- pointwise
+  void emit_pointwise() {
+    const int n = k_.loop.n;
+    const int L = plan_.lanes;
+    const bool narrow = plan_.threads * L < (int64_t(1) << 31);
+    const char* ix = narrow ? "unsigned" : "long long";
+    const ir::Phase& ph = k_.phases[0];
+    std::vector<bool> need = needed(ph);
+    hoisted(need, "  ");
+    o_ << "  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < " << plan_.threads
+       << "LL; t += (long long)gridDim.x * blockDim.x) {\n";
+    o_ << "    " << ix << " rest = (" << ix << ")t * " << L << ";\n";
+    for (int d = n - 1; d >= 1; --d)
+      o_ << "    const long long i" << d << " = rest % " << k_.loop[d] << "u; rest /= " << k_.loop[d] << "u;\n";
+    if (n) o_ << "    const long long i0 = rest;\n";
+    else o_ << "    (void)rest;\n";
+    lane_ = L > 1;
+    // 16-byte loads of the accesses that walk the lanes contiguously.
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      if (!need[e] || x.kind != ExprKind::Load || !lane_vector(x.a)) continue;
+      const ir::Access& a = k_.accesses[x.a];
+      o_ << "    " << mtype(p_.buffers[a.buffer].dtype) << " ld" << e << "[4]; loom_vload4(ld" << e << ", b" << a.buffer
+         << " + " << offset(a, "") << ");\n";
+    }
+    for (size_t s = 0; s < ph.stores.size(); ++s)
+      if (lane_vector(ph.stores[s].first))
+        o_ << "    " << mtype(p_.buffers[k_.accesses[ph.stores[s].first].buffer].dtype) << " st" << s << "[4];\n";
+    if (L > 1) o_ << "#pragma unroll\n    for (int l = 0; l < " << L << "; ++l) {\n";
+    else o_ << "    {\n      const int l = 0; (void)l;\n";
+    body(need, "      ");
+    for (size_t s = 0; s < ph.stores.size(); ++s) {
+      auto [ai, e] = ph.stores[s];
+      if (lane_vector(ai)) o_ << "      st" << s << "[l] = " << to_memory(e) << ";\n";
+      else store(ai, e, "      ");
+    }
+    o_ << "    }\n";
+    for (size_t s = 0; s < ph.stores.size(); ++s) {
+      const ir::Access& a = k_.accesses[ph.stores[s].first];
+      if (lane_vector(ph.stores[s].first))
+        o_ << "    loom_vstore4(b" << a.buffer << " + " << offset(a, "") << ", st" << s << ");\n";
+    }
+    o_ << "  }\n";
+    lane_ = false;
+  }
+
+  bool lane_vector(uint32_t access) const {
+    const int n = k_.loop.n;
+    return plan_.lanes > 1 && k_.accesses[access].strides[n - 1] == 1;
+  }
+
+  // ---------------------------------------------------------------- rows
+  void emit_rows() {
+    const int n = k_.loop.n, outer = k_.outer;
+    const int G = plan_.group, RB = plan_.rows_per_block;
+    o_ << "  __shared__ __align__(16) unsigned char smem[1024]; (void)smem;\n";
+    o_ << "  const int G = " << G << ";\n";
+    o_ << "  const int lane = threadIdx.x % G;\n";
+    o_ << "  const long long row = (long long)blockIdx.x * " << RB << " + threadIdx.x / G;\n";
+    o_ << "  const bool active = row < " << plan_.rows << "LL;\n";
+    o_ << "  long long rest = active ? row : 0;\n";
+    for (int d = outer - 1; d >= 0; --d) o_ << "  const long long i" << d << " = rest % " << k_.loop[d] << "LL; rest /= " << k_.loop[d] << "LL;\n";
+    o_ << "  (void)rest;\n";
+    plan_stash();
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (stash_[e]) o_ << "  " << ctype(k_.exprs[e].dtype) << " s" << e << "[" << plan_.per_thread * plan_.lanes << "];\n";
+    for (size_t ph = 0; ph < k_.phases.size(); ++ph) {
+      phase_ = static_cast<int>(ph);
+      emit_phase(k_.phases[ph], ph);
+    }
+    (void)n;
+  }
+
+  // Opens the walk over this thread's elements of the row, with the row's
+  // loop indices i[outer..n) defined inside. With 4 lanes each step covers 4
+  // consecutive innermost elements: the contiguous loads of the phase are
+  // read with 16-byte loads, then an inner loop over `l` runs the body.
+  void open_row_loop(const std::vector<bool>& need, const ir::Phase& ph, const char* in) {
+    const int n = k_.loop.n, outer = k_.outer, L = plan_.lanes;
+    if (plan_.per_thread) {
+      o_ << in << "#pragma unroll\n" << in << "for (int j = 0; j < " << plan_.per_thread << "; ++j) {\n";
+      o_ << in << "  const long long r = (lane + (long long)j * G) * " << L << ";\n";
+      o_ << in << "  if (!active || r >= " << plan_.row_length << "LL) continue;\n";
+    } else {
+      o_ << in << "for (long long r = lane * " << L << "LL; active && r < " << plan_.row_length << "LL; r += G * " << L
+         << "LL) {\n";
+      o_ << in << "  const int j = 0; (void)j;\n";
+    }
+    o_ << in << "  long long rr = r;\n";
+    for (int d = n - 1; d > outer; --d) o_ << in << "  const long long i" << d << " = rr % " << k_.loop[d] << "LL; rr /= " << k_.loop[d] << "LL;\n";
+    if (n > outer) o_ << in << "  const long long i" << outer << " = rr;\n";
+    else o_ << in << "  (void)rr;\n";
+    if (L == 1) {
+      o_ << in << "  {\n" << in << "    const int l = 0; (void)l;\n";
+      return;
+    }
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      if (!need[e] || x.kind != ExprKind::Load || !lane_vector(x.a) || reloaded(static_cast<uint32_t>(e))) continue;
+      const ir::Access& a = k_.accesses[x.a];
+      o_ << in << "  " << mtype(p_.buffers[a.buffer].dtype) << " ld" << e << "[4]; loom_vload4(ld" << e << ", b" << a.buffer
+         << " + " << offset(a, "") << ");\n";
+    }
+    for (size_t s = 0; s < ph.stores.size(); ++s)
+      if (lane_vector(ph.stores[s].first))
+        o_ << in << "  " << mtype(p_.buffers[k_.accesses[ph.stores[s].first].buffer].dtype) << " st" << s << "[4];\n";
+    o_ << in << "#pragma unroll\n" << in << "  for (int l = 0; l < 4; ++l) {\n";
+    lane_ = true;
+  }
+
+  // Closes the lane loop (writing the phase's 16-byte stores) and the row loop.
+  void close_row_loop(const ir::Phase& ph, const char* in) {
+    o_ << in << "  }\n";
+    if (lane_)
+      for (size_t s = 0; s < ph.stores.size(); ++s) {
+        const ir::Access& a = k_.accesses[ph.stores[s].first];
+        if (lane_vector(ph.stores[s].first))
+          o_ << in << "  loom_vstore4(b" << a.buffer << " + " << offset(a, "") << ", st" << s << ");\n";
+      }
+    lane_ = false;
+    o_ << in << "}\n";
+  }
+
+  void stores(const ir::Phase& ph, const char* in) {
+    for (size_t s = 0; s < ph.stores.size(); ++s) {
+      auto [ai, e] = ph.stores[s];
+      if (lane_ && lane_vector(ai)) o_ << in << "st" << s << "[l] = " << to_memory(e) << ";\n";
+      else store(ai, e, in);
+    }
+  }
+
+  void emit_phase(const ir::Phase& ph, size_t index) {
+    std::vector<bool> need = needed(ph);
+    const std::string p = std::to_string(index);
+    if (ph.kind == ir::Phase::Store && ph.per_row) {
+      o_ << "  if (active && lane == 0) {\n";
+      hoisted(need, "    ");
+      for (int d = k_.outer; d < k_.loop.n; ++d) o_ << "    const long long i" << d << " = 0;\n";
+      o_ << "    const int j = 0, l = 0; (void)j; (void)l;\n";
+      body(need, "    ");
+      for (auto [a, e] : ph.stores) store(a, e, "    ");
+      o_ << "  }\n";
+      return;
+    }
+    if (ph.kind == ir::Phase::Store) {
+      o_ << "  {\n";
+      hoisted(need, "    ");
+      open_row_loop(need, ph, "    ");
+      body(need, "        ");
+      stores(ph, "        ");
+      close_row_loop(ph, "    ");
+      o_ << "  }\n";
+      return;
+    }
+    const ScalarType dt = k_.exprs[ph.value].dtype;
+    const std::string v = "x" + std::to_string(ph.value);
+    if (ph.reduce_op == Op::ArgMax || ph.reduce_op == Op::ArgMin) {
+      const char* is_max = ph.reduce_op == Op::ArgMax ? "true" : "false";
+      o_ << "  long long rv" << p << ";\n  {\n";
+      hoisted(need, "    ");
+      o_ << "    " << acctype(dt) << " best = 0; long long at = -1;\n";
+      open_row_loop(need, ph, "    ");
+      body(need, "        ");
+      o_ << "        const " << acctype(dt) << " v = " << v << ";\n";
+      o_ << "        if (at < 0 || loom_arg_better(v, best, " << is_max << ")) { best = v; at = i" << int(k_.outer) << "; }\n";
+      close_row_loop(ph, "    ");
+      o_ << "    rv" << p << " = loom_group_arg(best, at, " << is_max << ", G, smem);\n  }\n";
+      return;
+    }
+    const char* acc = acctype(dt);
+    o_ << "  " << acc << " rv" << p << ";\n  {\n";
+    hoisted(need, "    ");
+    o_ << "    " << acc << " acc = " << identity(ph.reduce_op, dt) << ";\n";
+    open_row_loop(need, ph, "    ");
+    body(need, "        ");
+    o_ << "        acc = " << combine(ph.reduce_op, dt, "acc", "(" + std::string(acc) + ")" + v) << ";\n";
+    close_row_loop(ph, "    ");
+    o_ << "    rv" << p << " = loom_group_reduce(acc, [](" << acc << " a, " << acc << " b) { return "
+       << combine(ph.reduce_op, dt, "a", "b") << "; }, G, smem);\n  }\n";
+  }
+
+  std::string identity(Op op, ScalarType dt) {
+    const bool f = fp(dt);
+    switch (op) {
+      case Op::Prod: case Op::All: return f ? lit(1, dt) : "1";
+      case Op::Max:
+        if (f) return dt == kFloat ? "__int_as_float((int)0xff800000u)" : "__longlong_as_double(0xfff0000000000000LL)";
+        return dt == kBool ? "0" : dt == kInt ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)";
+      case Op::Min:
+        if (f) return dt == kFloat ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
+        return dt == kBool ? "1" : dt == kInt ? "2147483647" : "9223372036854775807LL";
+      default: return f ? lit(0, dt) : "0";
+    }
+  }
+
+  std::string combine(Op op, ScalarType dt, const std::string& a, const std::string& b) {
+    const bool f = fp(dt), bl = dt == kBool;
+    switch (op) {
+      case Op::Sum: return f ? a + " + " + b : bl ? "(" + a + " | " + b + ")" : "loom_add(" + a + ", " + b + ")";
+      case Op::Prod: return f ? a + " * " + b : bl ? "(" + a + " & " + b + ")" : "loom_mul(" + a + ", " + b + ")";
+      case Op::Max: return f ? "loom_fmax(" + a + ", " + b + ")" : bl ? "(" + a + " | " + b + ")" : "loom_imax(" + a + ", " + b + ")";
+      case Op::Min: return f ? "loom_fmin(" + a + ", " + b + ")" : bl ? "(" + a + " & " + b + ")" : "loom_imin(" + a + ", " + b + ")";
+      case Op::All: return "(" + a + " & " + b + ")";
+      case Op::Any: return "(" + a + " | " + b + ")";
+      default: return a;
+    }
+  }
+
+  // ---------------------------------------------------------------- row stash
+  // As in the LLVM generator: a value computed in a reduce phase and read
+  // again by a later phase of the same row is kept (here in registers)
+  // rather than loaded or computed twice. Loads count too: on a GPU the
+  // second read of a row is the cost worth saving.
+  void plan_stash() {
+    const size_t n = k_.exprs.size();
+    stash_.assign(n, false);
+    first_.assign(n, -1);
+    if (!plan_.per_thread) return;
+    std::vector<int> last(n, -1);
+    for (size_t ph = 0; ph < k_.phases.size(); ++ph) {
+      phase_ = -1;
+      std::vector<bool> need = needed(k_.phases[ph]);
+      for (size_t e = 0; e < n; ++e) {
+        if (!need[e]) continue;
+        if (first_[e] < 0) first_[e] = static_cast<int>(ph);
+        if (!k_.phases[ph].per_row) last[e] = static_cast<int>(ph);
+      }
+    }
+    std::vector<bool> row_dependent(n, false);
+    for (size_t e = 0; e < n; ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota) row_dependent[e] = true;
+      if (x.kind == ExprKind::Op) {
+        const Family f = ir::op_family(x.op);
+        row_dependent[e] = row_dependent[x.a] || (f != Family::Unary && row_dependent[x.b]) ||
+                           (f == Family::Ternary && row_dependent[x.c]);
+      }
+    }
+    int regs = 0;
+    for (size_t e = 0; e < n; ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      const int f = first_[e];
+      const bool worth = x.kind == ExprKind::Load || (x.kind == ExprKind::Op && costly(x.op));
+      if (!worth || !row_dependent[e] || f < 0 || last[e] <= f || k_.phases[f].per_row) continue;
+      const int cost = plan_.per_thread * plan_.lanes * (element_size(x.dtype) == 8 ? 2 : 1);
+      if (regs + cost > kMaxStashRegs) continue;
+      regs += cost;
+      stash_[e] = true;
+    }
+  }
+  static bool costly(Op op) {
+    switch (op) {
+      case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
+      case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
+        return true;
+      default:
+        return false;
+    }
+  }
+  bool reloaded(uint32_t e) const { return !stash_.empty() && stash_[e] && phase_ > first_[e]; }
+
+  std::vector<bool> needed(const ir::Phase& ph) {
+    std::vector<bool> need(k_.exprs.size(), false);
+    if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
+    for (auto [a, e] : ph.stores) mark(e, need);
+    return need;
+  }
+  void mark(uint32_t e, std::vector<bool>& need) {
+    if (need[e]) return;
+    need[e] = true;
+    if (reloaded(e)) return;
+    const ir::Expr& x = k_.exprs[e];
+    if (x.kind != ExprKind::Op) return;
+    mark(x.a, need);
+    const Family f = ir::op_family(x.op);
+    if (f == Family::Binary || f == Family::Ternary) mark(x.b, need);
+    if (f == Family::Ternary) mark(x.c, need);
+  }
+
+  // ---------------------------------------------------------------- bodies
+  std::string stash_slot() const { return plan_.lanes > 1 ? "[j * 4 + l]" : "[j]"; }
+
+  // The phase's invariant values, before its element loop.
+  void hoisted(const std::vector<bool>& need, const char* in) {
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (need[e] && !varies_[e])
+        o_ << in << "const " << ctype(k_.exprs[e].dtype) << " x" << e << " = " << value(k_.exprs[e], static_cast<uint32_t>(e)) << ";\n";
+  }
+
+  void body(const std::vector<bool>& need, const char* in) {
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      if (!need[e] || !varies_[e]) continue;
+      const ir::Expr& x = k_.exprs[e];
+      o_ << in << "const " << ctype(x.dtype) << " x" << e << " = ";
+      if (reloaded(static_cast<uint32_t>(e))) o_ << "s" << e << stash_slot();
+      else o_ << value(x, static_cast<uint32_t>(e));
+      o_ << ";\n";
+      if (!stash_.empty() && stash_[e] && first_[e] == phase_) o_ << in << "s" << e << stash_slot() << " = x" << e << ";\n";
+    }
+  }
+
+  // Element offset of access `a` at the current indices; in a lane loop the
+  // innermost index is advanced by `lane` (e.g. "l").
+  std::string offset(const ir::Access& a, const std::string& lane) {
+    std::string s = std::to_string(a.offset) + "LL";
+    const int n = k_.loop.n;
+    for (int d = 0; d < a.strides.n; ++d) {
+      if (!a.strides[d]) continue;
+      std::string i = "i" + std::to_string(d);
+      if (d == n - 1 && !lane.empty()) i = "(" + i + " + " + lane + ")";
+      s += " + " + i + " * " + std::to_string(a.strides[d]) + "LL";
+    }
+    return s;
+  }
+
+  std::string lane_index() const { return lane_ ? "l" : ""; }
+
+  std::string value(const ir::Expr& x, uint32_t e) {
+    switch (x.kind) {
+      case ExprKind::Load: {
+        const ir::Access& a = k_.accesses[x.a];
+        std::string v = lane_vector(x.a) && lane_ ? "ld" + std::to_string(e) + "[l]"
+                                                  : "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + "]";
+        return x.dtype == kBool ? "(" + v + " != 0)" : v;
+      }
+      case ExprKind::Scalar: {
+        const std::string s = std::to_string(x.a);
+        switch (x.dtype) {
+          case kBool: return "(fs[" + s + "] != 0.0 || is[" + s + "] != 0)";
+          case kInt: return "(int)is[" + s + "]";
+          case kLong: return "is[" + s + "]";
+          case kFloat: return "(float)fs[" + s + "]";
+          case kDouble: return "fs[" + s + "]";
+        }
+        return "0";
+      }
+      case ExprKind::RowValue: return "(" + std::string(ctype(x.dtype)) + ")rv" + std::to_string(x.a);
+      case ExprKind::Iota: {
+        if (x.a == ~0u) return "0LL";
+        std::string i = "i" + std::to_string(x.a);
+        if (lane_ && static_cast<int>(x.a) + 1 == k_.loop.n) i = "(" + i + " + l)";
+        return i;
+      }
+      case ExprKind::Op: break;
+    }
+    const Family f = ir::op_family(x.op);
+    const std::string a = "x" + std::to_string(x.a);
+    if (f == Family::Unary) return unary(x.op, a, k_.exprs[x.a].dtype, x.dtype);
+    const std::string b = "x" + std::to_string(x.b);
+    if (f == Family::Ternary) return "(" + a + " ? " + b + " : x" + std::to_string(x.c) + ")";
+    return binary(x.op, a, b, k_.exprs[x.a].dtype);
+  }
+
+  std::string unary(Op op, const std::string& x, ScalarType in, ScalarType out) {
+    if (op == Op::Cast) {
+      if (in == out) return x;
+      if (out == kBool) return "(" + x + " != 0)";
+      return "(" + std::string(ctype(out)) + ")" + x;
+    }
+    if (op == Op::LogicalNot) return "!" + x;
+    if (in == kBool) return x;
+    const char* T = ctype(in);
+    if (!fp(in)) {
+      switch (op) {
+        case Op::Neg: return "loom_sub((" + std::string(T) + ")0, " + x + ")";
+        case Op::Abs: return "(" + x + " < 0 ? loom_sub((" + std::string(T) + ")0, " + x + ") : " + x + ")";
+        case Op::Relu: return "(" + x + " > 0 ? " + x + " : (" + T + ")0)";
+        case Op::Sign: return "(" + std::string(T) + ")((" + x + " > 0) - (" + x + " < 0))";
+        default: return x;
+      }
+    }
+    auto c = [&](double v) { return lit(v, in); };
+    auto call = [&](const char* name, const std::string& arg) { return fn(name, in) + "(" + arg + ")"; };
+    switch (op) {
+      case Op::Neg: return "(-" + x + ")";
+      case Op::Abs: return call("fabs", x);
+      case Op::Exp: return call("exp", x);
+      case Op::Log: return call("log", x);
+      case Op::Log1p: return call("log1p", x);
+      case Op::Expm1: return call("expm1", x);
+      case Op::Sqrt: return call("sqrt", x);
+      case Op::Rsqrt: return "(" + c(1) + " / " + call("sqrt", x) + ")";
+      case Op::Sin: return call("sin", x);
+      case Op::Cos: return call("cos", x);
+      case Op::Tanh: return call("tanh", x);
+      case Op::Sigmoid: return "(" + c(1) + " / (" + c(1) + " + " + call("exp", "-" + x) + "))";
+      case Op::Relu: return "(!(" + x + " <= " + c(0) + ") ? " + x + " : " + c(0) + ")";  // NaN stays NaN
+      case Op::Gelu: return "(" + c(0.5) + " * " + x + " * (" + c(1) + " + " + call("erf", x + " * " + c(0.70710678118654752440)) + "))";
+      case Op::GeluTanh:
+        return "(" + c(0.5) + " * " + x + " * (" + c(1) + " + " +
+               call("tanh", c(0.79788456080286535588) + " * (" + x + " + " + c(0.044715) + " * " + x + " * " + x + " * " + x + ")") + "))";
+      case Op::Silu: return "(" + x + " / (" + c(1) + " + " + call("exp", "-" + x) + "))";
+      case Op::Erf: return call("erf", x);
+      case Op::Floor: return call("floor", x);
+      case Op::Ceil: return call("ceil", x);
+      case Op::Round: return call("rint", x);  // half to even
+      case Op::Sign: return "(" + x + " > " + c(0) + " ? " + c(1) + " : " + x + " < " + c(0) + " ? " + c(-1) + " : " + c(0) + ")";
+      case Op::Reciprocal: return "(" + c(1) + " / " + x + ")";
+      default: return x;
+    }
+  }
+
+  std::string binary(Op op, const std::string& a, const std::string& b, ScalarType dt) {
+    auto infix = [&](const char* o) { return "(" + a + " " + o + " " + b + ")"; };
+    auto call = [&](const std::string& f) { return f + "(" + a + ", " + b + ")"; };
+    switch (op) {
+      case Op::Eq: return infix("==");
+      case Op::Ne: return infix("!=");
+      case Op::Lt: return infix("<");
+      case Op::Le: return infix("<=");
+      case Op::Gt: return infix(">");
+      case Op::Ge: return infix(">=");
+      default: break;
+    }
+    if (dt == kBool) {
+      switch (op) {
+        case Op::Mul: case Op::Minimum: case Op::LogicalAnd: return infix("&&");
+        default: return infix("||");  // add, maximum, logical_or
+      }
+    }
+    if (fp(dt)) {
+      switch (op) {
+        case Op::Add: return infix("+");
+        case Op::Sub: return infix("-");
+        case Op::Mul: return infix("*");
+        case Op::Div: return infix("/");
+        case Op::Pow: return call(fn("pow", dt));
+        case Op::Maximum: return call("loom_fmax");
+        case Op::Minimum: return call("loom_fmin");
+        case Op::Fmod: return call(fn("fmod", dt));
+        case Op::Remainder: {
+          const std::string m = fn("fmod", dt) + "(" + a + ", " + b + ")";
+          return "([&] { const " + std::string(ctype(dt)) + " m = " + m + "; return (m != 0 && ((" + b + " < 0) != (m < 0))) ? m + " +
+                 b + " : m; }())";
+        }
+        default: return a;
+      }
+    }
+    const std::string node = std::to_string(k_.root);
+    switch (op) {
+      case Op::Add: return call("loom_add");
+      case Op::Sub: return call("loom_sub");
+      case Op::Mul: return call("loom_mul");
+      case Op::Maximum: return call("loom_imax");
+      case Op::Minimum: return call("loom_imin");
+      case Op::Pow: return call("loom_ipow");
+      case Op::Fmod: return "loom_imod(" + a + ", " + b + ", false, err, " + node + ")";
+      case Op::Remainder: return "loom_imod(" + a + ", " + b + ", true, err, " + node + ")";
+      default: return a;
+    }
+  }
+
+  std::string to_memory(uint32_t e) {
+    const std::string v = "x" + std::to_string(e);
+    return k_.exprs[e].dtype == kBool ? "(unsigned char)" + v : v;
+  }
+
+  void store(uint32_t ai, uint32_t e, const char* in) {
+    const ir::Access& a = k_.accesses[ai];
+    o_ << in << "b" << a.buffer << "[" << offset(a, lane_index()) << "] = " << to_memory(e) << ";\n";
+  }
+
+  const ir::KernelProgram& p_;
+  const ir::Kernel& k_;
+  size_t index_;
+  std::ostringstream& o_;
+  KernelPlan plan_;
+  bool lane_ = false;          // emitting inside a pointwise lane loop
+  int phase_ = -1;
+  std::vector<bool> stash_;    // exprs kept in registers across phases
+  std::vector<int> first_;     // the phase that computes each
+  std::vector<bool> varies_;   // differs between the elements of a phase (see the constructor)
+};
+
+}  // namespace
+
+KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
+  KernelPlan p;
+  const int n = k.loop.n;
+  if (is_pointwise(k)) {
+    p.pointwise = true;
+    p.lanes = can_use_lanes(program, k) ? kLanes : 1;
+    p.threads = prod(k.loop, 0, n) / p.lanes;
+    p.empty = p.threads == 0;
+    return p;
+  }
+  p.pointwise = false;
+  p.rows = prod(k.loop, 0, k.outer);
+  p.row_length = prod(k.loop, k.outer, n);
+  const bool arg = std::any_of(k.phases.begin(), k.phases.end(), [](const ir::Phase& ph) {
+    return ph.kind == ir::Phase::Reduce && (ph.reduce_op == Op::ArgMax || ph.reduce_op == Op::ArgMin);
+  });
+  p.lanes = n > k.outer && !arg && can_use_lanes(program, k) ? kLanes : 1;
+  const int64_t steps = p.row_length / p.lanes;  // lane groups per row
+  p.group = static_cast<int>(std::clamp<int64_t>(pow2_at_least((steps + kMaxPerThread - 1) / kMaxPerThread), 32, 1024));
+  p.rows_per_block = p.group < 256 ? 256 / p.group : 1;
+  p.per_thread = steps <= int64_t(p.group) * kMaxPerThread
+                     ? static_cast<int>(std::max<int64_t>(1, (steps + p.group - 1) / p.group))
+                     : 0;
+  p.empty = p.rows == 0;
+  return p;
+}
+
+LaunchDims launch_dims(const KernelPlan& plan, int multiprocessors) {
+  LaunchDims d;
+  if (plan.pointwise) {
+    d.block = 256;
+    const int64_t blocks = (plan.threads + d.block - 1) / d.block;
+    const int64_t cap = std::max<int64_t>(1, int64_t(multiprocessors) * 32);
+    d.grid = static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, std::max<int64_t>(cap, 1)));
+    return d;
+  }
+  d.block = static_cast<uint32_t>(plan.group * plan.rows_per_block);
+  d.grid = static_cast<uint32_t>(std::clamp<int64_t>((plan.rows + plan.rows_per_block - 1) / plan.rows_per_block, 1,
+                                                    int64_t(0x7fffffff)));
+  return d;
+}
+
+std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
+
+std::string build_id() { return std::string("cuda codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id(); }
+
+std::string emit_source(const ir::KernelProgram& p) {
+  std::ostringstream out;
+  out << kPrelude;
+  for (size_t i = 0; i < p.kernels.size(); ++i) KernelEmitter(p, p.kernels[i], i, out).emit();
+  return out.str();
+}
+
+}  // namespace loom::jit::cuda

@@ -1,0 +1,57 @@
+// Loop IR -> CUDA C: one __global__ function per ir::Kernel, from the same
+// KernelProgram the LLVM code generator reads (ir/ is shared; only this
+// file knows CUDA). NVRTC compiles the text (runtime/cuda/nvrtc_compile.h).
+//
+// Two shapes of kernel:
+// - pointwise (no reduce phase): a grid-stride loop over the flattened
+//   iteration space; when every access allows it each thread handles 4
+//   consecutive elements with 16-byte vector loads and stores;
+// - row (reduce phases): a group of G threads (a warp up to a whole block)
+//   per outer index. Each phase walks the row with stride G; a reduce phase
+//   ends in a warp-shuffle + shared-memory group reduction whose result
+//   every thread of the group reads. When a row fits in G x 8 elements,
+//   loads and costly values are kept in registers across phases, so
+//   softmax and layer norm read their input from memory once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/kernel.h"
+
+namespace loom::jit::cuda {
+
+// How one kernel is launched; derived from its loop shape and accesses.
+struct KernelPlan {
+  bool pointwise = true;
+  int lanes = 1;           // elements per thread step (1, or 4 with 16-byte accesses)
+  int64_t threads = 0;     // pointwise: threads' worth of work (elements / lanes)
+  int group = 32;          // row: threads per row (G)
+  int rows_per_block = 1;  // row: RB
+  int per_thread = 0;      // row: steps (of `lanes` elements) per thread if the row stays in registers, else 0
+  int64_t rows = 0;        // row: outer iterations
+  int64_t row_length = 0;  // row: elements per row
+  bool empty = false;      // nothing to do: the launch is skipped
+};
+KernelPlan plan_kernel(const ir::KernelProgram& p, const ir::Kernel& k);
+
+// Grid and block of a planned kernel on a GPU with `multiprocessors` SMs.
+struct LaunchDims {
+  uint32_t grid = 1, block = 1;
+};
+LaunchDims launch_dims(const KernelPlan& plan, int multiprocessors);
+
+// The parameter list of every generated kernel (library kernels add `meta`):
+//   (void* const* bufs, const double* fs, const long long* is, long long* err)
+// bufs[b]: device address of buffer b; fs/is: runtime scalars; err[0] = error
+// code, err[1] = node (canonical index) of the first kernel that failed.
+inline constexpr long long kErrorIntegerDivisionByZero = 1;
+inline constexpr long long kErrorIndexOutOfRange = 2;
+
+// The CUDA C of all kernels of `p`, kernel i named kernel_symbol(i).
+std::string emit_source(const ir::KernelProgram& p);
+std::string kernel_symbol(size_t i);
+// Changes whenever the generated code could: part of the disk-cache key.
+std::string build_id();
+
+}  // namespace loom::jit::cuda

@@ -1,0 +1,303 @@
+// plan_library: which kernels of library_kernels.cu compute a LibraryCall,
+// with what grid and what meta. Mirrors kernels/cpu/library.cpp's
+// run_library op by op; every decision here (grid sizes, the overlap check)
+// is host arithmetic, testable without a GPU.
+#include "kernels/cuda/library.h"
+
+#include <loom/error.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "kernels/cuda/meta_layout.h"
+
+namespace loom::kernels::cuda {
+
+namespace detail {
+// The embedded text of ir/philox.h, meta_layout.h and library_kernels.cu,
+// written at build time by embed_source.cmake.
+extern const char kLibrarySource[];
+}  // namespace detail
+
+const std::string& library_source() {
+  static const std::string source(detail::kLibrarySource);
+  return source;
+}
+
+namespace {
+
+namespace ml = meta_layout;
+using ir::Op;
+
+// Threads per block of the one-thread-per-element kernels.
+constexpr uint32_t kThreads = 256;
+// Enough blocks to fill any current GPU several times over; beyond this the
+// kernels' grid-stride loops take the rest.
+constexpr int64_t kMaxBlocks = 8192;
+// CUDA's bound on grid.y and grid.z; matmul's grid.x uses it too (any
+// bound is correct, the kernel loops over the tiles beyond it).
+constexpr int64_t kMaxGrid = 65535;
+
+[[noreturn]] void fail(const ir::LibraryCall& call, uint32_t call_index, const std::string& what) {
+  throw Error("cuda library call #" + std::to_string(call_index) + " (" + ir::op_name(call.op) + ", node %" +
+              std::to_string(call.node) + "): " + what);
+}
+
+int64_t prod(const ir::Dims& s, int from, int to) {
+  int64_t p = 1;
+  for (int d = from; d < to; ++d) p *= s[d];
+  return p;
+}
+
+const char* dtype_suffix(ScalarType t) {
+  switch (t) {
+    case ScalarType::Bool: return "b8";
+    case ScalarType::Int: return "i32";
+    case ScalarType::Long: return "i64";
+    case ScalarType::Float: return "f32";
+    case ScalarType::Double: return "f64";
+  }
+  return "?";
+}
+
+// One thread per item, kThreads per block, at most kMaxBlocks blocks.
+Launch per_element(std::string function, int64_t items, std::vector<int64_t> meta) {
+  Launch l;
+  l.function = std::move(function);
+  l.grid[0] = static_cast<uint32_t>(std::clamp<int64_t>((items + kThreads - 1) / kThreads, 1, kMaxBlocks));
+  l.block[0] = kThreads;
+  l.meta = std::move(meta);
+  return l;
+}
+
+// rows x cols elements from src (row stride src_stride) to dst (row stride
+// dst_stride); offsets and strides in elements.
+Launch copy_2d(uint32_t dst, int64_t dst_offset, int64_t dst_stride, uint32_t src, int64_t src_offset,
+               int64_t src_stride, int64_t rows, int64_t cols, size_t element_size) {
+  std::vector<int64_t> m(ml::copy2d::kCount);
+  m[ml::copy2d::kDst] = dst;
+  m[ml::copy2d::kDstOffset] = dst_offset;
+  m[ml::copy2d::kDstRowStride] = dst_stride;
+  m[ml::copy2d::kSrc] = src;
+  m[ml::copy2d::kSrcOffset] = src_offset;
+  m[ml::copy2d::kSrcRowStride] = src_stride;
+  m[ml::copy2d::kRows] = rows;
+  m[ml::copy2d::kCols] = cols;
+  m[ml::copy2d::kElementSize] = static_cast<int64_t>(element_size);
+  return per_element("loom_copy_2d", rows * cols, std::move(m));
+}
+
+// A contiguous copy of n elements: out = input `i` of the call.
+Launch copy_input(const ir::LibraryCall& call, size_t i, int64_t n) {
+  return copy_2d(call.output, 0, n, call.inputs[i], call.input_offsets[i], n, 1, n, element_size(call.dtype));
+}
+
+// True when no two elements of the strided view share a position, so its
+// writes may run in any order (kernels/cpu's test, kept identical): sorted
+// by |stride|, each dim must step past everything the smaller dims span.
+bool never_overlaps(const ir::Dims& sizes, const int64_t* strides) {
+  std::array<std::pair<int64_t, int64_t>, ir::kMaxDims> dims{};
+  int nd = 0;
+  for (int d = 0; d < sizes.n; ++d)
+    if (sizes[d] > 1) dims[nd++] = {strides[d] < 0 ? -strides[d] : strides[d], sizes[d]};
+  for (int i = 1; i < nd; ++i)  // insertion sort by stride: at most 8 dims
+    for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j) std::swap(dims[j], dims[j - 1]);
+  int64_t extent = 0;
+  for (int i = 0; i < nd; ++i) {
+    if (dims[i].first <= extent) return false;
+    extent += (dims[i].second - 1) * dims[i].first;
+  }
+  return true;
+}
+
+Launch matmul(const ir::LibraryCall& call, uint32_t call_index) {
+  const ir::Dims& as = call.input_shapes[0];
+  const ir::Dims& bs = call.input_shapes[1];
+  if (as.n != 3 || bs.n != 3 || as[0] != bs[0] || as[2] != bs[1])
+    fail(call, call_index, "expects [B,M,K] x [B,K,N]");
+  const int64_t batch = as[0], M = as[1], K = as[2], N = bs[2];
+  std::vector<int64_t> m(ml::matmul::kCount);
+  m[ml::matmul::kOut] = call.output;
+  m[ml::matmul::kA] = call.inputs[0];
+  m[ml::matmul::kAOffset] = call.input_offsets[0];
+  m[ml::matmul::kB] = call.inputs[1];
+  m[ml::matmul::kBOffset] = call.input_offsets[1];
+  m[ml::matmul::kBatch] = batch;
+  m[ml::matmul::kM] = M;
+  m[ml::matmul::kN] = N;
+  m[ml::matmul::kK] = K;
+  constexpr int64_t tile = ml::matmul::kTile;
+  Launch l;
+  l.function = std::string("loom_matmul_") + dtype_suffix(call.dtype);
+  l.grid[0] = static_cast<uint32_t>(std::min<int64_t>((N + tile - 1) / tile, kMaxGrid));
+  l.grid[1] = static_cast<uint32_t>(std::min<int64_t>((M + tile - 1) / tile, kMaxGrid));
+  l.grid[2] = static_cast<uint32_t>(std::min<int64_t>(batch, kMaxGrid));
+  l.block[0] = l.block[1] = tile;
+  l.meta = std::move(m);
+  return l;
+}
+
+Launch index_select(const ir::LibraryCall& call) {
+  const ir::Dims& xs = call.input_shapes[0];
+  const int dim = static_cast<int>(call.attr[0]);
+  std::vector<int64_t> m(ml::index_select::kCount);
+  m[ml::index_select::kOut] = call.output;
+  m[ml::index_select::kX] = call.inputs[0];
+  m[ml::index_select::kXOffset] = call.input_offsets[0];
+  m[ml::index_select::kIndex] = call.inputs[1];
+  m[ml::index_select::kIndexOffset] = call.input_offsets[1];
+  m[ml::index_select::kOuter] = prod(xs, 0, dim);
+  m[ml::index_select::kDimSize] = xs[dim];
+  m[ml::index_select::kInner] = prod(xs, dim + 1, xs.n);
+  m[ml::index_select::kNumIndices] = call.input_shapes[1].numel();
+  m[ml::index_select::kElementSize] = static_cast<int64_t>(element_size(call.dtype));
+  m[ml::index_select::kNode] = call.node;
+  return per_element("loom_index_select", call.shape.numel(), std::move(m));
+}
+
+// Gather reads x; ScatterAdd updates out (already a copy of x) from src.
+Launch gather_scatter(const ir::LibraryCall& call, bool scatter) {
+  const ir::Dims& xs = call.input_shapes[0];
+  const ir::Dims& is = call.input_shapes[1];
+  const ir::Dims x_strides = ir::contiguous_strides(xs);
+  const ir::Dims src_strides = scatter ? ir::contiguous_strides(call.input_shapes[2]) : ir::Dims{};
+  const int dim = static_cast<int>(call.attr[0]);
+  std::vector<int64_t> m(ml::gather_scatter::kCount);
+  m[ml::gather_scatter::kOut] = call.output;
+  m[ml::gather_scatter::kX] = call.inputs[0];
+  m[ml::gather_scatter::kXOffset] = call.input_offsets[0];
+  m[ml::gather_scatter::kIndex] = call.inputs[1];
+  m[ml::gather_scatter::kIndexOffset] = call.input_offsets[1];
+  m[ml::gather_scatter::kSrc] = scatter ? call.inputs[2] : 0;
+  m[ml::gather_scatter::kSrcOffset] = scatter ? call.input_offsets[2] : 0;
+  m[ml::gather_scatter::kElementSize] = static_cast<int64_t>(element_size(call.dtype));
+  m[ml::gather_scatter::kNode] = call.node;
+  m[ml::gather_scatter::kRank] = is.n;
+  m[ml::gather_scatter::kDim] = dim;
+  m[ml::gather_scatter::kDimSize] = is.n > 0 ? xs[dim] : 1;
+  m[ml::gather_scatter::kNumel] = is.numel();
+  for (int d = 0; d < is.n; ++d) {
+    m[ml::gather_scatter::kIndexShape + d] = is[d];
+    m[ml::gather_scatter::kXStrides + d] = x_strides[d];
+    m[ml::gather_scatter::kSrcStrides + d] = scatter ? src_strides[d] : 0;
+  }
+  const std::string function = scatter ? std::string("loom_scatter_add_") + dtype_suffix(call.dtype) : "loom_gather";
+  return per_element(function, is.numel(), std::move(m));
+}
+
+// The value's writes, after the base was copied; one thread when the view
+// overlaps itself, so the last write in row-major order wins.
+Launch scatter_strided(const ir::LibraryCall& call) {
+  const ir::Dims& vs = call.input_shapes[1];
+  const int nd = vs.n;
+  std::vector<int64_t> m(ml::scatter_strided::kCount);
+  m[ml::scatter_strided::kOut] = call.output;
+  m[ml::scatter_strided::kValue] = call.inputs[1];
+  m[ml::scatter_strided::kValueOffset] = call.input_offsets[1];
+  m[ml::scatter_strided::kElementSize] = static_cast<int64_t>(element_size(call.dtype));
+  m[ml::scatter_strided::kRank] = nd;
+  m[ml::scatter_strided::kViewOffset] = call.attr[nd];
+  m[ml::scatter_strided::kNumel] = vs.numel();
+  for (int d = 0; d < nd; ++d) {
+    m[ml::scatter_strided::kSizes + d] = vs[d];
+    m[ml::scatter_strided::kStrides + d] = call.attr[d];
+  }
+  if (never_overlaps(vs, call.attr.data())) return per_element("loom_scatter_strided", vs.numel(), std::move(m));
+  Launch one_thread;
+  one_thread.function = "loom_scatter_strided";
+  one_thread.meta = std::move(m);
+  return one_thread;
+}
+
+// Checks index input 1 against dim_size, writing nothing.
+Launch check_index(const ir::LibraryCall& call, int64_t dim_size) {
+  std::vector<int64_t> m(ml::check_index::kCount);
+  m[ml::check_index::kIndex] = call.inputs[1];
+  m[ml::check_index::kIndexOffset] = call.input_offsets[1];
+  m[ml::check_index::kNumIndices] = call.input_shapes[1].numel();
+  m[ml::check_index::kDimSize] = dim_size;
+  m[ml::check_index::kNode] = call.node;
+  return per_element("loom_check_index", call.input_shapes[1].numel(), std::move(m));
+}
+
+// An empty output has nothing to compute, but as in the reference a
+// non-empty index is still checked (index_select checks every index first;
+// scatter_add into an empty x finds every index out of range).
+std::vector<Launch> empty_output(const ir::LibraryCall& call) {
+  const bool checks = call.op == Op::IndexSelect || call.op == Op::ScatterAdd;
+  if (!checks || call.input_shapes[1].numel() == 0) return {};
+  return {check_index(call, call.input_shapes[0][static_cast<int>(call.attr[0])])};
+}
+
+Launch leaf(const ir::LibraryCall& call, const char* name) {
+  std::vector<int64_t> m(ml::leaf::kCount);
+  m[ml::leaf::kOut] = call.output;
+  m[ml::leaf::kNumel] = call.shape.numel();
+  m[ml::leaf::kScalarBegin] = call.scalar_begin;
+  return per_element(std::string(name) + dtype_suffix(call.dtype), call.shape.numel(), std::move(m));
+}
+
+}  // namespace
+
+std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelProgram& p, uint32_t call_index) {
+  auto check_buffer = [&](uint32_t b) {
+    if (b >= p.buffers.size()) fail(call, call_index, "buffer " + std::to_string(b) + " is not in the program");
+  };
+  check_buffer(call.output);
+  for (uint32_t b : call.inputs) check_buffer(b);
+  if (call.input_offsets.size() != call.inputs.size() || call.input_shapes.size() != call.inputs.size())
+    fail(call, call_index, "inputs, input_offsets and input_shapes differ in length");
+
+  switch (call.op) {
+    case Op::MatMul: case Op::ToDevice: case Op::Concat: case Op::IndexSelect: case Op::Gather:
+    case Op::ScatterAdd: case Op::ScatterStrided:
+      break;
+    case Op::Linspace: case Op::RandUniform: case Op::RandNormal:
+      if (call.num_scalars < 2) fail(call, call_index, "needs 2 runtime scalars");
+      break;
+    default:
+      fail(call, call_index, std::string("no CUDA library kernel for ") + ir::op_name(call.op));
+  }
+  const int64_t n = call.shape.numel();
+  if (n == 0) return empty_output(call);  // an empty buffer may not even have an address
+
+  switch (call.op) {
+    case Op::MatMul: return {matmul(call, call_index)};
+    case Op::ToDevice: return {copy_input(call, 0, n)};
+    case Op::Concat: {
+      // One copy per input, into its band of columns of out viewed as [outer, out_row].
+      const int dim = static_cast<int>(call.attr[0]);
+      const int64_t outer = prod(call.shape, 0, dim), inner = prod(call.shape, dim + 1, call.shape.n);
+      const int64_t out_row = call.shape[dim] * inner;
+      std::vector<Launch> launches;
+      int64_t col = 0;
+      for (size_t i = 0; i < call.inputs.size(); ++i) {
+        const int64_t row = call.input_shapes[i][dim] * inner;
+        if (row > 0)
+          launches.push_back(copy_2d(call.output, col, out_row, call.inputs[i], call.input_offsets[i], row, outer, row,
+                                     element_size(call.dtype)));
+        col += row;
+      }
+      return launches;
+    }
+    case Op::IndexSelect: return {index_select(call)};
+    case Op::Gather: return {gather_scatter(call, false)};
+    case Op::ScatterAdd: {
+      std::vector<Launch> launches{copy_input(call, 0, n)};
+      if (call.input_shapes[1].numel() > 0) launches.push_back(gather_scatter(call, true));
+      return launches;
+    }
+    case Op::ScatterStrided: {
+      std::vector<Launch> launches{copy_input(call, 0, n)};
+      if (call.input_shapes[1].numel() > 0) launches.push_back(scatter_strided(call));
+      return launches;
+    }
+    case Op::Linspace: return {leaf(call, "loom_linspace_")};
+    case Op::RandUniform: return {leaf(call, "loom_rand_uniform_")};
+    case Op::RandNormal: return {leaf(call, "loom_rand_normal_")};
+    default: return {};  // unreachable: the first switch threw
+  }
+}
+
+}  // namespace loom::kernels::cuda

@@ -1,0 +1,360 @@
+// The CUDA library kernels: the GPU counterpart of kernels/cpu/library.cpp
+// and matmul.cpp, with the same semantics (the reference backend's).
+//
+// This file is never compiled by the host compiler. The build embeds it,
+// after ir/philox.h and kernels/cuda/meta_layout.h, into library_source(),
+// which NVRTC compiles at run time; hence no #include here. (The internal tests
+// also compile it as host C++ against a small emulation of the CUDA
+// built-ins, so it sticks to the few built-ins listed in
+// tests/internal/cuda_emulation.h.)
+//
+// Every kernel has the parameters of LOOM_LIBRARY_PARAMS (library.h says
+// what each is) and reads its shapes and buffer ids from `meta`, laid out as
+// meta_layout.h says. Bool is stored as one byte holding 0 or 1 (unsigned char).
+// Loops are grid-stride over 64-bit indices, so any grid is correct and the
+// grid size is only a matter of speed.
+
+#define LOOM_LIBRARY_PARAMS \
+  void *const *bufs, const double *fs, const long long *is, long long *err, const long long *meta
+
+namespace loom::kernels::cuda::device {
+
+__device__ inline long long first_thread() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ inline long long thread_count() { return (long long)gridDim.x * blockDim.x; }
+
+// Buffer `id` as T*, `offset` elements in.
+template <class T>
+__device__ inline T *buffer(void *const *bufs, long long id, long long offset) {
+  return (T *)bufs[id] + offset;
+}
+
+// The first failing node keeps its place in err[1]; the host then finds
+// the bad index itself and builds the message.
+__device__ inline void index_out_of_range(long long *err, long long node) {
+  atomicCAS((unsigned long long *)&err[1], ~0ull, (unsigned long long)node);
+  err[0] = meta_layout::kIndexOutOfRange;
+}
+
+// ------------------------------------------------------------------ moves
+// Data movement copies elements as unsigned integers of their size: no
+// dtype but the width matters.
+
+template <class W>
+__device__ void copy_2d(void *const *bufs, const long long *meta) {
+  using namespace meta_layout::copy2d;
+  W *dst = buffer<W>(bufs, meta[kDst], meta[kDstOffset]);
+  const W *src = buffer<const W>(bufs, meta[kSrc], meta[kSrcOffset]);
+  if (dst == src) return;  // an in-place update of the base: already there
+  const long long rows = meta[kRows], cols = meta[kCols];
+  const long long dst_stride = meta[kDstRowStride], src_stride = meta[kSrcRowStride];
+  for (long long i = first_thread(); i < rows * cols; i += thread_count()) {
+    const long long r = i / cols, c = i - r * cols;
+    dst[r * dst_stride + c] = src[r * src_stride + c];
+  }
+}
+
+template <class W>
+__device__ void index_select(void *const *bufs, long long *err, const long long *meta) {
+  using namespace meta_layout::index_select;
+  W *out = buffer<W>(bufs, meta[kOut], 0);
+  const W *x = buffer<const W>(bufs, meta[kX], meta[kXOffset]);
+  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  const long long size = meta[kDimSize], inner = meta[kInner], nidx = meta[kNumIndices];
+  const long long n = meta[kOuter] * nidx * inner;
+  for (long long i = first_thread(); i < n; i += thread_count()) {
+    const long long q = i % inner, row = i / inner;
+    const long long j = row % nidx, o = row / nidx;
+    const long long k = index[j];
+    if (k < 0 || k >= size) {
+      index_out_of_range(err, meta[kNode]);
+      continue;
+    }
+    out[i] = x[(o * size + k) * inner + q];
+  }
+}
+
+// Only the index check of index_select / scatter_add, for an empty output
+// (their kernels would visit nothing).
+__device__ void check_index(void *const *bufs, long long *err, const long long *meta) {
+  using namespace meta_layout::check_index;
+  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  for (long long i = first_thread(); i < meta[kNumIndices]; i += thread_count())
+    if (index[i] < 0 || index[i] >= meta[kDimSize]) index_out_of_range(err, meta[kNode]);
+}
+
+// Element i of the index, at coordinates c of the index's shape, reads or
+// updates x at c with c[dim] replaced by index[i], and src at c. False
+// when index[i] is out of range. A 0-d index reads x[0] unchecked, as the
+// reference does.
+__device__ inline bool gather_offsets(const long long *meta, const long long *index, long long i, long long &x_off,
+                                      long long &src_off) {
+  using namespace meta_layout::gather_scatter;
+  const long long dim = meta[kDim];
+  long long rest = i;
+  x_off = 0;
+  src_off = 0;
+  for (long long d = meta[kRank] - 1; d >= 0; --d) {
+    const long long extent = meta[kIndexShape + d];
+    const long long c = rest % extent;
+    rest /= extent;
+    long long x_c = c;
+    if (d == dim) {
+      x_c = index[i];
+      if (x_c < 0 || x_c >= meta[kDimSize]) return false;
+    }
+    x_off += x_c * meta[kXStrides + d];
+    src_off += c * meta[kSrcStrides + d];
+  }
+  return true;
+}
+
+template <class W>
+__device__ void gather(void *const *bufs, long long *err, const long long *meta) {
+  using namespace meta_layout::gather_scatter;
+  W *out = buffer<W>(bufs, meta[kOut], 0);
+  const W *x = buffer<const W>(bufs, meta[kX], meta[kXOffset]);
+  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
+    long long x_off, src_off;
+    if (!gather_offsets(meta, index, i, x_off, src_off)) {
+      index_out_of_range(err, meta[kNode]);
+      continue;
+    }
+    out[i] = x[x_off];
+  }
+}
+
+// Integers add in their unsigned type (wrap-around, as on the CPU); bool is
+// an or, done on the aligned 32-bit word that holds the byte (there is no
+// byte atomic). The word never leaves the allocation: allocations are at
+// least 4-byte aligned and sized in whole pages.
+__device__ inline void atomic_add(float *p, float v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(double *p, double v) { atomicAdd(p, v); }
+__device__ inline void atomic_add(int *p, int v) { atomicAdd((unsigned int *)p, (unsigned int)v); }
+__device__ inline void atomic_add(long long *p, long long v) {
+  atomicAdd((unsigned long long *)p, (unsigned long long)v);
+}
+__device__ inline void atomic_add(unsigned char *p, unsigned char v) {
+  if (v == 0) return;
+  const unsigned long long address = (unsigned long long)p;
+  atomicOr((unsigned int *)(address & ~3ull), 1u << (8 * (address & 3)));
+}
+
+// out[...] += src[i]; out already holds x (a copy_2d launch before this one).
+template <class T>
+__device__ void scatter_add(void *const *bufs, long long *err, const long long *meta) {
+  using namespace meta_layout::gather_scatter;
+  T *out = buffer<T>(bufs, meta[kOut], 0);
+  const T *src = buffer<const T>(bufs, meta[kSrc], meta[kSrcOffset]);
+  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
+    long long out_off, src_off;
+    if (!gather_offsets(meta, index, i, out_off, src_off)) {
+      index_out_of_range(err, meta[kNode]);
+      continue;
+    }
+    atomic_add(out + out_off, src[src_off]);
+  }
+}
+
+// out already holds the base (a copy_2d launch before this one). With one
+// thread the loop visits the elements in row-major order, which is what
+// makes the last write win when the view overlaps itself.
+template <class W>
+__device__ void scatter_strided(void *const *bufs, const long long *meta) {
+  using namespace meta_layout::scatter_strided;
+  W *out = buffer<W>(bufs, meta[kOut], 0);
+  const W *value = buffer<const W>(bufs, meta[kValue], meta[kValueOffset]);
+  for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
+    long long off = meta[kViewOffset], rest = i;
+    for (long long d = meta[kRank] - 1; d >= 0; --d) {
+      off += (rest % meta[kSizes + d]) * meta[kStrides + d];
+      rest /= meta[kSizes + d];
+    }
+    out[off] = value[i];
+  }
+}
+
+// ----------------------------------------------------------------- matmul
+// The accumulator of each dtype: float32 in float32, float64 in double,
+// integers in their unsigned type (wrap-around), bool as an or of ands.
+__device__ inline float multiply_add(float acc, float a, float b) { return acc + a * b; }
+__device__ inline double multiply_add(double acc, double a, double b) { return acc + a * b; }
+__device__ inline unsigned int multiply_add(unsigned int acc, int a, int b) {
+  return acc + (unsigned int)a * (unsigned int)b;
+}
+__device__ inline unsigned long long multiply_add(unsigned long long acc, long long a, long long b) {
+  return acc + (unsigned long long)a * (unsigned long long)b;
+}
+__device__ inline unsigned char multiply_add(unsigned char acc, unsigned char a, unsigned char b) {
+  return acc | (a != 0 && b != 0);
+}
+
+template <class T> struct Accumulator { typedef T type; };
+template <> struct Accumulator<int> { typedef unsigned int type; };
+template <> struct Accumulator<long long> { typedef unsigned long long type; };
+
+// Each block computes kTile x kTile outputs, walking k in tiles of A and B
+// staged in shared memory (zero outside the matrices). The loops over
+// tiles are uniform across a block, so every thread reaches each barrier.
+template <class T>
+__device__ void matmul(void *const *bufs, const long long *meta) {
+  using namespace meta_layout::matmul;
+  typedef typename Accumulator<T>::type Acc;
+  __shared__ T a_tile[kTile][kTile];
+  __shared__ T b_tile[kTile][kTile];
+  T *out = buffer<T>(bufs, meta[kOut], 0);
+  const T *a = buffer<const T>(bufs, meta[kA], meta[kAOffset]);
+  const T *b = buffer<const T>(bufs, meta[kB], meta[kBOffset]);
+  const long long batch = meta[kBatch], M = meta[kM], N = meta[kN], K = meta[kK];
+  const long long tiles_m = (M + kTile - 1) / kTile, tiles_n = (N + kTile - 1) / kTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (long long bi = blockIdx.z; bi < batch; bi += gridDim.z)
+    for (long long tm = blockIdx.y; tm < tiles_m; tm += gridDim.y)
+      for (long long tn = blockIdx.x; tn < tiles_n; tn += gridDim.x) {
+        const long long row = tm * kTile + ty, col = tn * kTile + tx;
+        Acc acc = 0;
+        for (long long k0 = 0; k0 < K; k0 += kTile) {
+          a_tile[ty][tx] = row < M && k0 + tx < K ? a[(bi * M + row) * K + k0 + tx] : T(0);
+          b_tile[ty][tx] = k0 + ty < K && col < N ? b[(bi * K + k0 + ty) * N + col] : T(0);
+          __syncthreads();
+          for (int k = 0; k < kTile; ++k) acc = multiply_add(acc, a_tile[ty][k], b_tile[k][tx]);
+          __syncthreads();
+        }
+        if (row < M && col < N) out[(bi * M + row) * N + col] = (T)acc;
+      }
+}
+
+// ----------------------------------------------------------------- leaves
+
+// A runtime scalar as T, as the CPU's from_scalar: bool is "either nonzero".
+template <class T> __device__ inline T scalar_as(double f, long long i) { return (T)f; }
+template <> __device__ inline int scalar_as<int>(double f, long long i) { return (int)i; }
+template <> __device__ inline long long scalar_as<long long>(double f, long long i) { return i; }
+template <> __device__ inline unsigned char scalar_as<unsigned char>(double f, long long i) {
+  return f != 0.0 || i != 0;
+}
+
+// A double (or float) result stored as T: bool is "nonzero", as static_cast<bool>.
+template <class T, class V> __device__ inline T store_as(V v) { return (T)v; }
+template <> __device__ inline unsigned char store_as<unsigned char, double>(double v) { return v != 0.0; }
+
+// Linspace's arithmetic, rounded op by op: the default contraction to fma
+// would change the last bit against the CPU.
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline double add_rn(double a, double b) { return __dadd_rn(a, b); }
+__device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
+__device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+
+// The step type: T for floating types, double for integers and bool.
+template <class T> struct LinspaceStep { typedef double type; };
+template <> struct LinspaceStep<float> { typedef float type; };
+
+// PyTorch's symmetric linspace, as kernels/cpu: the first half counts up
+// from start, the second half down from end, so both ends are exact.
+template <class T>
+__device__ void linspace(void *const *bufs, const double *fs, const long long *is, const long long *meta) {
+  using namespace meta_layout::leaf;
+  typedef typename LinspaceStep<T>::type S;
+  T *out = buffer<T>(bufs, meta[kOut], 0);
+  const long long n = meta[kNumel], s = meta[kScalarBegin];
+  const T start = scalar_as<T>(fs[s], is[s]), end = scalar_as<T>(fs[s + 1], is[s + 1]);
+  if (n == 1) {
+    if (first_thread() == 0) out[0] = start;
+    return;
+  }
+  const S step = div_rn(sub_rn((S)end, (S)start), (S)(n - 1));
+  const long long half = n / 2;
+  for (long long i = first_thread(); i < n; i += thread_count()) {
+    if (i < half) out[i] = store_as<T>(add_rn((S)start, mul_rn(step, (S)i)));
+    else out[i] = store_as<T>(sub_rn((S)end, mul_rn(step, (S)(n - 1 - i))));
+  }
+}
+
+// A uniform double as T; float32 never rounds up to 1.0f.
+template <class T> __device__ inline T uniform_as(double u) { return store_as<T>(u); }
+template <> __device__ inline float uniform_as<float>(double u) { return loom::ir::philox::uniform_f32(u); }
+
+// Element i is Philox(seed, counter = offset + i): ir/philox.h, the same
+// text the CPU compiles, so the values match whatever the grid.
+template <class T, bool kNormal>
+__device__ void philox_fill(void *const *bufs, const long long *is, const long long *meta) {
+  using namespace meta_layout::leaf;
+  namespace philox = loom::ir::philox;
+  T *out = buffer<T>(bufs, meta[kOut], 0);
+  const long long s = meta[kScalarBegin];
+  const unsigned long long seed = (unsigned long long)is[s], offset = (unsigned long long)is[s + 1];
+  for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
+    if (kNormal) out[i] = store_as<T>(philox::normal(seed, offset, (unsigned long long)i));
+    else out[i] = uniform_as<T>(philox::uniform(seed, offset, (unsigned long long)i));
+  }
+}
+
+}  // namespace loom::kernels::cuda::device
+
+// ------------------------------------------------------------ entry points
+// The names plan_library launches (library.cpp). They are extern "C", so
+// the namespace does not enter their names. Data movement picks its word by
+// the element size; the typed kernels end in _b8, _i32, _i64, _f32, _f64.
+
+namespace loom::kernels::cuda {
+
+extern "C" __global__ void loom_copy_2d(LOOM_LIBRARY_PARAMS) {
+  switch (meta[meta_layout::copy2d::kElementSize]) {
+    case 1: return device::copy_2d<unsigned char>(bufs, meta);
+    case 4: return device::copy_2d<unsigned int>(bufs, meta);
+    default: return device::copy_2d<unsigned long long>(bufs, meta);
+  }
+}
+extern "C" __global__ void loom_index_select(LOOM_LIBRARY_PARAMS) {
+  switch (meta[meta_layout::index_select::kElementSize]) {
+    case 1: return device::index_select<unsigned char>(bufs, err, meta);
+    case 4: return device::index_select<unsigned int>(bufs, err, meta);
+    default: return device::index_select<unsigned long long>(bufs, err, meta);
+  }
+}
+extern "C" __global__ void loom_gather(LOOM_LIBRARY_PARAMS) {
+  switch (meta[meta_layout::gather_scatter::kElementSize]) {
+    case 1: return device::gather<unsigned char>(bufs, err, meta);
+    case 4: return device::gather<unsigned int>(bufs, err, meta);
+    default: return device::gather<unsigned long long>(bufs, err, meta);
+  }
+}
+extern "C" __global__ void loom_check_index(LOOM_LIBRARY_PARAMS) { device::check_index(bufs, err, meta); }
+extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
+  switch (meta[meta_layout::scatter_strided::kElementSize]) {
+    case 1: return device::scatter_strided<unsigned char>(bufs, meta);
+    case 4: return device::scatter_strided<unsigned int>(bufs, meta);
+    default: return device::scatter_strided<unsigned long long>(bufs, meta);
+  }
+}
+
+#define LOOM_TYPED_KERNELS(suffix, T)                                                  \
+  extern "C" __global__ void loom_matmul_##suffix(LOOM_LIBRARY_PARAMS) {               \
+    device::matmul<T>(bufs, meta);                                                     \
+  }                                                                                    \
+  extern "C" __global__ void loom_scatter_add_##suffix(LOOM_LIBRARY_PARAMS) {          \
+    device::scatter_add<T>(bufs, err, meta);                                           \
+  }                                                                                    \
+  extern "C" __global__ void loom_linspace_##suffix(LOOM_LIBRARY_PARAMS) {             \
+    device::linspace<T>(bufs, fs, is, meta);                                           \
+  }                                                                                    \
+  extern "C" __global__ void loom_rand_uniform_##suffix(LOOM_LIBRARY_PARAMS) {         \
+    device::philox_fill<T, false>(bufs, is, meta);                                     \
+  }                                                                                    \
+  extern "C" __global__ void loom_rand_normal_##suffix(LOOM_LIBRARY_PARAMS) {          \
+    device::philox_fill<T, true>(bufs, is, meta);                                      \
+  }
+
+LOOM_TYPED_KERNELS(b8, unsigned char)
+LOOM_TYPED_KERNELS(i32, int)
+LOOM_TYPED_KERNELS(i64, long long)
+LOOM_TYPED_KERNELS(f32, float)
+LOOM_TYPED_KERNELS(f64, double)
+#undef LOOM_TYPED_KERNELS
+
+}  // namespace loom::kernels::cuda

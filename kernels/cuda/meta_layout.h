@@ -1,0 +1,84 @@
+// The layout of each CUDA library kernel's meta block: the int64 parameters that
+// plan_library (library.cpp) writes and the kernels (library_kernels.cu)
+// read, by position. One text for both sides: the build embeds this file
+// into the NVRTC source after ir/philox.h, so host and device can never
+// disagree about a position. Plain C++17, no #include (NVRTC has no std
+// headers).
+//
+// Buffer fields hold buffer ids (indices into the kernels' `bufs`); offsets
+// and strides are in elements of the buffer's dtype, never bytes.
+#pragma once
+
+namespace loom::kernels::cuda::meta_layout {
+
+// Per-dim arrays have this many slots: ir::kMaxDims.
+constexpr int kMaxRank = 8;
+
+// err[0] after a kernel met bad data; err[1] is then the failing node.
+constexpr long long kIndexOutOfRange = 2;
+
+// loom_copy_2d: rows x cols elements, each row contiguous:
+//   dst[dst_offset + r * dst_row_stride + c] = src[src_offset + r * src_row_stride + c].
+// Does nothing when dst and src are one address (an update of its own base).
+namespace copy2d {
+enum : int { kDst, kDstOffset, kDstRowStride, kSrc, kSrcOffset, kSrcRowStride, kRows, kCols, kElementSize, kCount };
+}
+
+// loom_index_select: x viewed as [outer, dim_size, inner], the 1-D int64
+// index of num_indices entries; out is [outer, num_indices, inner].
+namespace index_select {
+enum : int { kOut, kX, kXOffset, kIndex, kIndexOffset, kOuter, kDimSize, kInner, kNumIndices, kElementSize, kNode,
+             kCount };
+}
+
+// loom_gather (out[i] = x[...]) and loom_scatter_add_<dtype>
+// (out[...] += src[i], after a copy_2d of x into out): one thread per
+// element of the int64 index, whose shape (rank dims) is the iteration
+// space. x_strides are x's row-major strides, src_strides src's; dim_size =
+// x's size along `dim`, the bound every index value is checked against.
+namespace gather_scatter {
+enum : int {
+  kOut, kX, kXOffset, kIndex, kIndexOffset, kSrc, kSrcOffset, kElementSize, kNode,
+  kRank, kDim, kDimSize, kNumel,
+  kIndexShape,
+  kXStrides = kIndexShape + kMaxRank,
+  kSrcStrides = kXStrides + kMaxRank,
+  kCount = kSrcStrides + kMaxRank
+};
+}
+
+// loom_check_index: only checks num_indices int64 values against dim_size.
+// For index_select and scatter_add with an empty output, where the main
+// kernel has nothing to visit but the reference still checks every index.
+namespace check_index {
+enum : int { kIndex, kIndexOffset, kNumIndices, kDimSize, kNode, kCount };
+}
+
+// loom_scatter_strided: out[view_offset + sum_d coord_d * strides[d]] =
+// value[i] for every element i (coordinates in `sizes`, row-major), after a
+// copy_2d of the base into out. Launched as one thread when the view
+// overlaps itself, so the last write in row-major order wins.
+namespace scatter_strided {
+enum : int {
+  kOut, kValue, kValueOffset, kElementSize, kRank, kViewOffset, kNumel,
+  kSizes,
+  kStrides = kSizes + kMaxRank,
+  kCount = kStrides + kMaxRank
+};
+}
+
+// loom_matmul_<dtype>: [batch, m, k] x [batch, k, n] -> [batch, m, n],
+// blocks of kTile x kTile threads, one output tile per block.
+namespace matmul {
+constexpr int kTile = 16;
+enum : int { kOut, kA, kAOffset, kB, kBOffset, kBatch, kM, kN, kK, kCount };
+}
+
+// loom_linspace_<dtype>, loom_rand_uniform_<dtype>, loom_rand_normal_<dtype>:
+// numel elements of out from the call's two runtime scalars at
+// scalar_begin (linspace: start, end; rand: seed, offset).
+namespace leaf {
+enum : int { kOut, kNumel, kScalarBegin, kCount };
+}
+
+}  // namespace loom::kernels::cuda::meta_layout

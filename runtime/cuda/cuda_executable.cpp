@@ -1,0 +1,209 @@
+#include "runtime/cuda/cuda_executable.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <loom/error.h>
+
+#include "jit/cuda/codegen.h"
+#include "kernels/cuda/library.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/library_module.h"
+#include "runtime/metrics.h"
+
+namespace loom::runtime::cuda {
+
+CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModule module)
+    : program_(std::move(program)), device_(device), module_(std::move(module)), outputs_(program_) {
+  const Device dev(kCUDA, static_cast<int8_t>(device_));
+  // Argument block: buffer addresses, then the scalars as double, then as
+  // int64, then the two-word error block.
+  const size_t nb = program_.buffers.size();
+  size_t ns = 0;
+  for (const ir::Kernel& k : program_.kernels)
+    for (const ir::Expr& e : k.exprs)
+      if (e.kind == ir::ExprKind::Scalar) ns = std::max<size_t>(ns, e.a + 1);
+  for (const ir::LibraryCall& c : program_.library_calls) ns = std::max<size_t>(ns, c.scalar_begin + c.num_scalars);
+  scalar_at_ = nb;
+  err_at_ = nb + 2 * ns;
+  arg_words_ = err_at_ + 2;
+  for (Slot& s : slots_) {
+    check(driver().cuMemHostAlloc(&s.host, arg_words_ * 8, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
+          "argument block");
+    s.device = Buffer::allocate(dev, arg_words_ * 8);
+    check(driver().cuEventCreate(&s.done, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "argument block");
+  }
+  if (program_.arena_bytes > 0) arena_ = Buffer::allocate(dev, static_cast<size_t>(program_.arena_bytes));
+  plan_launches();
+}
+
+CudaExecutable::~CudaExecutable() {
+  // Errors are ignored: at process exit the driver may already be gone.
+  const DriverApi& d = driver();
+  for (Slot& s : slots_) {
+    if (s.in_flight) d.cuEventSynchronize(s.done);
+    if (s.graph) d.cuGraphExecDestroy(s.graph);
+    if (s.done) d.cuEventDestroy(s.done);
+    if (s.host) d.cuMemFreeHost(s.host);
+  }
+}
+
+// The launch sequence of one run, fixed at compile time: generated kernels
+// with their planned grids, library calls with their meta uploaded once.
+void CudaExecutable::plan_launches() {
+  const DeviceContext& ctx = context(device_);
+  std::vector<int64_t> meta;
+  for (const ir::Step& step : program_.steps) {
+    if (step.kind == ir::Step::Generated) {
+      const jit::cuda::KernelPlan plan = jit::cuda::plan_kernel(program_, program_.kernels[step.index]);
+      if (plan.empty) continue;
+      const jit::cuda::LaunchDims dims = jit::cuda::launch_dims(plan, ctx.multiprocessors);
+      Launch l;
+      l.function = module_.kernels.at(step.index);
+      l.grid[0] = dims.grid;
+      l.block[0] = dims.block;
+      launches_.push_back(l);
+      continue;
+    }
+    const ir::LibraryCall& call = program_.library_calls[step.index];
+    for (const kernels::cuda::Launch& lib : kernels::cuda::plan_library(call, program_, step.index)) {
+      Launch l;
+      l.function = library_function(device_, lib.function);
+      std::copy(lib.grid, lib.grid + 3, l.grid);
+      std::copy(lib.block, lib.block + 3, l.block);
+      l.shared = lib.shared_bytes;
+      l.meta = static_cast<int64_t>(meta.size());
+      meta.insert(meta.end(), lib.meta.begin(), lib.meta.end());
+      launches_.push_back(l);
+    }
+  }
+  if (!meta.empty()) {
+    meta_ = Buffer::allocate(Device(kCUDA, static_cast<int8_t>(device_)), meta.size() * 8);
+    copy_to_device(meta_->data(), meta.data(), meta.size() * 8, device_);
+  }
+}
+
+void CudaExecutable::launch_all(Slot& slot) {
+  const DeviceContext& ctx = context(device_);
+  const DriverApi& d = driver();
+  CUdeviceptr base = reinterpret_cast<CUdeviceptr>(slot.device->data());
+  const size_t ns = (err_at_ - scalar_at_) / 2;
+  CUdeviceptr bufs = base, fs = base + scalar_at_ * 8, is = base + (scalar_at_ + ns) * 8, err = base + err_at_ * 8;
+  check(d.cuMemcpyHtoDAsync(base, slot.host, arg_words_ * 8, ctx.stream), "cuMemcpyHtoDAsync", "argument block");
+  for (const Launch& l : launches_) {
+    CUdeviceptr meta = l.meta >= 0 ? reinterpret_cast<CUdeviceptr>(meta_->data()) + l.meta * 8 : 0;
+    void* params[] = {&bufs, &fs, &is, &err, &meta};
+    check(d.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared,
+                           ctx.stream, params, nullptr),
+          "cuLaunchKernel", "a kernel of a graph on cuda:" + std::to_string(device_));
+  }
+}
+
+// Records the launch sequence into a CUDA graph bound to this slot's
+// argument block; the copy that fills the block is the graph's first node.
+void CudaExecutable::capture(Slot& slot) {
+  const DeviceContext& ctx = context(device_);
+  const DriverApi& d = driver();
+  check(d.cuStreamBeginCapture(ctx.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture", "replay");
+  CUgraph graph = nullptr;
+  try {
+    launch_all(slot);
+  } catch (...) {
+    d.cuStreamEndCapture(ctx.stream, &graph);
+    if (graph) d.cuGraphDestroy(graph);
+    throw;
+  }
+  check(d.cuStreamEndCapture(ctx.stream, &graph), "cuStreamEndCapture", "replay");
+  CUresult r = d.cuGraphInstantiate(&slot.graph, graph, 0);
+  d.cuGraphDestroy(graph);
+  check(r, "cuGraphInstantiate", "replay");
+}
+
+std::vector<BufferPtr> CudaExecutable::run(const RunArgs& args) {
+  std::lock_guard lock(mu_);
+  const Device dev(kCUDA, static_cast<int8_t>(device_));
+  const DeviceContext& ctx = context(device_);
+  const DriverApi& d = driver();
+  Slot& slot = slots_[next_slot_];
+  next_slot_ ^= 1;
+  if (slot.in_flight) check(d.cuEventSynchronize(slot.done), "cuEventSynchronize", "argument block");
+  slot.in_flight = false;
+
+  auto* words = static_cast<int64_t*>(slot.host);
+  std::vector<BufferPtr> owned(program_.buffers.size());
+  for (size_t b = 0; b < program_.buffers.size(); ++b) {
+    const ir::BufferInfo& info = program_.buffers[b];
+    void* p = nullptr;
+    switch (info.kind) {
+      case ir::BufferKind::Input: {
+        const Buffer* in = args.inputs[info.index];
+        if (!in->device().is_cuda() || in->device().index() != device_)
+          throw Error("loom: internal error: a graph on cuda:" + std::to_string(device_) + " got an input on " +
+                      in->device().str());
+        p = in->data();
+        break;
+      }
+      case ir::BufferKind::Output:
+        owned[b] = outputs_.donated(static_cast<uint32_t>(b), args);
+        if (!owned[b]) owned[b] = Buffer::allocate(dev, info.numel * element_size(info.dtype));
+        p = owned[b]->data();
+        break;
+      case ir::BufferKind::Temp:
+        p = arena_ ? static_cast<char*>(arena_->data()) + info.arena_offset : nullptr;
+        break;
+    }
+    words[b] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p));
+  }
+  const size_t ns = (err_at_ - scalar_at_) / 2;
+  for (size_t s = 0; s < ns && s < args.scalars.size(); ++s) {
+    std::memcpy(&words[scalar_at_ + s], &args.scalars[s].f, 8);
+    words[scalar_at_ + ns + s] = args.scalars[s].i;
+  }
+  words[err_at_] = 0;
+  words[err_at_ + 1] = -1;
+
+  if (!launches_.empty()) {
+    // The first run launches directly (it also proves every launch valid);
+    // later runs replay the captured graph.
+    if (!slot.graph && runs_ > 0) capture(slot);
+    if (slot.graph) {
+      check(d.cuGraphLaunch(slot.graph, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
+      bump(counters().cuda_graph_launches);
+    } else {
+      launch_all(slot);
+    }
+    check(d.cuEventRecord(slot.done, ctx.stream), "cuEventRecord", "argument block");
+    slot.in_flight = true;
+  }
+  ++runs_;
+  if (outputs_.can_fail() && !launches_.empty()) check_errors(slot);
+  return outputs_.results(owned, dev);
+}
+
+// Bad data is found on the GPU; the message is made here, after a sync.
+void CudaExecutable::check_errors(Slot& slot) {
+  int64_t err[2] = {0, -1};
+  copy_to_host(err, static_cast<char*>(slot.device->data()) + err_at_ * 8, sizeof(err), device_);
+  if (err[0] == 0) return;
+  const auto node = static_cast<uint32_t>(err[1]);
+  if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
+  for (const ir::LibraryCall& call : program_.library_calls)
+    if (call.node == node) throw RunError{node, out_of_range_message(call)};
+  throw RunError{node, "bad data (error code " + std::to_string(err[0]) + ")"};
+}
+
+// The first out-of-range index in row-major order, as the CPU reports it.
+std::string CudaExecutable::out_of_range_message(const ir::LibraryCall& call) {
+  const auto* words = static_cast<const int64_t*>(slots_[next_slot_ ^ 1].host);
+  const int64_t dim_size = call.input_shapes[0][static_cast<size_t>(call.attr[0])];
+  const int64_t n = call.input_shapes[1].numel();
+  std::vector<int64_t> index(static_cast<size_t>(n));
+  const char* base = reinterpret_cast<const char*>(static_cast<uintptr_t>(words[call.inputs[1]]));
+  copy_to_host(index.data(), base + call.input_offsets[1] * 8, index.size() * 8, device_);
+  for (int64_t v : index)
+    if (v < 0 || v >= dim_size)
+      return "index " + std::to_string(v) + " is out of bounds for dimension of size " + std::to_string(dim_size);
+  return "index out of bounds";
+}
+
+}  // namespace loom::runtime::cuda

@@ -1,0 +1,70 @@
+// CudaExecutable: a lowered graph with its loaded kernels on one GPU.
+//
+// Kernels never take buffer addresses as launch parameters: they read them
+// from an *argument block* in device memory (buffer addresses, runtime
+// scalars, the error word), which each run fills from pinned host memory
+// with one copy. So the launch sequence is the same on every run, and from
+// the second run on it is captured once into a CUDA graph: a cache-hit
+// replay is one cuGraphLaunch, whatever new output buffers and scalars the
+// run has. Two argument slots alternate, so filling one never waits for the
+// GPU to finish reading the other.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ir/kernel.h"
+#include "runtime/backend.h"
+#include "runtime/cuda/driver.h"
+#include "runtime/output_plan.h"
+
+namespace loom::runtime::cuda {
+
+// A loaded cubin; unloaded never (its functions may be in captured graphs).
+struct LoadedModule {
+  CUmodule module = nullptr;
+  std::vector<CUfunction> kernels;  // generated kernel i
+};
+
+class CudaExecutable final : public Executable {
+ public:
+  CudaExecutable(ir::KernelProgram program, int device, LoadedModule module);
+  ~CudaExecutable() override;
+  std::vector<BufferPtr> run(const RunArgs& args) override;
+  int64_t kernel_count() const override { return static_cast<int64_t>(launches_.size()); }
+
+ private:
+  struct Launch {
+    CUfunction function = nullptr;
+    uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
+    int64_t meta = -1;  // library kernels: element offset of their meta in meta_
+  };
+  struct Slot {
+    void* host = nullptr;     // pinned argument block
+    BufferPtr device;         // its device copy, read by the kernels
+    CUgraphExec graph = nullptr;
+    CUevent done = nullptr;   // recorded after the run that used this slot
+    bool in_flight = false;
+  };
+
+  void plan_launches();
+  void launch_all(Slot& slot);
+  void capture(Slot& slot);
+  void check_errors(Slot& slot);
+  std::string out_of_range_message(const ir::LibraryCall& call);
+
+  ir::KernelProgram program_;
+  int device_;
+  LoadedModule module_;
+  OutputPlan outputs_;
+  std::vector<Launch> launches_;
+  BufferPtr arena_;  // temporaries, planned by ir/lower.cpp
+  BufferPtr meta_;   // library kernels' constant parameters
+  size_t arg_words_ = 0, scalar_at_ = 0, err_at_ = 0;  // argument block layout, in 8-byte words
+  Slot slots_[2];
+  int next_slot_ = 0;
+  int64_t runs_ = 0;
+  std::mutex mu_;  // one run at a time: the arena and the slots are shared
+};
+
+}  // namespace loom::runtime::cuda

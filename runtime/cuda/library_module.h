@@ -1,0 +1,27 @@
+// The library kernels (kernels/cuda/) as one module per GPU: compiled by
+// NVRTC on first use (or loaded from the disk cache), then shared by every
+// executable on that device.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/driver.h"
+
+namespace loom::runtime::cuda {
+
+// The function `name` of the library module on `device`. Throws loom::Error
+// if the module cannot be built or has no such function.
+CUfunction library_function(int device, const std::string& name);
+
+// Loads a cubin for `what` from the disk cache, or compiles `source` with
+// NVRTC and stores it. The key: the device's architecture and NVRTC's
+// version (ns), loom's version and this code generator's build (version),
+// and `canonical` (the graph's canonical form, or the source's own words).
+std::vector<char> cached_cubin(const std::string& source, int device, std::span<const uint64_t> canonical,
+                               const std::string& what, const std::string& dump_folder, int64_t kernels);
+// Loads a cubin into `device`'s context.
+CUmodule load_module(const std::vector<char>& cubin, int device, const std::string& what);
+
+}  // namespace loom::runtime::cuda

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from the repository root, with .carry/ made by
+# scripts/gpu_carry.sh. Writes full logs under $OUT (default ./gpu-out):
+#   gpu.txt        the GPU and driver
+#   tests.log      the op suite and the differential test on cuda
+#   sanitizer.log  compute-sanitizer memcheck over the cuda op suite
+#   bench.log      loom-bench --device cuda beside peers.py --device cuda
+#   coldstart.log  a second process with a warm disk cache: NVRTC compiles
+# Steps to run are chosen by $STEPS (default: all of them).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+carry=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+[ -d "$carry/bin" ] || carry=$PWD/.carry
+export LD_LIBRARY_PATH=$carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+bin=$carry/bin
+STEPS=${STEPS:-"info tests sanitizer bench coldstart"}
+export LOOM_CACHE_DIR=${LOOM_CACHE_DIR:-/tmp/loom-cache}
+
+for step in $STEPS; do
+  case $step in
+    info)
+      { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$OUT/gpu.txt" 2>&1
+      cat "$OUT/gpu.txt" ;;
+    tests)
+      "$bin/loom_tests" --gtest_filter="${TEST_FILTER:-*cuda*:*Cuda*}" > "$OUT/tests.log" 2>&1
+      echo "tests rc=$?"; grep -E "FAILED|PASSED|tests? ran|differential|SKIPPED" "$OUT/tests.log" | head -60; tail -3 "$OUT/tests.log" ;;
+    sanitizer)
+      LOOM_DIFF_GRAPHS=20 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$bin/loom_tests" --gtest_filter="${SANITIZER_FILTER:-*/*.*/cuda:Differential.*Cuda*}" --gtest_brief=1 \
+        > "$OUT/sanitizer.log" 2>&1
+      echo "sanitizer rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | head -10 ;;
+    bench)
+      { "$bin/loom-bench" --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W5}"
+        python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W5}"; } > "$OUT/bench.log" 2>&1
+      cat "$OUT/bench.log" | grep -v "^#" | head -60 ;;
+    coldstart)
+      rm -rf /tmp/loom-coldstart
+      { echo "cold:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5 --metrics
+        echo "warm:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5 --metrics; } \
+        > "$OUT/coldstart.log" 2>&1
+      grep -E "cold:|warm:|nvrtc compiles|W5" "$OUT/coldstart.log" ;;
+  esac
+done

@@ -1,0 +1,343 @@
+// The CUDA library kernels without a GPU: library_source() compiles with
+// NVRTC for sm_90 (skipped when libnvrtc cannot be loaded), every kernel
+// plan_library names is in the compiled code, and plan_library's decisions
+// (launch order, grid sizes, meta, the overlap check, errors) are right.
+// Numeric results: cuda_library_emulated_test.cpp here, the GPU tests there.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <loom/error.h>
+
+#include <iostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/library.h"
+#include "kernels/cuda/meta_layout.h"
+
+namespace {
+
+using loom::ScalarType;
+using loom::ir::Attrs;
+using loom::ir::Dims;
+using loom::ir::LibraryCall;
+using loom::ir::Op;
+namespace cuda = loom::kernels::cuda;
+namespace ml = loom::kernels::cuda::meta_layout;
+
+constexpr ScalarType kAll[] = {ScalarType::Bool, ScalarType::Int, ScalarType::Long, ScalarType::Float,
+                               ScalarType::Double};
+
+Dims dims(std::initializer_list<int64_t> v) { return Dims(v.begin(), v.size()); }
+Attrs attrs(std::initializer_list<int64_t> v) { return Attrs(v.begin(), v.size()); }
+
+// A program of `inputs` input buffers (ids 0..) and one output (the last id),
+// and a call of `op` reading them all at offset 0.
+struct Fixture {
+  loom::ir::KernelProgram program;
+  LibraryCall call;
+  Fixture(Op op, ScalarType t, Dims out, std::vector<Dims> ins, Attrs attr = {}, uint32_t scalars = 0) {
+    for (uint32_t i = 0; i < ins.size(); ++i) {
+      const ScalarType it = (op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd) && i == 1
+                                ? ScalarType::Long : t;
+      program.buffers.push_back({loom::ir::BufferKind::Input, i, it, ins[i].numel()});
+      call.inputs.push_back(i);
+      call.input_offsets.push_back(0);
+      call.input_shapes.push_back(ins[i]);
+      call.input_dtypes.push_back(it);
+    }
+    program.buffers.push_back({loom::ir::BufferKind::Output, 0, t, out.numel()});
+    call.op = op;
+    call.node = 7;
+    call.output = static_cast<uint32_t>(ins.size());
+    call.dtype = t;
+    call.shape = out;
+    call.attr = attr;
+    call.scalar_begin = 3;
+    call.num_scalars = scalars;
+  }
+  std::vector<cuda::Launch> plan() const { return cuda::plan_library(call, program, 0); }
+};
+
+// One call of every op the planner handles, in every dtype where it matters.
+std::vector<Fixture> one_of_each() {
+  std::vector<Fixture> all;
+  for (ScalarType t : kAll) {
+    all.emplace_back(Op::MatMul, t, dims({2, 3, 5}), std::vector{dims({2, 3, 4}), dims({2, 4, 5})});
+    all.emplace_back(Op::ScatterAdd, t, dims({4, 3}), std::vector{dims({4, 3}), dims({2, 3}), dims({2, 3})}, attrs({0}));
+    all.emplace_back(Op::Linspace, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
+    all.emplace_back(Op::RandUniform, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
+    all.emplace_back(Op::RandNormal, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
+  }
+  const ScalarType f = ScalarType::Float;
+  all.emplace_back(Op::ToDevice, f, dims({6}), std::vector{dims({6})});
+  all.emplace_back(Op::Concat, f, dims({2, 5}), std::vector{dims({2, 2}), dims({2, 3})}, attrs({1}));
+  all.emplace_back(Op::IndexSelect, f, dims({2, 3}), std::vector{dims({4, 3}), dims({2})}, attrs({0}));
+  all.emplace_back(Op::Gather, f, dims({2, 3}), std::vector{dims({4, 3}), dims({2, 3})}, attrs({0}));
+  all.emplace_back(Op::ScatterStrided, f, dims({4, 4}), std::vector{dims({4, 4}), dims({2, 2})}, attrs({4, 1, 5}));
+  return all;
+}
+
+// ------------------------------------------------------------------ NVRTC
+
+// The few NVRTC entry points used, declared here rather than from nvrtc.h:
+// a program is an opaque pointer, a result an int (0 = success).
+struct Nvrtc {
+  using Program = struct OpaqueProgram*;
+  int (*create)(Program*, const char*, const char*, int, const char* const*, const char* const*) = nullptr;
+  int (*compile)(Program, int, const char* const*) = nullptr;
+  int (*log_size)(Program, size_t*) = nullptr;
+  int (*log)(Program, char*) = nullptr;
+  int (*cubin_size)(Program, size_t*) = nullptr;
+  int (*cubin)(Program, char*) = nullptr;
+  int (*destroy)(Program*) = nullptr;
+  void* handle = nullptr;
+
+  Nvrtc() {
+    for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12", "/usr/local/cuda/lib64/libnvrtc.so"})
+      if ((handle = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!handle) return;
+    auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name)); };
+    sym(create, "nvrtcCreateProgram");
+    sym(compile, "nvrtcCompileProgram");
+    sym(log_size, "nvrtcGetProgramLogSize");
+    sym(log, "nvrtcGetProgramLog");
+    sym(cubin_size, "nvrtcGetCUBINSize");
+    sym(cubin, "nvrtcGetCUBIN");
+    sym(destroy, "nvrtcDestroyProgram");
+  }
+  bool usable() const { return create && compile && log_size && log && cubin_size && cubin && destroy; }
+};
+
+TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
+  Nvrtc nvrtc;
+  if (!nvrtc.usable())
+    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
+                    "the CUDA library kernels were not compiled";
+  Nvrtc::Program prog = nullptr;
+  ASSERT_EQ(nvrtc.create(&prog, cuda::library_source().c_str(), "loom_library.cu", 0, nullptr, nullptr), 0);
+  const char* options[] = {"--gpu-architecture=sm_90", "-std=c++17"};
+  const int compiled = nvrtc.compile(prog, 2, options);
+  size_t log_size = 0;
+  nvrtc.log_size(prog, &log_size);
+  std::string log(log_size, '\0');
+  nvrtc.log(prog, log.data());
+  ASSERT_EQ(compiled, 0) << "NVRTC failed on library_source():\n" << log;
+  if (log.find_first_not_of(std::string(1, '\0') + " \n") != std::string::npos)
+    std::cout << "NVRTC's log for library_source():\n" << log << "\n";  // warnings: worth reading, not failing on
+
+  size_t size = 0;
+  ASSERT_EQ(nvrtc.cubin_size(prog, &size), 0);
+  std::string cubin(size, '\0');
+  ASSERT_EQ(nvrtc.cubin(prog, cubin.data()), 0);
+  nvrtc.destroy(&prog);
+  // Kernel names sit NUL-terminated in the cubin's symbol table.
+  std::set<std::string> names;
+  for (const Fixture& f : one_of_each())
+    for (const cuda::Launch& l : f.plan()) names.insert(l.function);
+  Fixture empty(Op::ScatterAdd, ScalarType::Float, dims({0}), std::vector{dims({0}), dims({2}), dims({2})}, attrs({0}));
+  for (const cuda::Launch& l : empty.plan()) names.insert(l.function);
+  // copy_2d, index_select, gather, scatter_strided, check_index + 5 typed kernels x 5 dtypes
+  EXPECT_EQ(names.size(), 5u + 5u * 5u);
+  for (const std::string& name : names)
+    EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
+}
+
+TEST(CudaLibrarySource, EmbedsPhiloxAndTheMetaLayout) {
+  const std::string& s = cuda::library_source();
+  EXPECT_NE(s.find("#line 1 \"ir/philox.h\""), std::string::npos);
+  EXPECT_NE(s.find("philox4x32_10"), std::string::npos);
+  const size_t own = s.find("#line 1 \"kernels/cuda/meta_layout.h\"");
+  ASSERT_NE(own, std::string::npos);
+  EXPECT_LT(s.find("#line 1 \"ir/philox.h\""), own) << "the kernels use Philox: it must come first";
+  // philox.h includes std headers only outside NVRTC; loom's own parts none.
+  EXPECT_EQ(s.find("\n#include", own), std::string::npos) << "NVRTC has no headers to include";
+}
+
+// ------------------------------------------------------------------- plans
+
+TEST(CudaLibraryPlan, OneThreadPerElementWithBoundedGrid) {
+  Fixture small(Op::ToDevice, ScalarType::Float, dims({1000}), std::vector{dims({1000})});
+  auto l = small.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_copy_2d");
+  EXPECT_EQ(l[0].grid[0], 4u);  // ceil(1000 / 256)
+  EXPECT_EQ(l[0].block[0], 256u);
+  EXPECT_EQ(l[0].grid[1] * l[0].grid[2] * l[0].block[1] * l[0].block[2], 1u);
+  EXPECT_EQ(l[0].shared_bytes, 0u);
+  // Past 2^31 elements the grid stays bounded and the kernel loops.
+  Fixture big(Op::RandUniform, ScalarType::Float, dims({1 << 20, 1 << 13}), std::vector<Dims>{}, Attrs{}, 2);
+  l = big.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].grid[0], 8192u);
+  EXPECT_EQ(l[0].meta[ml::leaf::kNumel], int64_t(1) << 33);
+}
+
+TEST(CudaLibraryPlan, CopyMetaCarriesBuffersOffsetsAndElementSize) {
+  Fixture f(Op::ToDevice, ScalarType::Double, dims({10}), std::vector{dims({10})});
+  f.call.input_offsets[0] = 6;
+  const auto l = f.plan();
+  ASSERT_EQ(l.size(), 1u);
+  const std::vector<int64_t> want{/*dst*/ 1, 0, 10, /*src*/ 0, 6, 10, /*rows*/ 1, /*cols*/ 10, /*element size*/ 8};
+  EXPECT_EQ(l[0].meta, want);
+}
+
+TEST(CudaLibraryPlan, ConcatCopiesEachNonEmptyInputIntoItsColumns) {
+  // [2,3] ++ [2,0] ++ [2,4] along dim 1 -> [2,7]; the input at offset 5.
+  Fixture f(Op::Concat, ScalarType::Int, dims({2, 7}), std::vector{dims({2, 3}), dims({2, 0}), dims({2, 4})},
+            attrs({1}));
+  f.call.input_offsets[2] = 5;
+  const auto l = f.plan();
+  ASSERT_EQ(l.size(), 2u);
+  using namespace ml::copy2d;
+  EXPECT_EQ(l[0].meta[kSrc], 0);
+  EXPECT_EQ(l[0].meta[kDstOffset], 0);
+  EXPECT_EQ(l[0].meta[kCols], 3);
+  EXPECT_EQ(l[1].meta[kSrc], 2);
+  EXPECT_EQ(l[1].meta[kSrcOffset], 5);
+  EXPECT_EQ(l[1].meta[kDstOffset], 3);
+  EXPECT_EQ(l[1].meta[kDstRowStride], 7);
+  EXPECT_EQ(l[1].meta[kSrcRowStride], 4);
+  EXPECT_EQ(l[1].meta[kRows], 2);
+  EXPECT_EQ(l[1].meta[kElementSize], 4);
+}
+
+TEST(CudaLibraryPlan, MatMulTilesTheOutputAndBoundsGridYZ) {
+  Fixture f(Op::MatMul, ScalarType::Float, dims({3, 40, 70}), std::vector{dims({3, 40, 9}), dims({3, 9, 70})});
+  auto l = f.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_matmul_f32");
+  EXPECT_EQ(l[0].grid[0], 5u);  // ceil(70 / 16) column tiles
+  EXPECT_EQ(l[0].grid[1], 3u);  // ceil(40 / 16) row tiles
+  EXPECT_EQ(l[0].grid[2], 3u);  // batch
+  EXPECT_EQ(l[0].block[0], 16u);
+  EXPECT_EQ(l[0].block[1], 16u);
+  using namespace ml::matmul;
+  EXPECT_EQ(l[0].meta[kBatch], 3);
+  EXPECT_EQ(l[0].meta[kM], 40);
+  EXPECT_EQ(l[0].meta[kN], 70);
+  EXPECT_EQ(l[0].meta[kK], 9);
+  EXPECT_EQ(l[0].meta[kOut], 2);
+  Fixture tall(Op::MatMul, ScalarType::Long, dims({100000, 2000000, 1}),
+               std::vector{dims({100000, 2000000, 1}), dims({100000, 1, 1})});
+  l = tall.plan();
+  EXPECT_EQ(l[0].function, "loom_matmul_i64");
+  EXPECT_EQ(l[0].grid[1], 65535u);
+  EXPECT_EQ(l[0].grid[2], 65535u);
+  Fixture bad(Op::MatMul, ScalarType::Float, dims({1, 2, 2}), std::vector{dims({2, 2}), dims({2, 2})});
+  EXPECT_THROW(bad.plan(), loom::Error);
+}
+
+TEST(CudaLibraryPlan, ScatterStridedRunsOneThreadOnlyWhenTheViewOverlapsItself) {
+  struct Case {
+    Dims sizes;
+    Attrs strides_and_offset;
+    bool overlaps;
+  };
+  const Case cases[] = {
+      {dims({4, 4}), attrs({8, 1, 0}), false},    // rows of a wider matrix
+      {dims({4, 4}), attrs({1, 8, 2}), false},    // a transposed window
+      {dims({4, 4}), attrs({2, 1, 0}), true},     // rows of 4 every 2: they overlap
+      {dims({4, 4}), attrs({0, 1, 0}), true},     // expanded: every row on the same place
+      {dims({4, 1, 4}), attrs({4, 0, 1, 0}), false},  // a size-1 dim's stride does not matter
+      {dims({5}), attrs({-1, 4}), false},         // reversed
+      {dims({}), attrs({3}), false},              // one element
+  };
+  for (const Case& c : cases) {
+    Fixture f(Op::ScatterStrided, ScalarType::Float, dims({64}), std::vector{dims({64}), c.sizes}, c.strides_and_offset);
+    const auto l = f.plan();
+    ASSERT_EQ(l.size(), 2u);
+    EXPECT_EQ(l[0].function, "loom_copy_2d");  // out = base first
+    EXPECT_EQ(l[0].meta[ml::copy2d::kCols], 64);
+    EXPECT_EQ(l[1].function, "loom_scatter_strided");
+    const bool one_thread = l[1].grid[0] * l[1].block[0] == 1;
+    EXPECT_EQ(one_thread, c.overlaps) << "case with offset " << c.strides_and_offset[c.sizes.n];
+    using namespace ml::scatter_strided;
+    EXPECT_EQ(l[1].meta[kRank], c.sizes.n);
+    EXPECT_EQ(l[1].meta[kViewOffset], c.strides_and_offset[c.sizes.n]);
+    for (int d = 0; d < c.sizes.n; ++d) {
+      EXPECT_EQ(l[1].meta[kSizes + d], c.sizes[d]);
+      EXPECT_EQ(l[1].meta[kStrides + d], c.strides_and_offset[d]);
+    }
+  }
+}
+
+TEST(CudaLibraryPlan, ScatterAddCopiesThenScattersWithStridesOfEachTensor) {
+  Fixture f(Op::ScatterAdd, ScalarType::Long, dims({5, 6}), std::vector{dims({5, 6}), dims({2, 3}), dims({4, 4})},
+            attrs({1}));
+  const auto l = f.plan();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].function, "loom_copy_2d");
+  EXPECT_EQ(l[1].function, "loom_scatter_add_i64");
+  using namespace ml::gather_scatter;
+  EXPECT_EQ(l[1].meta[kRank], 2);
+  EXPECT_EQ(l[1].meta[kDim], 1);
+  EXPECT_EQ(l[1].meta[kDimSize], 6);
+  EXPECT_EQ(l[1].meta[kNumel], 6);
+  EXPECT_EQ(l[1].meta[kNode], 7);
+  EXPECT_EQ(l[1].meta[kIndexShape + 0], 2);
+  EXPECT_EQ(l[1].meta[kIndexShape + 1], 3);
+  EXPECT_EQ(l[1].meta[kXStrides + 0], 6);  // x is [5,6]
+  EXPECT_EQ(l[1].meta[kSrcStrides + 0], 4);  // src is [4,4], larger than the index
+  EXPECT_EQ(l[1].meta[kElementSize], 8);
+  // An empty index leaves only the copy.
+  Fixture empty(Op::ScatterAdd, ScalarType::Long, dims({5, 6}), std::vector{dims({5, 6}), dims({0, 3}), dims({0, 3})},
+                attrs({0}));
+  EXPECT_EQ(empty.plan().size(), 1u);
+}
+
+TEST(CudaLibraryPlan, IndexSelectViewsXAsOuterSizeInner) {
+  Fixture f(Op::IndexSelect, ScalarType::Bool, dims({2, 5, 4}), std::vector{dims({2, 3, 4}), dims({5})}, attrs({1}));
+  const auto l = f.plan();
+  ASSERT_EQ(l.size(), 1u);
+  using namespace ml::index_select;
+  EXPECT_EQ(l[0].meta[kOuter], 2);
+  EXPECT_EQ(l[0].meta[kDimSize], 3);
+  EXPECT_EQ(l[0].meta[kInner], 4);
+  EXPECT_EQ(l[0].meta[kNumIndices], 5);
+  EXPECT_EQ(l[0].meta[kElementSize], 1);
+  EXPECT_EQ(l[0].meta[kNode], 7);
+}
+
+TEST(CudaLibraryPlan, LeavesReadTheirScalarsFromScalarBegin) {
+  Fixture f(Op::Linspace, ScalarType::Double, dims({11}), std::vector<Dims>{}, Attrs{}, 2);
+  const auto l = f.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_linspace_f64");
+  // out is buffer 0 (a leaf has no inputs), 11 elements, its scalars from 3.
+  EXPECT_EQ(l[0].meta, (std::vector<int64_t>{0, 11, 3}));
+  Fixture one_scalar(Op::RandNormal, ScalarType::Float, dims({4}), std::vector<Dims>{}, Attrs{}, 1);
+  EXPECT_THROW(one_scalar.plan(), loom::Error);
+}
+
+TEST(CudaLibraryPlan, EmptyOutputsLaunchNothing) {
+  Fixture f(Op::MatMul, ScalarType::Float, dims({2, 0, 3}), std::vector{dims({2, 0, 4}), dims({2, 4, 3})});
+  EXPECT_TRUE(f.plan().empty());
+  Fixture g(Op::Concat, ScalarType::Float, dims({0, 3}), std::vector{dims({0, 3})}, attrs({0}));
+  EXPECT_TRUE(g.plan().empty());
+  // An empty output still checks a non-empty index, as the reference does.
+  Fixture sel(Op::IndexSelect, ScalarType::Float, dims({2, 0}), std::vector{dims({3, 0}), dims({2})}, attrs({0}));
+  const auto check = sel.plan();
+  ASSERT_EQ(check.size(), 1u);
+  EXPECT_EQ(check[0].function, "loom_check_index");
+  EXPECT_EQ(check[0].meta, (std::vector<int64_t>{/*index*/ 1, 0, /*count*/ 2, /*dim size*/ 3, /*node*/ 7}));
+  // K == 0 still writes zeros.
+  Fixture k0(Op::MatMul, ScalarType::Float, dims({1, 2, 3}), std::vector{dims({1, 2, 0}), dims({1, 0, 3})});
+  EXPECT_EQ(k0.plan().size(), 1u);
+}
+
+TEST(CudaLibraryPlan, OtherOpsAndBadBuffersThrowNamingTheOp) {
+  Fixture f(Op::Add, ScalarType::Float, dims({3}), std::vector{dims({3}), dims({3})});
+  try {
+    f.plan();
+    FAIL() << "expected loom::Error";
+  } catch (const loom::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add"), std::string::npos) << e.what();
+  }
+  Fixture g(Op::ToDevice, ScalarType::Float, dims({3}), std::vector{dims({3})});
+  g.call.output = 9;
+  EXPECT_THROW(g.plan(), loom::Error);
+}
+
+}  // namespace
