@@ -4,6 +4,7 @@
 
 #include "api/src/block_pool.h"
 #include "api/src/lazy.h"
+#include "runtime/cuda/context.h"
 #include "runtime/metrics.h"
 
 namespace loom::detail {
@@ -173,7 +174,11 @@ ir::Dims broadcast_shapes(const ir::Dims& a, const ir::Dims& b, const char* op, 
 
 Device resolve_device(Device d, const char* op, const SourceLoc& loc) {
   if (d.is_cpu()) return Device(kCPU, 0);
-  LOOM_CHECK(d.index() < 16, op, loc, "invalid device index ", int(d.index()), " for ", d);
+  // As in libtorch, asking for a GPU that is not there fails where it is asked.
+  LOOM_CHECK(runtime::cuda::available(), op, loc, "CUDA is not available: ", runtime::cuda::unavailable_reason());
+  const int count = runtime::cuda::device_count();
+  LOOM_CHECK(d.index() < count, op, loc, "invalid device index ", int(d.index()), " for ", d, " (", count,
+             " CUDA device", count == 1 ? "" : "s", ")");
   return d.has_index() ? d : Device(d.type(), 0);
 }
 

@@ -74,6 +74,7 @@ class Tensor {
   // ---- conversion and copies
   Tensor to(ScalarType t, LOOM_LOC) const;
   Tensor to(Device d, LOOM_LOC) const;
+  Tensor to(DeviceType d, LOOM_LOC) const { return to(Device(d), loc); }  // t.to(kCUDA), as in libtorch
   Tensor to(Device d, ScalarType t, LOOM_LOC) const;
   Tensor to(const TensorOptions& o, LOOM_LOC) const;
   Tensor cpu(LOOM_LOC) const { return to(Device(kCPU), loc); }

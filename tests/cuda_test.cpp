@@ -1,0 +1,128 @@
+// What only the GPU has: transfers, the caching allocator, out-of-memory
+// recovery, CUDA-graph replay and the error path of a kernel. The op suite
+// and the differential test run on the GPU through their "cuda" instances;
+// every test here skips, saying why, on a machine without one.
+#include <thread>
+
+#include "test_util.h"
+
+namespace {
+
+using loom::Tensor;
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
+  }
+};
+
+TEST(CudaAvailability, ReportsAReasonOrADevice) {
+  if (loom::cuda::is_available()) {
+    EXPECT_GT(loom::cuda::device_count(), 0);
+    EXPECT_TRUE(loom::cuda::unavailable_reason().empty());
+    EXPECT_FALSE(loom::cuda::device_name().empty());
+  } else {
+    EXPECT_EQ(loom::cuda::device_count(), 0);
+    EXPECT_FALSE(loom::cuda::unavailable_reason().empty());
+    // Asking for a missing GPU fails where it is asked, as in libtorch.
+    EXPECT_LOOM_ERROR(loom::ones({2}, loom::kCUDA), "ones", "CUDA is not available");
+    EXPECT_LOOM_ERROR(loom::tensor({1.f, 2.f}).to(loom::kCUDA), "to", "CUDA is not available");
+  }
+}
+
+TEST_F(CudaTest, RoundTripKeepsValuesAndDtypes) {
+  Tensor h = loom::arange(12, loom::kDouble).reshape({3, 4}).t();  // a strided view
+  Tensor d = h.to(loom::kCUDA);
+  EXPECT_TRUE(d.is_cuda());
+  EXPECT_EQ(d.to_vector<double>(), h.to_vector<double>());
+  Tensor back = (d * 2).to(loom::kCPU);
+  EXPECT_TRUE(back.device().is_cpu());
+  EXPECT_TRUE(loom_test::all_close(back, {0, 8, 16, 2, 10, 18, 4, 12, 20, 6, 14, 22}));
+  Tensor flags = loom::tensor({true, false, true}).to(loom::kCUDA);
+  EXPECT_EQ(loom::logical_not(flags).to_vector<bool>(), (std::vector<bool>{false, true, false}));
+}
+
+TEST_F(CudaTest, ItemReadsOneElementAfterQueuedWork) {
+  Tensor x = loom::arange(1 << 20, loom::TensorOptions(loom::kFloat).device(loom::kCUDA));
+  Tensor y = x * 3 + 1;
+  loom::sync();  // queued on the stream
+  EXPECT_EQ(y.select(0, 1000).item<float>(), 3001.f);
+  EXPECT_EQ(y.sum().item<double>(), 3.0 * (double(1 << 20) * ((1 << 20) - 1) / 2) + (1 << 20));
+}
+
+TEST_F(CudaTest, ReplaysAsOneCudaGraphAndAllocatesFromTheCache) {
+  Tensor x = loom::randn({256, 256}, loom::kCUDA);
+  loom::sync();
+  loom::reset_metrics();
+  loom::cuda::MemoryStats after_first;
+  for (int i = 0; i < 10; ++i) {
+    Tensor y = loom::softmax(x * (i + 1), -1).sum();
+    EXPECT_NEAR(y.item<float>(), 256.f, 1e-2);
+    if (i == 0) after_first = loom::cuda::memory_stats();
+  }
+  const loom::Metrics m = loom::metrics();
+  EXPECT_EQ(m.cache_misses, 1);
+  EXPECT_EQ(m.cache_hits, 9);
+  EXPECT_EQ(m.cuda_graph_launches, 9);  // runs 2..10: the first launches directly
+  const loom::cuda::MemoryStats after = loom::cuda::memory_stats();
+  EXPECT_GT(after.allocations, after_first.allocations);
+  EXPECT_EQ(after.driver_allocations, after_first.driver_allocations) << "replays must allocate from the cache";
+}
+
+TEST_F(CudaTest, OutOfMemoryIsAClearErrorAndLeavesTensorsIntact) {
+  Tensor keep = loom::arange(1000, loom::TensorOptions(loom::kFloat).device(loom::kCUDA)) * 2;
+  loom::sync();
+  const std::string msg = loom_test::error_of([] {
+    Tensor huge = loom::empty({int64_t{1} << 40}, loom::TensorOptions(loom::kFloat).device(loom::kCUDA));
+    loom::sync();
+  });
+  EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+  EXPECT_GE(loom::cuda::memory_stats().oom_retries, 1);
+  EXPECT_EQ(keep.select(0, 999).item<float>(), 1998.f);
+  EXPECT_EQ((keep + 1).select(0, 10).item<float>(), 21.f);
+}
+
+TEST_F(CudaTest, BadIndexNamesTheOpAndLeavesTheGpuUsable) {
+  Tensor x = loom::randn({4, 3}, loom::kCUDA);
+  Tensor idx = loom::tensor({0, 7, 1}).to(loom::kCUDA);
+  const std::string msg = loom_test::error_of([&] { x.index_select(0, idx).sum().item<float>(); });
+  EXPECT_NE(msg.find("index_select"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("index 7 is out of bounds for dimension of size 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cuda_test.cpp"), std::string::npos) << msg;
+  EXPECT_EQ((x * 0 + 1).sum().item<float>(), 12.f);
+}
+
+TEST_F(CudaTest, IntegerDivisionByZeroIsReported) {
+  Tensor a = loom::tensor({5, 6}).to(loom::kCUDA);
+  Tensor b = loom::tensor({2, 0}).to(loom::kCUDA);
+  const std::string msg = loom_test::error_of([&] { loom::remainder(a, b).to_vector<int64_t>(); });
+  EXPECT_NE(msg.find("ZeroDivisionError"), std::string::npos) << msg;
+}
+
+TEST_F(CudaTest, InPlaceUpdatesWriteIntoTheSameDeviceBuffer) {
+  Tensor w = loom::ones({1024}, loom::kCUDA);
+  loom::sync();
+  const float* before = w.data_ptr<float>();
+  for (int i = 0; i < 5; ++i) {
+    w.mul_(2).add_(1);
+    loom::sync();
+  }
+  EXPECT_EQ(w.data_ptr<float>(), before);
+  EXPECT_EQ(w.select(0, 3).item<float>(), 63.f);  // 1 -> 3 -> 7 -> 15 -> 31 -> 63
+}
+
+TEST_F(CudaTest, ThreadsShareTheGpu) {
+  std::vector<std::thread> threads;
+  std::vector<float> got(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([t, &got] {
+      Tensor x = loom::full({1000}, float(t), loom::TensorOptions().device(loom::kCUDA));
+      for (int i = 0; i < 20; ++i) x = x + 1;
+      got[t] = x.sum().item<float>();
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t) EXPECT_EQ(got[t], 1000.f * (t + 20));
+}
+
+}  // namespace
