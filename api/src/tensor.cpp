@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "api/src/autograd/hooks.h"
 #include "api/src/lazy.h"
 #include "api/src/record.h"
 
@@ -151,7 +152,9 @@ LOOM_INSTANTIATE(double)
 Tensor Tensor::to(ScalarType t, SourceLoc loc) const {
   impl_of(*this, "to", loc);
   if (t == dtype()) return *this;
-  return detail::wrap(detail::read_as(*this, t, loc));
+  Tensor out = detail::wrap(detail::read_as(*this, t, loc));
+  detail::grad::on_copy("ToCopyBackward0", *this, out, loc);
+  return out;
 }
 
 Tensor Tensor::to(Device d, SourceLoc loc) const {
@@ -164,7 +167,9 @@ Tensor Tensor::to(Device d, SourceLoc loc) const {
   detail::materialize(src.impl()->storage);
   auto n = detail::new_node(ir::Op::ToDevice, dtype(), d, src.impl()->view.sizes,
                             {src.impl()->storage->node()}, loc);
-  return detail::wrap(std::move(n));
+  Tensor out = detail::wrap(std::move(n));
+  detail::grad::on_copy("ToCopyBackward0", *this, out, loc);
+  return out;
 }
 
 Tensor Tensor::to(Device d, ScalarType t, SourceLoc loc) const { return to(d, loc).to(t, loc); }
@@ -177,7 +182,9 @@ Tensor Tensor::to(const TensorOptions& o, SourceLoc loc) const {
 
 Tensor Tensor::clone(SourceLoc loc) const {
   impl_of(*this, "clone", loc);
-  return detail::wrap(detail::copy_node(detail::read(*this, loc), loc));
+  Tensor out = detail::wrap(detail::copy_node(detail::read(*this, loc), loc));
+  detail::grad::on_copy("CloneBackward0", *this, out, loc);
+  return out;
 }
 
 Tensor Tensor::contiguous(SourceLoc loc) const {
@@ -186,8 +193,10 @@ Tensor Tensor::contiguous(SourceLoc loc) const {
 }
 
 Tensor Tensor::detach() const {
-  auto im = std::make_shared<detail::TensorImpl>(impl_of(*this, "detach", SourceLoc::current()));
-  im->requires_grad = false;
+  const auto& self = impl_of(*this, "detach", SourceLoc::current());
+  auto im = std::make_shared<detail::TensorImpl>();
+  im->storage = self.storage;  // shares the data and its version counter, not the history
+  im->view = self.view;
   return Tensor(std::move(im));
 }
 

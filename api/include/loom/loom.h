@@ -1,6 +1,7 @@
 // The one header a user includes.
 #pragma once
 #include <loom/array_ref.h>
+#include <loom/autograd.h>
 #include <loom/device.h>
 #include <loom/dtype.h>
 #include <loom/error.h>
