@@ -32,10 +32,14 @@ class CpuExecutable final : public Executable {
   std::mutex arena_mu_;
   std::vector<BufferPtr> arenas_;  // free arenas: one per concurrent run at most
   std::vector<std::pair<uint32_t, uint32_t>> in_place_ok_;  // (output buffer, input buffer)
-  // A run that can fail on bad data (an index out of range, an integer
-  // division by zero) never writes into donated buffers: a failure must
-  // leave every existing tensor as it was.
-  bool can_fail_ = false;
+  // Per buffer, the step that writes it (kNoStep: none, kTwoWriters: more than one).
+  static constexpr size_t kNoStep = ~size_t{0}, kTwoWriters = ~size_t{0} - 1;
+  std::vector<size_t> writer_;
+  // The last step that can fail on bad data (an index out of range, an
+  // integer division by zero), -1 if none: only outputs written after it
+  // may go into donated buffers, so that a failed run leaves every existing
+  // tensor as it was.
+  int64_t last_failing_step_ = -1;
 };
 
 }  // namespace loom::runtime::cpu
