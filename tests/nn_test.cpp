@@ -52,6 +52,12 @@ TEST_P(NnTest, ModuleBookkeeping) {
   EXPECT_NE(os.str().find("(fc1): Linear(in_features=4, out_features=8, bias=true)"), std::string::npos) << os.str();
   EXPECT_NE(os.str().find("(1): Linear(in_features=8, out_features=3, bias=false)"), std::string::npos) << os.str();
   EXPECT_LOOM_ERROR(net->register_parameter("scale", loom::ones({1})), "register_parameter", "already registered");
+  // Tied weights: one tensor registered in two places is one parameter.
+  auto tied = std::make_shared<nn::Module>();
+  nn::Linear a(3, 3);
+  tied->register_module("a", a);
+  tied->register_parameter("head", a->weight);
+  EXPECT_EQ(tied->named_parameters().keys(), (std::vector<std::string>{"head", "a.bias"}));
   // to(kDouble) converts in place: tensors held elsewhere (an optimizer) follow.
   Tensor w = net->fc1->weight;
   net->to(loom::kDouble);

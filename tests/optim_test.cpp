@@ -180,6 +180,8 @@ TEST_P(OptimTest, ZeroGradAndDeferredSync) {
   opt.zero_grad();
   EXPECT_FALSE(a.grad().defined());
   Tensor derived = a * 2;
+  std::string twice = loom_test::error_of([&] { loom::optim::SGD bad({a, b, a}, 0.1); });
+  EXPECT_NE(twice.find("appears in more than one parameter group"), std::string::npos) << twice;
   std::string msg = loom_test::error_of([&] { loom::optim::SGD bad({derived}, 0.1); });
   EXPECT_NE(msg.find("can't optimize a non-leaf tensor"), std::string::npos) << msg;
 }

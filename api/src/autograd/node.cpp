@@ -204,19 +204,25 @@ autograd::variable_list AccumulateGrad::apply(autograd::variable_list&& grads) {
 Tensor fit_gradient(const Tensor& grad, const autograd::GradInfo& want, const autograd::Node& from) {
   Tensor g = grad;
   if (!(g.sizes() == want.shape())) {
+    int64_t want_numel = 1;
+    for (int64_t s : want.shape()) want_numel *= s;
     const int64_t lead = g.dim() - want.dim;
-    std::vector<int64_t> dims;
-    bool ok = lead >= 0;
-    for (int64_t d = 0; ok && d < lead; ++d) dims.push_back(d);
-    for (int64_t d = 0; ok && d < want.dim; ++d) {
-      const int64_t have = g.size(lead + d);
-      if (want.sizes[d] == 1 && have != 1) dims.push_back(lead + d);
-      else if (want.sizes[d] != have) ok = false;
+    if (lead < 0 && g.numel() == want_numel) {
+      g = g.reshape(want.shape());  // only size-1 dims differ: the same elements
+    } else {
+      std::vector<int64_t> dims;
+      bool ok = lead >= 0;
+      for (int64_t d = 0; ok && d < lead; ++d) dims.push_back(d);
+      for (int64_t d = 0; ok && d < want.dim; ++d) {
+        const int64_t have = g.size(lead + d);
+        if (want.sizes[d] == 1 && have != 1) dims.push_back(lead + d);
+        else if (want.sizes[d] != have) ok = false;
+      }
+      LOOM_CHECK(ok, "backward", from.where(), "internal error: ", from.name(), " returned a gradient of shape ",
+                 g.sizes(), " for an input of shape ", want.shape());
+      if (!dims.empty()) g = g.sum(dims, true);
+      g = g.reshape(want.shape());
     }
-    LOOM_CHECK(ok, "backward", from.where(), "internal error: ", from.name(), " returned a gradient of shape ",
-               g.sizes(), " for an input of shape ", want.shape());
-    if (!dims.empty()) g = g.sum(dims, true);
-    g = g.reshape(want.shape());
   }
   if (g.dtype() != want.dtype) g = g.to(want.dtype);
   if (g.device() != want.device) g = g.to(want.device);

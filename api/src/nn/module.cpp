@@ -76,8 +76,15 @@ void Module::add_child(std::string name, std::shared_ptr<Module> child, const So
 
 void Module::collect(const std::string& prefix, bool recurse, bool buffers,
                      OrderedDict<std::string, Tensor>& out) const {
+  // A tensor shared by two modules (tied weights) is listed once, under its
+  // first name, as PyTorch does: an optimizer must not update it twice.
+  auto listed = [&out](const Tensor& t) {
+    for (const auto& item : out)
+      if (item.value().is_same(t)) return true;
+    return false;
+  };
   for (const auto& item : buffers ? buffers_ : parameters_)
-    if (item.value().defined()) out.insert(prefix + item.key(), item.value());
+    if (item.value().defined() && !listed(item.value())) out.insert(prefix + item.key(), item.value());
   if (!recurse) return;
   for (const auto& child : children_) child.value()->collect(prefix + child.key() + ".", true, buffers, out);
 }

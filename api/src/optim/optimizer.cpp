@@ -21,7 +21,9 @@ void Optimizer::adopt(OptimizerParamGroup& group) {
     LOOM_CHECK(p.is_leaf(), "optimizer", loc, "can't optimize a non-leaf tensor (", detail::describe(p),
                ", made by ", p.grad_fn()->name(), "); optimize the leaf it was computed from");
     auto& slot = state_[p.impl().get()];
-    if (!slot) slot = make_state(p, group.options());
+    LOOM_CHECK(!slot, "optimizer", loc, "a parameter (", detail::describe(p),
+               ") appears in more than one parameter group (or twice in one)");
+    slot = make_state(p, group.options());
   }
 }
 
