@@ -23,8 +23,25 @@ V bmm_b(const OpGrad& n, const Tensor& g) {
   return {n.needs(0) ? g.bmm(n.saved(1).transpose(1, 2)) : Tensor(),
           n.needs(1) ? n.saved(0).transpose(1, 2).bmm(g) : Tensor()};
 }
+// A gradient is computed in its operand's layout, as PyTorch's
+// mm_mat1/mat2_backward: for a transposed operand (a linear layer's
+// weight.t()) the transposed product is computed, so the weight's gradient
+// comes out [out, in], contiguous, and .grad() adopts it without a copy.
+bool transposed(const Tensor& m) {
+  return m.dim() == 2 && m.size(0) > 1 && m.size(1) > 1 && m.stride(0) == 1 && m.stride(1) == m.size(0);
+}
+// node.sizes: whether m1 and m2 were transposed views.
+Tensor grad_mat1(const OpGrad& n, const Tensor& g) {
+  Tensor m2 = n.saved(1);
+  return n.sizes[0] ? m2.mm(g.t()).t() : g.mm(m2.t());
+}
+Tensor grad_mat2(const OpGrad& n, const Tensor& g) {
+  Tensor m1 = n.saved(0);
+  return n.sizes[1] ? g.t().mm(m1).t() : m1.t().mm(g);
+}
+
 V mm_b(const OpGrad& n, const Tensor& g) {
-  return {n.needs(0) ? g.mm(n.saved(1).t()) : Tensor(), n.needs(1) ? n.saved(0).t().mm(g) : Tensor()};
+  return {n.needs(0) ? grad_mat1(n, g) : Tensor(), n.needs(1) ? grad_mat2(n, g) : Tensor()};
 }
 // beta * self + alpha * m1 @ m2; scalar: alpha, ints[0]: beta as bits.
 V addmm_b(const OpGrad& n, const Tensor& g) {
@@ -32,8 +49,8 @@ V addmm_b(const OpGrad& n, const Tensor& g) {
   const double beta = std::bit_cast<double>(n.ints[0]);
   Tensor gs;
   if (n.needs(0) && beta != 0) gs = beta == 1 ? g : g * beta;
-  return {gs, n.needs(1) ? scaled(g.mm(n.saved(1).t()), alpha) : Tensor(),
-          n.needs(2) ? scaled(n.saved(0).t().mm(g), alpha) : Tensor()};
+  return {gs, n.needs(1) ? scaled(grad_mat1(n, g), alpha) : Tensor(),
+          n.needs(2) ? scaled(grad_mat2(n, g), alpha) : Tensor()};
 }
 
 Tensor run_without_grad(Forward fwd) {
@@ -50,12 +67,17 @@ void bmm(const Tensor& a, const Tensor& b, const Tensor& out, const SourceLoc& l
   }
 }
 
+// Saved: the operand each gradient needs (m1 for m2's, m2 for m1's), and
+// each operand's layout (which form its own gradient takes).
+void save_operands(OpGrad& n, const Tensor& m1, const Tensor& m2) {
+  n.save(needs_grad(m2) ? m1 : Tensor());
+  n.save(needs_grad(m1) ? m2 : Tensor());
+  n.sizes = {transposed(m1), transposed(m2)};
+}
+
 Tensor mm(const Tensor& a, const Tensor& b, Forward fwd, const SourceLoc& loc) {
   Tensor out = run_without_grad(fwd);
-  if (auto n = attach("MmBackward0", mm_b, {&a, &b}, out, loc)) {
-    n->save(needs_grad(b) ? a : Tensor());
-    n->save(needs_grad(a) ? b : Tensor());
-  }
+  if (auto n = attach("MmBackward0", mm_b, {&a, &b}, out, loc)) save_operands(*n, a, b);
   return out;
 }
 
@@ -63,8 +85,7 @@ Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scala
              Forward fwd, const SourceLoc& loc) {
   Tensor out = run_without_grad(fwd);
   if (auto n = attach("AddmmBackward0", addmm_b, {&self, &m1, &m2}, out, loc)) {
-    n->save(needs_grad(m2) ? m1 : Tensor());
-    n->save(needs_grad(m1) ? m2 : Tensor());
+    save_operands(*n, m1, m2);
     n->scalar = alpha;
     n->ints.push_back(std::bit_cast<int64_t>(beta.toDouble()));
   }
