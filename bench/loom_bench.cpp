@@ -14,11 +14,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -180,6 +183,102 @@ void w5(const std::string& peer) {
   row_ms("W5 control-step 64", peer, t);
 }
 
+// ---------------------------------------------------------------- W4, C1, C2: a training step
+
+namespace F = loom::nn::functional;
+
+// W4's model, data and optimizer, made and materialized (the optimizer's
+// constructor syncs): what is left to time is the step itself.
+struct W4 {
+  static constexpr int64_t kBatch = 256;
+  loom::nn::Sequential model{nullptr};
+  loom::Tensor x, y;
+  std::unique_ptr<loom::optim::SGD> opt;
+  W4() {
+    loom::manual_seed(0);
+    model = loom::nn::Sequential(loom::nn::Linear(784, 1024), loom::nn::ReLU(), loom::nn::Linear(1024, 1024),
+                                 loom::nn::ReLU(), loom::nn::Linear(1024, 10));
+    if (!g_dev.is_cpu()) model->to(g_dev);
+    x = loom::randn({kBatch, 784}, loom::TensorOptions().device(g_dev));
+    y = loom::randint(0, 10, {kBatch}, loom::TensorOptions(loom::kLong).device(g_dev));
+    opt = std::make_unique<loom::optim::SGD>(model->parameters(), loom::optim::SGDOptions(0.01).momentum(0.9));
+  }
+  // As peers.py's step: zero_grad, forward, cross-entropy, backward, step
+  // (which syncs: the whole step is one graph).
+  void step() {
+    opt->zero_grad();
+    loom::Tensor loss = F::cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt->step();
+  }
+  static double flops() { return 3.0 * 2 * kBatch * (784 * 1024 + 1024 * 1024 + 1024 * 10); }
+};
+
+void w4(const std::string& peer) {
+  W4 w;
+  Repeats r;
+  r.warmup = 2;
+  r.min_reps = 10;
+  r.min_s = 1.0;
+  // Host time per step: wall time minus the time inside Executable::run.
+  std::vector<double> host_us, step_us;
+  double t = median_time(
+      [&] {
+        const int64_t exec0 = loom::metrics().execute_ns;
+        const auto t0 = Clock::now();
+        w.step();
+        const double s = seconds_since(t0);
+        host_us.push_back(s * 1e6 - (loom::metrics().execute_ns - exec0) / 1e3);
+        step_us.push_back(s * 1e6);
+      },
+      r);
+  row_ms("W4 mlp-train-step b256", peer, t, "GFLOP/s", W4::flops() / t / 1e9);
+  host_us.erase(host_us.begin(), host_us.begin() + r.warmup);  // the first step compiled
+  row_value("W4 host-per-step", "us", median(host_us));
+  row_value("W4 host-share", "pct", 100.0 * median(host_us) / (t * 1e6));
+}
+
+// C1 / C2: the first W4 step of a new process (this binary, run again with
+// --first-step), whose LOOM_CACHE_DIR is empty (C1) or was filled by such
+// a run (C2). The child makes the model and data first (and compiles their
+// small init graph, outside the clock), then times one step.
+std::string g_self;  // this executable
+
+int first_step_child() {
+  W4 w;
+  const auto t0 = Clock::now();
+  w.step();
+  std::printf("first_step_ms=%.3f\n", seconds_since(t0) * 1e3);
+  return 0;
+}
+
+double first_step_in_new_process(const std::string& cache_dir, const std::string& backend) {
+  const std::string cmd = "LOOM_CACHE_DIR='" + cache_dir + "' '" + g_self + "' --first-step --backend " + backend;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw loom::Error("cannot start " + g_self);
+  char line[256];
+  double ms = -1;
+  while (std::fgets(line, sizeof line, p))
+    if (std::sscanf(line, "first_step_ms=%lf", &ms) == 1) break;
+  if (pclose(p) != 0 || ms < 0) throw loom::Error("the first-step child process failed: " + cmd);
+  return ms;
+}
+
+std::string g_cache_dir;  // one fresh folder per loom-bench run, shared by C1 and C2
+
+void c_rows(const std::string& peer, bool warm) {
+  const std::string backend = peer.substr(5);
+  if (g_cache_dir.empty()) {
+    char tmpl[] = "/tmp/loom-bench-cache-XXXXXX";
+    if (!mkdtemp(tmpl)) throw loom::Error("cannot make a temporary cache folder");
+    g_cache_dir = tmpl;
+  }
+  if (warm) first_step_in_new_process(g_cache_dir, backend);  // make sure it is filled
+  else std::system(("rm -rf '" + g_cache_dir + "' && mkdir -p '" + g_cache_dir + "'").c_str());
+  const double ms = first_step_in_new_process(g_cache_dir, backend);
+  row_ms(warm ? "C2 first-step-warm-cache" : "C1 first-step-cold-cache", peer, ms / 1e3);
+}
+
 // ---------------------------------------------------------------- O rows
 
 constexpr int kChain = 1000;
@@ -265,6 +364,12 @@ std::vector<std::string> split_commas(const std::string& s) {
 int main(int argc, char** argv) {
   std::string only, device = "cpu", backend;
   bool print_metrics = false;
+  bool first_step = false;
+  {
+    char path[4096];
+    const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+    g_self = n > 0 ? std::string(path, static_cast<size_t>(n)) : argv[0];
+  }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> const char* {
@@ -274,10 +379,12 @@ int main(int argc, char** argv) {
     };
     if (a == "-h" || a == "--help") {
       std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics]\n"
-                  "workloads: W0 W1 W2 W3 W5 O1 O2 O3 (see bench/README.md)\n");
+                  "workloads: W0 W1 W2 W3 W4 W5 O1 O2 O3 C1 C2 (see bench/README.md)\n");
       return 0;
     } else if (a == "--metrics") {
       print_metrics = true;
+    } else if (a == "--first-step") {
+      first_step = true;  // internal: the child process of C1 / C2
     } else if (const char* v = value("--only")) {
       only = v;
     } else if (const char* v = value("--device")) {
@@ -294,6 +401,11 @@ int main(int argc, char** argv) {
     return usage_error("unknown backend '" + backend + "' (expected reference, llvm or cuda)");
   g_device = device;
   const std::string peer = "loom-" + backend;
+  if (first_step) {
+    if (device == "cuda") g_dev = loom::Device(loom::kCUDA, 0);
+    else loom::set_backend(backend);
+    return first_step_child();
+  }
 
   // The O rows run first, while the process's allocator and caches have not
   // yet been churned by the 256 MiB buffers of W0-W3.
@@ -305,11 +417,11 @@ int main(int argc, char** argv) {
       {"W1", "W1 pointwise-chain 16M f32", w1},
       {"W2", "W2 softmax 8192x4096 f32", w2},
       {"W3", "W3 layernorm 8192x4096 f32", w3},
-      {"W4", "W4 mlp-train-step b256", nullptr},
+      {"W4", "W4 mlp-train-step b256", w4},
       {"W5", "W5 control-step 64", w5},
       {"W6", "W6 matmul 4096 f32", nullptr},
-      {"C1", "C1 first-step-cold-cache", nullptr},
-      {"C2", "C2 first-step-warm-cache", nullptr},
+      {"C1", "C1 first-step-cold-cache", [](const std::string& p) { c_rows(p, false); }},
+      {"C2", "C2 first-step-warm-cache", [](const std::string& p) { c_rows(p, true); }},
   };
   std::set<std::string> wanted;
   for (const std::string& id : split_commas(only)) {

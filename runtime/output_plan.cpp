@@ -4,24 +4,46 @@
 
 namespace loom::runtime {
 
-OutputPlan::OutputPlan(const ir::KernelProgram& program) : program_(program) {
-  for (const ir::LibraryCall& c : program_.library_calls)
-    can_fail_ = can_fail_ || c.op == ir::Op::IndexSelect || c.op == ir::Op::Gather || c.op == ir::Op::ScatterAdd;
-  for (const ir::Kernel& k : program_.kernels)
-    for (const ir::Expr& e : k.exprs)
-      can_fail_ = can_fail_ || (e.kind == ir::ExprKind::Op && (e.op == ir::Op::Fmod || e.op == ir::Op::Remainder) &&
-                                !is_floating_point(e.dtype));
+OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_failure)
+    : program_(program), library_stops_on_failure_(library_stops_on_failure) {
+  const auto& steps = program_.steps;
+  writer_.assign(program_.buffers.size(), kNoStep);
+  for (size_t s = 0; s < steps.size(); ++s) {
+    bool fails = false;
+    auto wrote = [&](uint32_t b) { writer_[b] = writer_[b] == kNoStep ? s : kTwoWriters; };
+    if (steps[s].kind == ir::Step::Library) {
+      const ir::LibraryCall& c = program_.library_calls[steps[s].index];
+      fails = c.op == ir::Op::IndexSelect || c.op == ir::Op::Gather || c.op == ir::Op::ScatterAdd;
+      wrote(c.output);
+    } else {
+      const ir::Kernel& k = program_.kernels[steps[s].index];
+      for (const ir::Expr& e : k.exprs)
+        fails = fails || (e.kind == ir::ExprKind::Op && (e.op == ir::Op::Fmod || e.op == ir::Op::Remainder) &&
+                          !is_floating_point(e.dtype));
+      std::vector<uint32_t> stored;
+      for (const ir::Phase& ph : k.phases)
+        for (auto [a, e] : ph.stores) stored.push_back(k.accesses[a].buffer);
+      std::sort(stored.begin(), stored.end());
+      stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
+      for (uint32_t b : stored) wrote(b);
+    }
+    if (fails) last_failing_step_ = static_cast<int64_t>(s);
+  }
   for (uint32_t o = 0; o < program_.buffers.size(); ++o)
     if (program_.buffers[o].kind == ir::BufferKind::Output)
       for (uint32_t i = 0; i < program_.buffers.size(); ++i)
         if (program_.buffers[i].kind == ir::BufferKind::Input && can_write_in_place(o, i)) in_place_ok_.push_back({o, i});
 }
 
-// Safe when nothing but the kernel that writes `out` reads `in`, and it
-// reads each element exactly where it writes it (x.add_(1), an optimizer
-// update); or when a scatter updates its own base.
+// Safe when no step after the one that writes `out` reads `in`, and that
+// step reads each element of `in` exactly where it writes it (x.add_(1), an
+// optimizer update; the forward pass read the parameter in an earlier
+// step); or when a scatter updates its own base.
 bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
-  for (const ir::Step& step : program_.steps) {
+  const size_t writer = writer_[out];
+  if (writer == kNoStep || writer == kTwoWriters) return false;
+  for (size_t s = writer; s < program_.steps.size(); ++s) {
+    const ir::Step& step = program_.steps[s];
     if (step.kind == ir::Step::Library) {
       const ir::LibraryCall& c = program_.library_calls[step.index];
       for (size_t j = 0; j < c.inputs.size(); ++j) {
@@ -33,9 +55,10 @@ bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
     }
     const ir::Kernel& k = program_.kernels[step.index];
     const ir::Access* store = nullptr;
-    for (const ir::Phase& ph : k.phases)
-      for (auto [a, e] : ph.stores)
-        if (k.accesses[a].buffer == out && !ph.per_row) store = &k.accesses[a];
+    if (s == writer)
+      for (const ir::Phase& ph : k.phases)
+        for (auto [a, e] : ph.stores)
+          if (k.accesses[a].buffer == out && !ph.per_row) store = &k.accesses[a];
     for (const ir::Access& a : k.accesses) {
       if (a.buffer != in) continue;
       if (!store || a.offset != store->offset || !(a.strides == store->strides)) return false;
@@ -46,7 +69,12 @@ bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
 
 BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args) const {
   const ir::BufferInfo& info = program_.buffers[b];
-  if (can_fail_ || info.index >= args.targets.size() || !args.targets[info.index]) return nullptr;
+  const size_t writer = writer_[b];
+  if (writer == kNoStep || writer == kTwoWriters) return nullptr;
+  if (static_cast<int64_t>(writer) <= last_failing_step_) return nullptr;
+  if (!library_stops_on_failure_ && last_failing_step_ >= 0 && program_.steps[writer].kind == ir::Step::Library)
+    return nullptr;
+  if (info.index >= args.targets.size() || !args.targets[info.index]) return nullptr;
   const BufferPtr& t = args.targets[info.index];
   if (t->bytes() != static_cast<size_t>(info.numel) * element_size(info.dtype)) return nullptr;
   for (uint32_t i = 0; i < program_.buffers.size(); ++i) {

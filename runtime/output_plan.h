@@ -13,15 +13,21 @@ namespace loom::runtime {
 
 class OutputPlan {
  public:
-  explicit OutputPlan(const ir::KernelProgram& program);
+  // `library_stops_on_failure`: whether a library step after a failing step
+  // is sure not to run. True on the CPU (a failure throws before the next
+  // step); on a GPU generated kernels skip their work once an earlier one
+  // failed, but library kernels do not check, so their outputs are never
+  // donated after a step that can fail.
+  OutputPlan(const ir::KernelProgram& program, bool library_stops_on_failure);
 
   // Whether a run can fail on bad data (an index out of range, an integer
-  // division by zero). Such a program never writes into donated buffers: a
-  // failure must leave every existing tensor as it was.
-  bool can_fail() const { return can_fail_; }
+  // division by zero).
+  bool can_fail() const { return last_failing_step_ >= 0; }
 
   // The caller's buffer for output buffer `b` (RunArgs::targets), if the
-  // program may write it directly without changing any value it reads.
+  // program may write it directly without changing any value it reads, and
+  // a failed run could not have written it (it is written after every step
+  // that can fail: a failure leaves every existing tensor as it was).
   BufferPtr donated(uint32_t b, const RunArgs& args) const;
 
   // One buffer per graph output from the output buffers `owned` (indexed by
@@ -32,8 +38,12 @@ class OutputPlan {
   bool can_write_in_place(uint32_t out, uint32_t in) const;
 
   const ir::KernelProgram& program_;
-  bool can_fail_ = false;
+  bool library_stops_on_failure_;
   std::vector<std::pair<uint32_t, uint32_t>> in_place_ok_;  // (output buffer, input buffer)
+  // Per buffer, the step that writes it (kNoStep: none, kTwoWriters: more than one).
+  static constexpr size_t kNoStep = ~size_t{0}, kTwoWriters = ~size_t{0} - 1;
+  std::vector<size_t> writer_;
+  int64_t last_failing_step_ = -1;  // the last step that can fail on bad data, -1 if none
 };
 
 }  // namespace loom::runtime

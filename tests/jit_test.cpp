@@ -84,4 +84,39 @@ TEST_F(JitTest, AnInPlaceUpdateThatReadsOtherElementsIsNotDonated) {
   EXPECT_EQ(shifted.to_vector<float>(), (std::vector<float>{0, 1, 2, 3, 4, 5, 6}));
 }
 
+// A training step reads a parameter early (the forward matrix product) and
+// updates it last: the update still goes into the parameter's own buffer.
+TEST_F(JitTest, AParameterReadByAnEarlierStepIsUpdatedInItsOwnBuffer) {
+  auto w = loom::randn({64, 64});
+  auto x = loom::randn({8, 64});
+  loom::sync();
+  const float* buffer = w.data_ptr<float>();
+  auto step = [&] {
+    {
+      auto y = loom::matmul(x, w);               // a library step reads w
+      auto g = loom::matmul(x.t(), y).index_select(0, loom::arange(64));  // a step that could fail
+      w.sub_(g * 0.01);                          // the last kernel writes w
+    }
+    w.data_ptr<float>();
+  };
+  step();  // compile
+  const int64_t bytes = loom::metrics().bytes_allocated;
+  step();
+  EXPECT_EQ(w.data_ptr<float>(), buffer);
+  EXPECT_EQ(loom::metrics().bytes_allocated, bytes);  // w's new value needed no buffer of its own
+}
+
+// A run that fails after nothing was written leaves the donated buffer as
+// it was: the update runs again, from the old value, on the next read.
+TEST_F(JitTest, AFailedRunLeavesADonatedBufferUntouched) {
+  auto w = loom::arange(16, loom::kFloat).reshape({4, 4}).clone();
+  w.data_ptr<float>();
+  auto picked = w.index_select(0, loom::tensor({0, 9}, loom::kLong));  // 9 is out of range: fails when run
+  w.mul_(0.5);
+  EXPECT_THROW(picked.sum().item<float>(), loom::Error);
+  std::vector<float> want;
+  for (int i = 0; i < 16; ++i) want.push_back(0.5f * i);
+  EXPECT_EQ(w.to_vector<float>(), want);
+}
+
 }  // namespace

@@ -7,12 +7,14 @@
 #include <mutex>
 
 #include "api/src/lazy.h"
+#include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
 
 namespace loom {
 
 using detail::new_node;
 using detail::wrap;
+namespace grad = detail::grad;
 
 namespace {
 
@@ -77,17 +79,25 @@ void manual_seed(uint64_t seed) {
 Tensor full(IntArrayRef sizes, const Scalar& value, const TensorOptions& o, SourceLoc loc) {
   // Without a dtype, full() infers it from the value, as torch.full does.
   ScalarType dt = o.has_dtype() ? o.dtype() : value.isBoolean() ? kBool : value.isIntegral() ? kLong : kFloat;
-  return full_node(checked_sizes(sizes, "full", loc), value, dt, detail::resolve_device(o.device(), "full", loc), loc);
+  return grad::with_requires_grad(
+      full_node(checked_sizes(sizes, "full", loc), value, dt, detail::resolve_device(o.device(), "full", loc), loc), o,
+      "full", loc);
 }
 Tensor empty(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
   // Lazy "uninitialized" memory is zeros: never garbage, and free if overwritten.
-  return full_node(checked_sizes(sizes, "empty", loc), 0, o.dtype(), detail::resolve_device(o.device(), "empty", loc), loc);
+  return grad::with_requires_grad(
+      full_node(checked_sizes(sizes, "empty", loc), 0, o.dtype(), detail::resolve_device(o.device(), "empty", loc), loc),
+      o, "empty", loc);
 }
 Tensor zeros(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
-  return full_node(checked_sizes(sizes, "zeros", loc), 0, o.dtype(), detail::resolve_device(o.device(), "zeros", loc), loc);
+  return grad::with_requires_grad(
+      full_node(checked_sizes(sizes, "zeros", loc), 0, o.dtype(), detail::resolve_device(o.device(), "zeros", loc), loc),
+      o, "zeros", loc);
 }
 Tensor ones(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
-  return full_node(checked_sizes(sizes, "ones", loc), 1, o.dtype(), detail::resolve_device(o.device(), "ones", loc), loc);
+  return grad::with_requires_grad(
+      full_node(checked_sizes(sizes, "ones", loc), 1, o.dtype(), detail::resolve_device(o.device(), "ones", loc), loc),
+      o, "ones", loc);
 }
 
 Tensor arange(const Scalar& end, const TensorOptions& o, SourceLoc loc) { return arange(0, end, 1, o, loc); }
@@ -109,7 +119,7 @@ Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step, const 
   node->scalar[0] = ir::RtScalar{s, start.toLong()};
   node->scalar[1] = ir::RtScalar{st, step.toLong()};
   node->num_scalars = 2;
-  return wrap(std::move(node));
+  return grad::with_requires_grad(wrap(std::move(node)), o, "arange", loc);
 }
 
 Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, const TensorOptions& o, SourceLoc loc) {
@@ -119,21 +129,22 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, const Ten
   node->scalar[0] = ir::RtScalar{start.toDouble(), start.toLong()};
   node->scalar[1] = ir::RtScalar{end.toDouble(), end.toLong()};
   node->num_scalars = 2;
-  return wrap(std::move(node));
+  return grad::with_requires_grad(wrap(std::move(node)), o, "linspace", loc);
 }
 
 Tensor eye(int64_t n, const TensorOptions& o, SourceLoc loc) { return eye(n, n, o, loc); }
 Tensor eye(int64_t n, int64_t m, const TensorOptions& o, SourceLoc loc) {
   LOOM_CHECK(n >= 0 && m >= 0, "eye", loc, "n and m must be non-negative, got ", n, " and ", m);
   TensorOptions idx = TensorOptions(kLong).device(o.device());
-  return eq(arange(n, idx, loc).unsqueeze(1, loc), arange(m, idx, loc), loc).to(o.dtype(), loc);
+  return grad::with_requires_grad(eq(arange(n, idx, loc).unsqueeze(1, loc), arange(m, idx, loc), loc).to(o.dtype(), loc),
+                                  o, "eye", loc);
 }
 
 Tensor rand(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
-  return random(ir::Op::RandUniform, sizes, o, "rand", loc);
+  return grad::with_requires_grad(random(ir::Op::RandUniform, sizes, o, "rand", loc), o, "rand", loc);
 }
 Tensor randn(IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
-  return random(ir::Op::RandNormal, sizes, o, "randn", loc);
+  return grad::with_requires_grad(random(ir::Op::RandNormal, sizes, o, "randn", loc), o, "randn", loc);
 }
 Tensor randint(int64_t high, IntArrayRef sizes, const TensorOptions& o, SourceLoc loc) {
   return randint(0, high, sizes, o, loc);
@@ -143,7 +154,9 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, const TensorOptions
              " >= to=", high);
   Tensor u = random(ir::Op::RandUniform, sizes, TensorOptions(kDouble).device(o.device()), "randint", loc);
   ScalarType dt = o.has_dtype() ? o.dtype() : kLong;
-  return (u.mul(static_cast<double>(high - low), loc).floor(loc).add(static_cast<double>(low), 1, loc)).to(dt, loc);
+  return grad::with_requires_grad(
+      (u.mul(static_cast<double>(high - low), loc).floor(loc).add(static_cast<double>(low), 1, loc)).to(dt, loc), o,
+      "randint", loc);
 }
 
 // The *_like factories check `t` first, so an undefined one is reported as theirs.
@@ -184,7 +197,8 @@ Tensor blob(void* data, const ir::Dims& shape, const ir::Dims& strides, std::fun
     if (shape.numel()) extent += (shape[d] - 1) * strides[d];
   }
   auto buf = runtime::Buffer::borrow(data, extent * element_size(o.dtype()), Device(kCPU, 0), std::move(deleter));
-  return detail::from_buffer(std::move(buf), shape, strides, extent, o.dtype(), Device(kCPU, 0));
+  return grad::with_requires_grad(detail::from_buffer(std::move(buf), shape, strides, extent, o.dtype(), Device(kCPU, 0)),
+                                  o, "from_blob", loc);
 }
 }  // namespace
 
@@ -235,7 +249,7 @@ Tensor tensor(const std::vector<T>& values, const TensorOptions& o, SourceLoc lo
   }
   ir::Dims shape(&n, 1);
   Tensor t = detail::from_buffer(std::move(buf), shape, ir::contiguous_strides(shape), n, dt, Device(kCPU, 0));
-  return t.to(o.device(), loc);
+  return grad::with_requires_grad(t.to(o.device(), loc), o, "tensor", loc);
 }
 
 template LOOM_EXPORT Tensor tensor<bool>(const std::vector<bool>&, const TensorOptions&, SourceLoc);
@@ -246,7 +260,8 @@ template LOOM_EXPORT Tensor tensor<double>(const std::vector<double>&, const Ten
 
 Tensor scalar_tensor(const Scalar& s, const TensorOptions& o, SourceLoc loc) {
   ScalarType dt = o.has_dtype() ? o.dtype() : kFloat;  // torch.scalar_tensor defaults to the default dtype
-  return full_node(ir::Dims{}, s, dt, detail::resolve_device(o.device(), "scalar_tensor", loc), loc);
+  return grad::with_requires_grad(
+      full_node(ir::Dims{}, s, dt, detail::resolve_device(o.device(), "scalar_tensor", loc), loc), o, "scalar_tensor", loc);
 }
 
 }  // namespace loom

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -52,7 +53,9 @@ Tensor cat_impl(const std::vector<Tensor>& ts, int64_t dim, const char* op, cons
   }
   auto n = detail::new_node(ir::Op::Concat, dt, ref->device(), shape, std::move(inputs), loc);
   n->attr.push_back(d);
-  return detail::wrap(std::move(n));
+  Tensor out = detail::wrap(std::move(n));
+  if (detail::grad_mode()) [[likely]] detail::grad::cat(ts, d, out, loc);
+  return out;
 }
 
 Tensor index_select_impl(const Tensor& x, int64_t dim, const Tensor& index, const char* op, const SourceLoc& loc) {
@@ -72,7 +75,9 @@ Tensor index_select_impl(const Tensor& x, int64_t dim, const Tensor& index, cons
   auto n = detail::new_node(ir::Op::IndexSelect, x.dtype(), x.device(), shape,
                             {detail::read(x, loc), detail::read_as(index.reshape({-1}, loc), kLong, loc)}, loc);
   n->attr.push_back(d);
-  return detail::wrap(std::move(n));
+  Tensor out = detail::wrap(std::move(n));
+  if (detail::needs_grad(x)) [[unlikely]] detail::grad::index_select(x, d, index, out, loc);
+  return out;
 }
 
 void check_index_dtype(const Tensor& index, const char* op, const SourceLoc& loc) {
@@ -90,6 +95,8 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, std::optional<ScalarType> dtyp
              dtype ? "" : " (pass dtype=kFloat to convert it first)");
   const int64_t d = wrap_dim(dim, y.dim(), op, loc);
   if (y.numel() == 0) return y.clone(loc);
+  if (detail::needs_grad(y)) [[unlikely]]
+    return detail::grad::softmax(y, d, log, [&] { return softmax_impl(y, d, std::nullopt, log, op, loc); }, loc);
   // Shifting by the row max keeps exp() from overflowing; rows of all -inf
   // give NaN, as they do in PyTorch.
   Tensor shifted = y.sub(y.amax(d, true, loc), 1, loc);
@@ -158,7 +165,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, SourceLoc loc) 
   auto n = detail::new_node(ir::Op::Gather, x.dtype(), x.device(), detail::shape_of(index),
                             {detail::read(x, loc), detail::read(index, loc)}, loc);
   n->attr.push_back(d);
-  return detail::wrap(std::move(n));
+  Tensor out = detail::wrap(std::move(n));
+  if (detail::needs_grad(x)) [[unlikely]] detail::grad::gather(x, d, index, out, loc);
+  return out;
 }
 Tensor Tensor::gather(int64_t dim, const Tensor& index, SourceLoc loc) const { return loom::gather(*this, dim, index, loc); }
 
@@ -184,7 +193,9 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   auto n = detail::new_node(ir::Op::ScatterAdd, x.dtype(), x.device(), detail::shape_of(x),
                             {detail::read(x, loc), detail::read(index, loc), detail::read(src, loc)}, loc);
   n->attr.push_back(d);
-  return detail::wrap(std::move(n));
+  Tensor out = detail::wrap(std::move(n));
+  if (detail::needs_grad(x, src)) [[unlikely]] detail::grad::scatter_add(x, d, index, src, out, loc);
+  return out;
 }
 Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src, SourceLoc loc) const {
   return loom::scatter_add(*this, dim, index, src, loc);

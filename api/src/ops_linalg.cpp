@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -34,14 +35,18 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op, const Sour
 // The primitive: a [B,M,K] x b [B,K,N] -> [B,M,N]. Shapes are checked by the caller.
 Tensor product(const Tensor& a, const Tensor& b, const SourceLoc& loc) {
   const int64_t dims[3] = {a.size(0), a.size(1), b.size(2)};
-  return detail::wrap(detail::new_node(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 3),
-                                       {detail::read(a, loc), detail::read(b, loc)}, loc));
+  Tensor out = detail::wrap(detail::new_node(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 3),
+                                             {detail::read(a, loc), detail::read(b, loc)}, loc));
+  if (detail::needs_grad(a, b)) [[unlikely]] detail::grad::bmm(a, b, out, loc);
+  return out;
 }
 
 // 2-D x 2-D.
 Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
   LOOM_CHECK(a.size(1) == b.size(0), op, loc, "mat1 and mat2 shapes cannot be multiplied (", mat(a.size(0), a.size(1)),
              " and ", mat(b.size(0), b.size(1)), ")");
+  if (detail::needs_grad(a, b)) [[unlikely]]
+    return detail::grad::mm(a, b, [&] { return mm2(a, b, op, loc); }, loc);
   return product(a.unsqueeze(0, loc), b.unsqueeze(0, loc), loc).squeeze(0, loc);
 }
 
@@ -115,6 +120,9 @@ Tensor addmm_impl(const Tensor& self, const Tensor& m1, const Tensor& m2, const 
     LOOM_CHECK(!beta.isFloatingPoint(), op, loc, "for integral input tensors, argument beta must not be a floating point number");
     LOOM_CHECK(!alpha.isFloatingPoint(), op, loc, "for integral input tensors, argument alpha must not be a floating point number");
   }
+  if (detail::needs_grad(self) || detail::needs_grad(m1, m2)) [[unlikely]]
+    return detail::grad::addmm(self, m1, m2, beta, alpha,
+                               [&] { return addmm_impl(self, m1, m2, beta, alpha, op, loc); }, loc);
   Tensor prod = mm2(m1, m2, op, loc);
   const ir::Dims out = detail::shape_of(prod);
   LOOM_CHECK(detail::broadcast_shapes(detail::shape_of(self), out, op, loc) == out, op, loc, "self ", describe(self),

@@ -5,6 +5,7 @@
 
 #include <limits>
 
+#include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -54,7 +55,9 @@ Tensor unary(ir::Op op, const char* name, const Tensor& x, UnaryRule rule, const
   LOOM_CHECK(!((rule == UnaryRule::Keep || rule == UnaryRule::Integral) && dt == kBool), name, loc,
              "not supported for bool tensors (", detail::describe(x), ")");
   if (rule == UnaryRule::Integral && !is_floating_point(dt)) return x.clone(loc);  // floor of an integer is itself
-  return wrap(new_node(op, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc));
+  Tensor out = wrap(new_node(op, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc));
+  detail::grad::on_unary(op, x, out, loc);
+  return out;
 }
 
 enum class BinaryRule {
@@ -89,7 +92,9 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Tensor& b, Bin
   check_sub(op, a.dtype() == kBool, b.dtype() == kBool, loc);
   detail::check_same_device(a, b, name, loc);
   ir::Dims shape = detail::broadcast_shapes(detail::shape_of(a), detail::shape_of(b), name, loc);
-  return binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), result_type(a, b), rule, shape, a.device(), loc);
+  Tensor out = binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), result_type(a, b), rule, shape, a.device(), loc);
+  detail::grad::on_binary(op, a, b, out, loc);
+  return out;
 }
 
 Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, BinaryRule rule, const SourceLoc& loc) {
@@ -97,8 +102,10 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, Bin
   check_sub(op, a.dtype() == kBool, b.isBoolean(), loc);
   ScalarType dt = result_type(a, b);
   ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
-  return binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, a.device(), loc), dt, rule,
-                      detail::shape_of(a), a.device(), loc);
+  Tensor out = binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, a.device(), loc), dt, rule,
+                            detail::shape_of(a), a.device(), loc);
+  detail::grad::on_binary(op, a, b, out, loc);
+  return out;
 }
 
 Tensor binary(ir::Op op, const char* name, const Scalar& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {
@@ -106,8 +113,10 @@ Tensor binary(ir::Op op, const char* name, const Scalar& a, const Tensor& b, Bin
   check_sub(op, a.isBoolean(), b.dtype() == kBool, loc);
   ScalarType dt = result_type(b, a);
   ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
-  return binary_nodes(op, name, detail::scalar_node(a, node_dt, b.device(), loc), detail::read(b, loc), dt, rule,
-                      detail::shape_of(b), b.device(), loc);
+  Tensor out = binary_nodes(op, name, detail::scalar_node(a, node_dt, b.device(), loc), detail::read(b, loc), dt, rule,
+                            detail::shape_of(b), b.device(), loc);
+  detail::grad::on_binary(op, a, b, out, loc);
+  return out;
 }
 
 bool is_one(const Scalar& s) { return s.isFloatingPoint() ? s.toDouble() == 1.0 : s.toLong() == 1; }
@@ -273,8 +282,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, SourceLoc loc
   ScalarType dt = result_type(a, b);
   ir::Dims shape = detail::broadcast_shapes(detail::shape_of(cond), detail::shape_of(a), "where", loc);
   shape = detail::broadcast_shapes(shape, detail::shape_of(b), "where", loc);
-  return wrap(new_node(ir::Op::Where, dt, a.device(), shape,
-                       {detail::read(cond, loc), detail::read_as(a, dt, loc), detail::read_as(b, dt, loc)}, loc));
+  Tensor out = wrap(new_node(ir::Op::Where, dt, a.device(), shape,
+                             {detail::read(cond, loc), detail::read_as(a, dt, loc), detail::read_as(b, dt, loc)}, loc));
+  if (detail::needs_grad(a, b)) [[unlikely]] detail::grad::where(cond, a, b, out, loc);
+  return out;
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b, SourceLoc loc) {
   impl_of(a, "where", loc);
@@ -313,7 +324,9 @@ Tensor& assign(Tensor& self, const Tensor& value, const char* name, const Source
   ScalarType from = value.dtype(), to = self.dtype();
   LOOM_CHECK(!(category(from) > category(to)), name, loc, "result type ", from,
              " can't be cast to the desired output type ", to);
+  const bool tracked = detail::grad::begin_inplace(self, &value, name, loc);
   detail::write_through(self, detail::read(value, loc), name, loc);
+  if (tracked) detail::grad::end_inplace(self, value, name, loc);
   return self;
 }
 }  // namespace
@@ -354,7 +367,9 @@ Tensor& Tensor::copy_(const Tensor& src, SourceLoc loc) {
              " is not broadcastable to destination ", detail::describe(*this));
   // Expand the source to the destination's shape, cast to its dtype.
   ir::NodePtr v = detail::read_as(s.expand(sizes(), loc), dtype(), loc);
+  const bool tracked = detail::grad::begin_inplace(*this, &s, "copy_", loc);
   detail::write_through(*this, detail::copy_node(std::move(v), loc), "copy_", loc);
+  if (tracked) detail::grad::end_copy(*this, s, loc);
   return *this;
 }
 
@@ -363,7 +378,9 @@ Tensor& Tensor::fill_(const Scalar& value, SourceLoc loc) {
   auto n = new_node(ir::Op::Full, dtype(), device(), detail::shape_of(*this), loc);
   n->scalar[0] = ir::RtScalar{value.toDouble(), value.toLong()};
   n->num_scalars = 1;
+  const bool tracked = detail::grad::begin_inplace(*this, nullptr, "fill_", loc);
   detail::write_through(*this, std::move(n), "fill_", loc);
+  if (tracked) detail::grad::end_fill(*this, loc);
   return *this;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -45,7 +46,9 @@ Tensor reduce(ir::Op op, const char* name, const Tensor& x, uint64_t mask, bool 
   auto n = detail::new_node(op, out_dt, x.device(), keep, {detail::read_as(x, in_dt, loc)}, loc);
   n->attr.push_back(static_cast<int64_t>(mask));
   Tensor r = detail::wrap(std::move(n));
-  return keepdim ? r : drop_dims(r, mask, loc);
+  if (!keepdim) r = drop_dims(r, mask, loc);
+  detail::grad::on_reduce(op, name, x, mask, r, loc);
+  return r;
 }
 
 int64_t reduced_count(const Tensor& x, uint64_t mask) {
@@ -90,6 +93,8 @@ Tensor Tensor::mean(IntArrayRef dims, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "mean", loc);
   check_float(*this, "mean", loc);
   uint64_t mask = dim_mask(*this, dims, "mean", loc);
+  if (detail::needs_grad(*this)) [[unlikely]]
+    return detail::grad::mean(*this, mask, [&] { return mean(dims, keepdim, loc); }, loc);
   Tensor s = reduce(ir::Op::Sum, "mean", *this, mask, keepdim, dtype(), dtype(), loc);
   return s.div(static_cast<double>(reduced_count(*this, mask)), loc);
 }
@@ -182,6 +187,8 @@ Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "logsumexp", loc);
   Tensor x = is_floating_point() ? *this : to(kFloat, loc);
   uint64_t mask = dim_mask(x, dims, "logsumexp", loc);
+  if (detail::needs_grad(x)) [[unlikely]]
+    return detail::grad::logsumexp(x, mask, [&] { return x.logsumexp(dims, keepdim, loc); }, loc);
   if (x.numel() == 0) return x.exp(loc).sum(dims, keepdim, std::nullopt, loc).log(loc);
   Tensor m = reduce(ir::Op::Max, "logsumexp", x, mask, true, x.dtype(), x.dtype(), loc);
   // Rows of -inf (or +inf) would give inf - inf: shift by 0 there instead.

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -14,14 +15,19 @@ using detail::wrap_dim;
 
 namespace {
 
-Tensor make_view(const Tensor& t, const ir::Dims& sizes, const ir::Dims& strides, int64_t offset) {
+using Rule = detail::grad::ViewRule;
+
+// `rule` names the view op for autograd (its gradient, rules_view.cpp).
+Tensor make_view(const Tensor& t, const ir::Dims& sizes, const ir::Dims& strides, int64_t offset, const Rule& rule,
+                 const SourceLoc& loc) {
   auto im = std::make_shared<detail::TensorImpl>();
   im->storage = t.impl()->storage;
   im->view.sizes = sizes;
   im->view.strides = strides;
   im->view.offset = offset;
-  im->requires_grad = t.impl()->requires_grad;
-  return Tensor(std::move(im));
+  Tensor v(std::move(im));
+  detail::grad::on_view(rule, t, v, loc);
+  return v;
 }
 
 // Resolves one -1 and checks the element count.
@@ -93,13 +99,14 @@ Tensor Tensor::view(IntArrayRef sizes, SourceLoc loc) const {
   auto st = view_strides(im.view.sizes, im.view.strides, shape);
   LOOM_CHECK(st.has_value(), "view", loc, "view size ", sizes, " is not compatible with input tensor's size and stride ",
              detail::describe(*this), " (at least one dimension spans across two contiguous subspaces); use .reshape(...) instead");
-  return make_view(*this, shape, *st, im.view.offset);
+  return make_view(*this, shape, *st, im.view.offset, {Rule::View}, loc);
 }
 
 Tensor Tensor::reshape(IntArrayRef sizes, SourceLoc loc) const {
   const auto& im = impl_of(*this, "reshape", loc);
   ir::Dims shape = infer_size(sizes, numel(), "reshape", loc);
-  if (auto st = view_strides(im.view.sizes, im.view.strides, shape)) return make_view(*this, shape, *st, im.view.offset);
+  if (auto st = view_strides(im.view.sizes, im.view.strides, shape))
+    return make_view(*this, shape, *st, im.view.offset, {Rule::View}, loc);
   return clone(loc).view(detail::to_ref(shape), loc);
 }
 
@@ -117,7 +124,11 @@ Tensor Tensor::permute(IntArrayRef dims, SourceLoc loc) const {
     sizes.push_back(im.view.sizes[w]);
     strides.push_back(im.view.strides[w]);
   }
-  return make_view(*this, sizes, strides, im.view.offset);
+  std::vector<int64_t> wrapped;
+  for (int64_t d : dims) wrapped.push_back(wrap_dim(d, nd, "permute", loc));
+  Rule rule{Rule::Permute};
+  rule.dims = wrapped.data();
+  return make_view(*this, sizes, strides, im.view.offset, rule, loc);
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1, SourceLoc loc) const {
@@ -126,13 +137,13 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1, SourceLoc loc) const {
   if (nd == 0) {
     wrap_dim(d0, nd, "transpose", loc);
     wrap_dim(d1, nd, "transpose", loc);
-    return make_view(*this, im.view.sizes, im.view.strides, im.view.offset);
+    return make_view(*this, im.view.sizes, im.view.strides, im.view.offset, {Rule::View}, loc);
   }
   int64_t a = wrap_dim(d0, nd, "transpose", loc), b = wrap_dim(d1, nd, "transpose", loc);
   ir::Dims sizes = im.view.sizes, strides = im.view.strides;
   std::swap(sizes[a], sizes[b]);
   std::swap(strides[a], strides[b]);
-  return make_view(*this, sizes, strides, im.view.offset);
+  return make_view(*this, sizes, strides, im.view.offset, {Rule::Transpose, a, b}, loc);
 }
 
 Tensor Tensor::t(SourceLoc loc) const {
@@ -166,7 +177,7 @@ Tensor Tensor::expand(IntArrayRef sizes, SourceLoc loc) const {
     out[i] = want;
     st[i] = want == have ? im.view.strides[k] : 0;
   }
-  return make_view(*this, out, st, im.view.offset);
+  return make_view(*this, out, st, im.view.offset, {Rule::Expand}, loc);
 }
 
 Tensor Tensor::squeeze(SourceLoc loc) const {
@@ -177,21 +188,22 @@ Tensor Tensor::squeeze(SourceLoc loc) const {
       sizes.push_back(im.view.sizes[d]);
       strides.push_back(im.view.strides[d]);
     }
-  return make_view(*this, sizes, strides, im.view.offset);
+  return make_view(*this, sizes, strides, im.view.offset, {Rule::Squeeze}, loc);
 }
 
 Tensor Tensor::squeeze(int64_t dim, SourceLoc loc) const {
   const auto& im = impl_of(*this, "squeeze", loc);
   const int64_t nd = im.view.sizes.n;
   int64_t w = wrap_dim(dim, nd, "squeeze", loc);
-  if (nd == 0 || im.view.sizes[w] != 1) return make_view(*this, im.view.sizes, im.view.strides, im.view.offset);
+  if (nd == 0 || im.view.sizes[w] != 1)
+    return make_view(*this, im.view.sizes, im.view.strides, im.view.offset, {Rule::SqueezeDim}, loc);
   ir::Dims sizes, strides;
   for (int64_t d = 0; d < nd; ++d)
     if (d != w) {
       sizes.push_back(im.view.sizes[d]);
       strides.push_back(im.view.strides[d]);
     }
-  return make_view(*this, sizes, strides, im.view.offset);
+  return make_view(*this, sizes, strides, im.view.offset, {Rule::SqueezeDim}, loc);
 }
 
 Tensor Tensor::unsqueeze(int64_t dim, SourceLoc loc) const {
@@ -210,7 +222,7 @@ Tensor Tensor::unsqueeze(int64_t dim, SourceLoc loc) const {
       strides.push_back(im.view.strides[d]);
     }
   }
-  return make_view(*this, sizes, strides, im.view.offset);
+  return make_view(*this, sizes, strides, im.view.offset, {Rule::Unsqueeze}, loc);
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim, SourceLoc loc) const {
@@ -245,7 +257,7 @@ Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<in
   ir::Dims sizes = im.view.sizes, strides = im.view.strides;
   sizes[d] = (e - s + step - 1) / step;
   strides[d] = im.view.strides[d] * step;
-  return make_view(*this, sizes, strides, im.view.offset + s * im.view.strides[d]);
+  return make_view(*this, sizes, strides, im.view.offset + s * im.view.strides[d], {Rule::Slice, d, s, e, step}, loc);
 }
 
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length, SourceLoc loc) const {
@@ -277,7 +289,7 @@ Tensor Tensor::select(int64_t dim, int64_t index, SourceLoc loc) const {
       sizes.push_back(im.view.sizes[k]);
       strides.push_back(im.view.strides[k]);
     }
-  return make_view(*this, sizes, strides, im.view.offset + index * im.view.strides[d]);
+  return make_view(*this, sizes, strides, im.view.offset + index * im.view.strides[d], {Rule::Select, d, index}, loc);
 }
 
 std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim, SourceLoc loc) const {

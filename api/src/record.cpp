@@ -103,6 +103,7 @@ void write_through(const Tensor& self, ir::NodePtr value, const char* op, const 
                "unsupported operation: more than one element of the written-to tensor ", describe(self),
                " refers to a single memory location (it is an expanded view); call .clone() first");
   Storage& st = *im.storage;
+  st.version.fetch_add(1, std::memory_order_relaxed);  // autograd: saved tensors check it
   value = cast_node(std::move(value), st.dtype, loc);
   ir::NodePtr base = st.node();
   if (is_plain_read(im.view, *base)) {

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "api/src/autograd/hooks.h"
 #include "api/src/lazy.h"
 #include "api/src/record.h"
 
@@ -182,7 +183,9 @@ LOOM_INSTANTIATE(double)
 Tensor Tensor::to(ScalarType t, SourceLoc loc) const {
   impl_of(*this, "to", loc);
   if (t == dtype()) return *this;
-  return detail::wrap(detail::read_as(*this, t, loc));
+  Tensor out = detail::wrap(detail::read_as(*this, t, loc));
+  detail::grad::on_copy("ToCopyBackward0", *this, out, loc);
+  return out;
 }
 
 Tensor Tensor::to(Device d, SourceLoc loc) const {
@@ -201,7 +204,9 @@ Tensor Tensor::to(Device d, SourceLoc loc) const {
   runtime::BufferPtr to = runtime::Buffer::allocate(d, static_cast<size_t>(n) * es);
   runtime::copy_bytes(*to, 0, *from, static_cast<size_t>(src.impl()->view.offset) * es, static_cast<size_t>(n) * es);
   ir::Dims shape = src.impl()->view.sizes;
-  return detail::from_buffer(std::move(to), shape, ir::contiguous_strides(shape), n, dtype(), d);
+  Tensor out = detail::from_buffer(std::move(to), shape, ir::contiguous_strides(shape), n, dtype(), d);
+  detail::grad::on_copy("ToCopyBackward0", *this, out, loc);
+  return out;
 }
 
 Tensor Tensor::to(Device d, ScalarType t, SourceLoc loc) const { return to(d, loc).to(t, loc); }
@@ -214,7 +219,9 @@ Tensor Tensor::to(const TensorOptions& o, SourceLoc loc) const {
 
 Tensor Tensor::clone(SourceLoc loc) const {
   impl_of(*this, "clone", loc);
-  return detail::wrap(detail::copy_node(detail::read(*this, loc), loc));
+  Tensor out = detail::wrap(detail::copy_node(detail::read(*this, loc), loc));
+  detail::grad::on_copy("CloneBackward0", *this, out, loc);
+  return out;
 }
 
 Tensor Tensor::contiguous(SourceLoc loc) const {
@@ -223,8 +230,10 @@ Tensor Tensor::contiguous(SourceLoc loc) const {
 }
 
 Tensor Tensor::detach() const {
-  auto im = std::make_shared<detail::TensorImpl>(impl_of(*this, "detach", SourceLoc::current()));
-  im->requires_grad = false;
+  const auto& self = impl_of(*this, "detach", SourceLoc::current());
+  auto im = std::make_shared<detail::TensorImpl>();
+  im->storage = self.storage;  // shares the data and its version counter, not the history
+  im->view = self.view;
   return Tensor(std::move(im));
 }
 

@@ -85,6 +85,9 @@ class Storage {
 
   // Bookkeeping of the thread's pending list (see lazy.h).
   std::atomic<bool> listed{false};
+  // Bumped by every in-place write (write_through): a tensor saved for
+  // backward remembers it and refuses to be used once it changed.
+  std::atomic<uint32_t> version{0};
 
  private:
   [[noreturn]] void throw_error() const;  // raises *error_
@@ -94,10 +97,18 @@ class Storage {
   std::shared_ptr<const std::string> error_;
 };
 
+struct AutogradMeta;  // api/src/autograd/meta.h
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
   ViewSpec view;
+  // Autograd (api/src/autograd/): requires_grad is the flag every recorded
+  // op tests (a leaf asked for it, or the tensor has a grad_fn); the rest
+  // lives in `autograd`, made only for tensors that take part.
   bool requires_grad = false;
+  uint32_t view_version = 0;                 // storage version when a view's history was set
+  std::shared_ptr<AutogradMeta> autograd;
+  std::shared_ptr<TensorImpl> view_base;     // views: the tensor they were made from (its root)
   TensorImpl() = default;
   // Member-wise: make_shared<TensorImpl>() value-initializes, which zero-fills
   // the whole object first (a `rep stos` costing ~10% of recording an op).

@@ -114,7 +114,14 @@ class KernelEmitter {
     for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
     for (size_t b = 0; b < used.size(); ++b)
       if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
-    o_ << "  (void)fs; (void)is; (void)err;\n";
+    o_ << "  (void)fs; (void)is;\n";
+    // After an earlier kernel of the run failed on bad data, write nothing:
+    // donated buffers must keep their values (runtime/output_plan.h).
+    if (plan_.pointwise) {
+      o_ << "  if (err[0] != 0) return;\n";
+    } else {
+      o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
+    }
     if (plan_.pointwise) emit_pointwise();
     else emit_rows();
     o_ << "}\n";

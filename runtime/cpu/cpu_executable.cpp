@@ -18,7 +18,7 @@ constexpr double kParallelWork = 1 << 16;
 }  // namespace
 
 CpuExecutable::CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels)
-    : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_) {}
+    : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_, /*library_stops_on_failure=*/true) {}
 
 BufferPtr CpuExecutable::take_arena() {
   if (program_.arena_bytes == 0) return nullptr;

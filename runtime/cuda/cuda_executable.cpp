@@ -14,7 +14,7 @@
 namespace loom::runtime::cuda {
 
 CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModule module)
-    : program_(std::move(program)), device_(device), module_(std::move(module)), outputs_(program_) {
+    : program_(std::move(program)), device_(device), module_(std::move(module)), outputs_(program_, /*library_stops_on_failure=*/false) {
   const Device dev(kCUDA, static_cast<int8_t>(device_));
   // Argument block: buffer addresses, then the scalars as double, then as
   // int64, then the two-word error block.

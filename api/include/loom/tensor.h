@@ -26,6 +26,9 @@ namespace loom {
 namespace detail {
 struct TensorImpl;
 }
+namespace autograd {
+class Node;
+}
 
 #define LOOM_LOC SourceLoc loc = SourceLoc::current()
 
@@ -81,7 +84,32 @@ class Tensor {
   Tensor cuda(LOOM_LOC) const { return to(Device(kCUDA, 0), loc); }
   Tensor contiguous(LOOM_LOC) const;
   Tensor clone(LOOM_LOC) const;
+  // The same data with no autograd history (shares the storage and its version).
   Tensor detach() const;
+  Tensor& detach_();
+
+  // ---- autograd (loom/autograd.h); backward records the gradient ops, it runs nothing
+  bool requires_grad() const;
+  // Makes a leaf record gradients; only floating-point tensors can.
+  Tensor& requires_grad_(bool requires_grad = true, LOOM_LOC);
+  Tensor& set_requires_grad(bool requires_grad, LOOM_LOC) { return requires_grad_(requires_grad, loc); }
+  // No grad_fn: made by the user (or not requiring grad), not by a differentiable op.
+  bool is_leaf() const;
+  // The gradient accumulated by backward() (undefined until then).
+  const Tensor& grad() const;
+  Tensor& mutable_grad();
+  // The node that computes this tensor's inputs' gradients; null for leaves.
+  std::shared_ptr<autograd::Node> grad_fn() const;
+  int64_t output_nr() const;
+  // Counts in-place writes to the storage; a saved tensor checks it in backward.
+  int64_t _version() const;
+  // Keeps .grad() of a non-leaf after backward.
+  void retain_grad(LOOM_LOC) const;
+  bool retains_grad() const;
+  // Accumulates d(this)/d(leaf) into every leaf's .grad(); `gradient` defaults
+  // to ones for a one-element tensor. With `inputs`, only those leaves.
+  void backward(const Tensor& gradient = {}, std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false, const std::vector<Tensor>& inputs = {}, LOOM_LOC) const;
 
   // ---- pointwise
   Tensor neg(LOOM_LOC) const;

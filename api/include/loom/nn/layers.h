@@ -1,0 +1,124 @@
+// The layers, as torch::nn: Linear, ReLU, GELU, Tanh, Sigmoid, Dropout,
+// LayerNorm, Embedding, Conv2d, MaxPool2d, Flatten. Each `XImpl` is a
+// Module; `X` (LOOM_MODULE) is the shared handle users hold.
+// Parameters are initialized as PyTorch initializes them, from loom's
+// generator (loom::manual_seed makes them reproducible).
+#pragma once
+#include <loom/nn/functional.h>
+#include <loom/nn/module.h>
+#include <loom/nn/options.h>
+
+#pragma GCC visibility push(default)
+namespace loom::nn {
+
+class LinearImpl : public Module {
+ public:
+  explicit LinearImpl(const LinearOptions& options);
+  LinearImpl(int64_t in_features, int64_t out_features) : LinearImpl(LinearOptions(in_features, out_features)) {}
+  // weight, bias ~ U(-1/sqrt(in), 1/sqrt(in)) (kaiming_uniform_ with a = sqrt(5)).
+  void reset_parameters();
+  Tensor forward(const Tensor& input, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override;
+  LinearOptions options;
+  Tensor weight, bias;  // [out, in], [out] (undefined without bias)
+};
+LOOM_MODULE(Linear);
+
+class ReLUImpl : public Module {
+ public:
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::relu(input, loc); }
+  void pretty_print(std::ostream& os) const override { os << "ReLU()"; }
+};
+LOOM_MODULE(ReLU);
+
+class GELUImpl : public Module {
+ public:
+  explicit GELUImpl(const GELUOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override;
+  GELUOptions options;
+};
+LOOM_MODULE(GELU);
+
+class TanhImpl : public Module {
+ public:
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::tanh(input, loc); }
+  void pretty_print(std::ostream& os) const override { os << "Tanh()"; }
+};
+LOOM_MODULE(Tanh);
+
+class SigmoidImpl : public Module {
+ public:
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::sigmoid(input, loc); }
+  void pretty_print(std::ostream& os) const override { os << "Sigmoid()"; }
+};
+LOOM_MODULE(Sigmoid);
+
+// Active in training mode only (Module::train / eval).
+class DropoutImpl : public Module {
+ public:
+  explicit DropoutImpl(const DropoutOptions& options = {});
+  explicit DropoutImpl(double p) : DropoutImpl(DropoutOptions(p)) {}
+  Tensor forward(const Tensor& input, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override;
+  DropoutOptions options;
+};
+LOOM_MODULE(Dropout);
+
+class LayerNormImpl : public Module {
+ public:
+  explicit LayerNormImpl(const LayerNormOptions& options);
+  void reset_parameters();  // weight = 1, bias = 0
+  Tensor forward(const Tensor& input, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override;
+  LayerNormOptions options;
+  Tensor weight, bias;
+};
+LOOM_MODULE(LayerNorm);
+
+class EmbeddingImpl : public Module {
+ public:
+  explicit EmbeddingImpl(const EmbeddingOptions& options);
+  EmbeddingImpl(int64_t num_embeddings, int64_t embedding_dim)
+      : EmbeddingImpl(EmbeddingOptions(num_embeddings, embedding_dim)) {}
+  void reset_parameters();  // N(0, 1); the padding row zero
+  Tensor forward(const Tensor& indices, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override;
+  EmbeddingOptions options;
+  Tensor weight;  // [num_embeddings, embedding_dim]
+};
+LOOM_MODULE(Embedding);
+
+class Conv2dImpl : public Module {
+ public:
+  explicit Conv2dImpl(const Conv2dOptions& options);
+  Conv2dImpl(int64_t in_channels, int64_t out_channels, Pair kernel_size)
+      : Conv2dImpl(Conv2dOptions(in_channels, out_channels, kernel_size)) {}
+  void reset_parameters();  // as Linear, with fan_in = in_channels * kH * kW
+  Tensor forward(const Tensor& input, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override;
+  Conv2dOptions options;
+  Tensor weight, bias;  // [out, in, kH, kW], [out]
+};
+LOOM_MODULE(Conv2d);
+
+class MaxPool2dImpl : public Module {
+ public:
+  explicit MaxPool2dImpl(const MaxPool2dOptions& options) : options(options) {}
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::max_pool2d(input, options, loc); }
+  void pretty_print(std::ostream& os) const override;
+  MaxPool2dOptions options;
+};
+LOOM_MODULE(MaxPool2d);
+
+class FlattenImpl : public Module {
+ public:
+  explicit FlattenImpl(const FlattenOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, LOOM_LOC) { return input.flatten(options.start_dim(), options.end_dim(), loc); }
+  void pretty_print(std::ostream& os) const override;
+  FlattenOptions options;
+};
+LOOM_MODULE(Flatten);
+
+}  // namespace loom::nn
+#pragma GCC visibility pop

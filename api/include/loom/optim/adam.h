@@ -1,0 +1,71 @@
+// Adam and AdamW: PyTorch's update rules (torch.optim.Adam / AdamW, amsgrad
+// included), as torch::optim::Adam / AdamOptions and AdamW / AdamWOptions.
+#pragma once
+#include <tuple>
+
+#include <loom/optim/optimizer.h>
+
+#pragma GCC visibility push(default)
+namespace loom::optim {
+
+class AdamOptions : public OptimizerOptions {
+ public:
+  AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: as libtorch
+  using Betas = std::tuple<double, double>;
+  LOOM_OPTION(AdamOptions, double, lr, 1e-3)
+  LOOM_OPTION(AdamOptions, Betas, betas, (Betas{0.9, 0.999}))
+  LOOM_OPTION(AdamOptions, double, eps, 1e-8)
+  LOOM_OPTION(AdamOptions, double, weight_decay, 0)
+  LOOM_OPTION(AdamOptions, bool, amsgrad, false)
+  LOOM_OPTION(AdamOptions, bool, maximize, false)
+
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptions>(*this); }
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
+};
+
+// As AdamOptions; weight decay is decoupled (applied to the parameter) and defaults to 1e-2.
+class AdamWOptions : public OptimizerOptions {
+ public:
+  AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: as libtorch
+  using Betas = std::tuple<double, double>;
+  LOOM_OPTION(AdamWOptions, double, lr, 1e-3)
+  LOOM_OPTION(AdamWOptions, Betas, betas, (Betas{0.9, 0.999}))
+  LOOM_OPTION(AdamWOptions, double, eps, 1e-8)
+  LOOM_OPTION(AdamWOptions, double, weight_decay, 1e-2)
+  LOOM_OPTION(AdamWOptions, bool, amsgrad, false)
+  LOOM_OPTION(AdamWOptions, bool, maximize, false)
+
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamWOptions>(*this); }
+  double get_lr() const override { return lr_; }
+  void set_lr(double lr) override { lr_ = lr; }
+};
+
+struct AdamParamState : OptimizerParamState {
+  Tensor exp_avg, exp_avg_sq, max_exp_avg_sq;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, const AdamOptions& options = {});
+  Adam(std::vector<OptimizerParamGroup> groups, const AdamOptions& options = {});
+
+ protected:
+  void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
+  std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
+};
+
+class AdamW : public Optimizer {
+ public:
+  AdamW(std::vector<Tensor> params, const AdamWOptions& options = {});
+  AdamW(std::vector<OptimizerParamGroup> groups, const AdamWOptions& options = {});
+
+ protected:
+  void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
+  std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
+};
+
+}  // namespace loom::optim
+#pragma GCC visibility pop

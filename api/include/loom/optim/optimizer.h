@@ -1,0 +1,121 @@
+// loom::optim::Optimizer: parameter groups, per-parameter state, zero_grad
+// and step, with libtorch's names (torch::optim::Optimizer).
+//
+// Lazy-specific behaviour, all of it about keeping one training step one
+// graph that is compiled once:
+//  - the constructor materializes the parameters and creates the state
+//    (zeros), so the first step records the same graph as every later one;
+//  - step() records the update as in-place writes under NoGradGuard (the
+//    parameters' and state's buffers are donated: updated where they lie)
+//    and then syncs: it is a materialization point, so the forward pass,
+//    backward pass and update run as one graph. set_sync_on_step(false)
+//    leaves the update pending instead (it joins the next sync);
+//  - hyperparameters (learning rate, betas, eps, ...) and step-dependent
+//    factors (bias corrections) enter the graph as runtime scalars: changing
+//    them never recompiles.
+#pragma once
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include <loom/tensor.h>
+
+#pragma GCC visibility push(default)
+namespace loom::optim {
+
+// Declares an option with libtorch's accessors: `T name() const` and a
+// chainable `Self& name(T)`.
+#define LOOM_OPTION(Self, T, name, init) \
+ public:                                 \
+  Self& name(const T& v) {               \
+    name##_ = v;                         \
+    return *this;                        \
+  }                                      \
+  const T& name() const { return name##_; } \
+                                         \
+ private:                                \
+  T name##_ = init;
+
+class OptimizerOptions {
+ public:
+  virtual ~OptimizerOptions() = default;
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+};
+
+class OptimizerParamGroup {
+ public:
+  OptimizerParamGroup(std::vector<Tensor> params) : params_(std::move(params)) {}  // NOLINT: as libtorch
+  OptimizerParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options)
+      : params_(std::move(params)), options_(std::move(options)) {}
+  OptimizerParamGroup(const OptimizerParamGroup& g)
+      : params_(g.params_), options_(g.options_ ? g.options_->clone() : nullptr) {}
+  OptimizerParamGroup& operator=(const OptimizerParamGroup& g) {
+    params_ = g.params_;
+    options_ = g.options_ ? g.options_->clone() : nullptr;
+    return *this;
+  }
+  bool has_options() const { return options_ != nullptr; }
+  OptimizerOptions& options() { return *options_; }
+  const OptimizerOptions& options() const { return *options_; }
+  void set_options(std::unique_ptr<OptimizerOptions> o) { options_ = std::move(o); }
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<Tensor>& params() const { return params_; }
+
+ private:
+  std::vector<Tensor> params_;
+  std::unique_ptr<OptimizerOptions> options_;
+};
+
+// One parameter's state (momentum buffer, moments, step count).
+struct OptimizerParamState {
+  virtual ~OptimizerParamState() = default;
+  int64_t step = 0;
+};
+
+class Optimizer {
+ public:
+  using LossClosure = std::function<Tensor()>;
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Updates every parameter that has a gradient. `closure` (optional)
+  // re-evaluates the loss with grad mode on; its result is returned.
+  Tensor step(LossClosure closure = nullptr);
+  // Clears every parameter's gradient: undefined (the default, as PyTorch),
+  // or zeros written in place.
+  void zero_grad(bool set_to_none = true);
+  void add_param_group(const OptimizerParamGroup& group);
+
+  std::vector<OptimizerParamGroup>& param_groups() { return groups_; }
+  const std::vector<OptimizerParamGroup>& param_groups() const { return groups_; }
+  std::vector<Tensor> parameters() const;
+  size_t size() const;  // number of parameters
+  OptimizerOptions& defaults() { return *defaults_; }
+
+  // Whether step() ends with loom::sync() (default true; see the top of this file).
+  void set_sync_on_step(bool sync) { sync_on_step_ = sync; }
+  bool sync_on_step() const { return sync_on_step_; }
+
+ protected:
+  // A subclass adds its groups (add_param_group) once it is constructed:
+  // adding one makes each parameter's state, which is the subclass's.
+  explicit Optimizer(std::unique_ptr<OptimizerOptions> defaults);
+  // Records the update of one parameter (under NoGradGuard; p.grad() defined).
+  virtual void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) = 0;
+  // The state a new parameter starts with (its tensors already made).
+  virtual std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) = 0;
+
+ private:
+  void adopt(OptimizerParamGroup& group);
+  std::vector<OptimizerParamGroup> groups_;
+  std::unique_ptr<OptimizerOptions> defaults_;
+  std::unordered_map<const void*, std::unique_ptr<OptimizerParamState>> state_;
+  bool sync_on_step_ = true;
+};
+
+}  // namespace loom::optim
+#pragma GCC visibility pop

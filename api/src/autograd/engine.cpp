@@ -1,0 +1,236 @@
+// The backward engine: walks the graph of autograd::Nodes from the roots in
+// dependency order (later nodes first among the ready ones, as PyTorch),
+// sums the gradients arriving at each node, calls its rule, and routes the
+// results on. Every rule only records ops, so a backward pass computes
+// nothing: its gradients are pending tensors until the next sync.
+#include <loom/autograd.h>
+#include <loom/functions.h>
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "api/src/autograd/node.h"
+#include "api/src/record.h"
+
+namespace loom::autograd {
+
+namespace {
+
+
+struct Capture {
+  Edge edge;
+  Tensor grad;
+  bool reached = false;
+};
+
+struct Task {
+  bool keep_graph = false;
+  bool create_graph = false;
+  // With targets, only nodes leading to a target run (grad(), backward(inputs)).
+  std::vector<Capture> captures;
+  bool accumulate = true;  // AccumulateGrad nodes run (backward) or are only captured (grad)
+  std::unordered_map<Node*, int> deps;
+  std::unordered_map<Node*, variable_list> buffers;
+  std::unordered_set<Node*> needed;
+  bool restrict = false;
+};
+
+void add_to(variable_list& buf, size_t slot, Tensor g) {
+  if (buf[slot].defined()) buf[slot] = buf[slot] + g;
+  else buf[slot] = std::move(g);
+}
+
+// Every node reachable from the roots, with how many edges point at it.
+std::vector<Node*> discover(Task& task, const std::vector<Edge>& roots) {
+  std::vector<Node*> order, stack;
+  std::unordered_set<Node*> seen;
+  for (const Edge& r : roots)
+    if (seen.insert(r.function.get()).second) stack.push_back(r.function.get());
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const Edge& e : n->next_functions()) {
+      if (!e.is_valid()) continue;
+      ++task.deps[e.function.get()];
+      if (seen.insert(e.function.get()).second) stack.push_back(e.function.get());
+    }
+  }
+  return order;
+}
+
+// Marks the nodes that lead to a target: they are the only ones that run.
+void mark_needed(Task& task, const std::vector<Node*>& nodes) {
+  std::unordered_set<Node*> targets;
+  for (const Capture& c : task.captures) targets.insert(c.edge.function.get());
+  // Post-order over the reachable graph (iterative: graphs can be deep).
+  std::unordered_map<Node*, int> state;  // 1 = open, 2 = done
+  for (Node* root : nodes) {
+    if (state[root]) continue;
+    std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+    state[root] = 1;
+    while (!stack.empty()) {
+      auto& [n, i] = stack.back();
+      if (i < n->num_outputs()) {
+        const Edge& e = n->next_edge(i++);
+        if (e.is_valid() && !state[e.function.get()]) {
+          state[e.function.get()] = 1;
+          stack.push_back({e.function.get(), 0});
+        }
+        continue;
+      }
+      bool need = targets.count(n) > 0;
+      for (const Edge& e : n->next_functions()) need = need || (e.is_valid() && task.needed.count(e.function.get()));
+      if (need) task.needed.insert(n);
+      state[n] = 2;
+      stack.pop_back();
+    }
+  }
+}
+
+void run(Task& task, const std::vector<Edge>& roots, variable_list root_grads) {
+  const std::vector<Node*> nodes = discover(task, roots);
+  if (task.restrict) mark_needed(task, nodes);
+  for (size_t i = 0; i < roots.size(); ++i) {
+    auto& buf = task.buffers[roots[i].function.get()];
+    buf.resize(roots[i].function->num_inputs());
+    add_to(buf, roots[i].input_nr, std::move(root_grads[i]));
+  }
+  auto later_first = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
+  for (Node* n : nodes)
+    if (task.deps[n] == 0) ready.push(n);
+
+  AutoGradMode mode(task.create_graph);
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    variable_list grads = std::move(task.buffers[n]);
+    task.buffers.erase(n);
+    grads.resize(n->num_inputs());
+    for (Capture& c : task.captures)
+      if (c.edge.function.get() == n) {
+        c.reached = true;
+        c.grad = grads[c.edge.input_nr];
+      }
+    const bool runs = (!task.restrict || task.needed.count(n)) &&
+                      (task.accumulate || dynamic_cast<loom::detail::AccumulateGrad*>(n) == nullptr);
+    variable_list outs;
+    if (runs) {
+      for (const auto& [slot, hook] : n->pre_hooks())
+        if (grads[slot].defined()) {
+          Tensor h = hook(grads[slot]);
+          if (h.defined()) grads[slot] = std::move(h);
+        }
+      bool any = false;
+      for (const Tensor& g : grads) any = any || g.defined();
+      if (any) {
+        outs = n->apply(std::move(grads));
+        LOOM_CHECK(outs.empty() || outs.size() == n->num_outputs(), "backward", n->where(), n->name(),
+                   " returned ", outs.size(), " gradients, expected ", n->num_outputs());
+      }
+      if (!task.keep_graph) n->release_variables();
+    }
+    for (size_t i = 0; i < n->num_outputs(); ++i) {
+      const Edge& e = n->next_edge(i);
+      if (!e.is_valid()) continue;
+      Node* next = e.function.get();
+      if (i < outs.size() && outs[i].defined()) {
+        auto& buf = task.buffers[next];
+        buf.resize(next->num_inputs());
+        add_to(buf, e.input_nr, loom::detail::fit_gradient(outs[i], next->input_metadata(e.input_nr), *n));
+      }
+      if (--task.deps[next] == 0) ready.push(next);
+    }
+  }
+}
+
+// The root edges and their gradients (ones for one-element roots).
+void roots_of(const variable_list& tensors, const variable_list& grads, std::vector<Edge>& edges,
+              variable_list& root_grads, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(!tensors.empty(), op, loc, "expected at least one tensor to differentiate");
+  LOOM_CHECK(grads.empty() || grads.size() == tensors.size(), op, loc, "got ", grads.size(),
+             " gradients for ", tensors.size(), " tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    loom::detail::impl_of(t, op, loc);
+    Edge e = loom::detail::gradient_edge(t);
+    LOOM_CHECK(e.is_valid(), op, loc, "element ", i, " of tensors does not require grad and does not have a grad_fn (",
+               loom::detail::describe(t), ")");
+    Tensor g = grads.empty() ? Tensor() : grads[i];
+    if (!g.defined()) {
+      LOOM_CHECK(t.numel() == 1, op, loc, "grad can be implicitly created only for one-element outputs, got ",
+                 loom::detail::describe(t), "; pass a gradient");
+      g = ones_like(t);
+    } else {
+      LOOM_CHECK(g.sizes() == t.sizes(), op, loc, "mismatch in shape: grad_output[", i, "] has a shape of ",
+                 g.sizes(), " and output[", i, "] has a shape of ", t.sizes());
+      if (g.dtype() != t.dtype()) g = g.to(t.dtype(), loc);
+    }
+    edges.push_back(std::move(e));
+    root_grads.push_back(std::move(g));
+  }
+}
+
+}  // namespace
+
+variable_list grad(const variable_list& outputs, const variable_list& inputs, const variable_list& grad_outputs,
+                   std::optional<bool> retain_graph, bool create_graph, bool allow_unused, SourceLoc loc) {
+  Task task;
+  task.keep_graph = retain_graph.value_or(create_graph);
+  task.create_graph = create_graph;
+  task.accumulate = false;
+  task.restrict = true;
+  LOOM_CHECK(!inputs.empty(), "autograd::grad", loc, "expected at least one input to differentiate against");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    loom::detail::impl_of(inputs[i], "autograd::grad", loc);
+    Edge e = loom::detail::gradient_edge(inputs[i]);
+    LOOM_CHECK(e.is_valid(), "autograd::grad", loc, "one of the differentiated tensors (input ", i, ": ",
+               loom::detail::describe(inputs[i]), ") does not require grad");
+    task.captures.push_back({std::move(e), Tensor(), false});
+  }
+  std::vector<Edge> roots;
+  variable_list root_grads;
+  roots_of(outputs, grad_outputs, roots, root_grads, "autograd::grad", loc);
+  run(task, roots, std::move(root_grads));
+  variable_list result;
+  for (size_t i = 0; i < task.captures.size(); ++i) {
+    Capture& c = task.captures[i];
+    LOOM_CHECK(allow_unused || c.grad.defined(), "autograd::grad", loc, "one of the differentiated tensors (input ",
+               i, ": ", loom::detail::describe(inputs[i]), ") appears to not have been used in the graph; pass "
+               "allow_unused=true if this is what you want");
+    Tensor g = c.grad;
+    if (g.defined()) {
+      const GradInfo& want = c.edge.function->input_metadata(c.edge.input_nr);
+      AutoGradMode mode(create_graph);
+      g = loom::detail::fit_gradient(g, want, *c.edge.function);
+      if (!create_graph) g = g.detach();
+    }
+    result.push_back(std::move(g));
+  }
+  return result;
+}
+
+void backward(const variable_list& tensors, const variable_list& grad_tensors, std::optional<bool> retain_graph,
+              bool create_graph, const variable_list& inputs, SourceLoc loc) {
+  Task task;
+  task.keep_graph = retain_graph.value_or(create_graph);
+  task.create_graph = create_graph;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    loom::detail::impl_of(inputs[i], "backward", loc);
+    Edge e = loom::detail::gradient_edge(inputs[i]);
+    LOOM_CHECK(e.is_valid(), "backward", loc, "input ", i, " (", loom::detail::describe(inputs[i]),
+               ") does not require grad");
+    LOOM_CHECK(inputs[i].is_leaf(), "backward", loc, "input ", i, " (", loom::detail::describe(inputs[i]),
+               ") is not a leaf; pass leaves as inputs (or call retain_grad() on it)");
+    task.captures.push_back({std::move(e), Tensor(), false});
+  }
+  task.restrict = !inputs.empty();
+  std::vector<Edge> roots;
+  variable_list root_grads;
+  roots_of(tensors, grad_tensors, roots, root_grads, "backward", loc);
+  run(task, roots, std::move(root_grads));
+}
+
+}  // namespace loom::autograd

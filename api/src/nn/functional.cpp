@@ -1,0 +1,147 @@
+// nn::functional: activations, dropout, layer_norm, conv2d (im2col + one
+// matrix product) and max_pool2d (a max over the window's shifted views).
+// All are compositions of differentiable loom ops: their gradients come
+// from the ops' rules.
+#include <loom/nn/functional.h>
+
+#include <limits>
+
+#include "api/src/record.h"
+
+namespace loom::nn::functional {
+
+using detail::describe;
+
+Tensor relu(const Tensor& x, SourceLoc loc) { return loom::relu(x, loc); }
+Tensor gelu(const Tensor& x, const GELUFuncOptions& o, SourceLoc loc) { return loom::gelu(x, o.approximate(), loc); }
+Tensor tanh(const Tensor& x, SourceLoc loc) { return loom::tanh(x, loc); }
+Tensor sigmoid(const Tensor& x, SourceLoc loc) { return loom::sigmoid(x, loc); }
+Tensor silu(const Tensor& x, SourceLoc loc) { return loom::silu(x, loc); }
+Tensor softmax(const Tensor& x, int64_t dim, SourceLoc loc) { return loom::softmax(x, dim, std::nullopt, loc); }
+Tensor log_softmax(const Tensor& x, int64_t dim, SourceLoc loc) { return loom::log_softmax(x, dim, std::nullopt, loc); }
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, SourceLoc loc) {
+  return loom::linear(x, weight, bias, loc);
+}
+Tensor embedding(const Tensor& indices, const Tensor& weight, SourceLoc loc) {
+  return loom::embedding(weight, indices, loc);
+}
+
+Tensor dropout(const Tensor& x, const DropoutFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(x, "dropout", loc);
+  LOOM_CHECK(o.p() >= 0 && o.p() <= 1, "dropout", loc, "dropout probability has to be between 0 and 1, but got ", o.p());
+  if (!o.training() || o.p() == 0) return x;
+  if (o.p() == 1) return x.mul(0.0, loc);
+  LOOM_CHECK(x.is_floating_point(), "dropout", loc, "expected a floating-point tensor, got ", describe(x));
+  Tensor keep = rand(x.sizes(), TensorOptions(x.dtype()).device(x.device()), loc).ge(o.p(), loc).to(x.dtype(), loc);
+  return x.mul(keep, loc).mul(1.0 / (1.0 - o.p()), loc);
+}
+
+Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(x, "layer_norm", loc);
+  const auto& shape = o.normalized_shape();
+  const int64_t k = static_cast<int64_t>(shape.size());
+  bool ok = k >= 1 && x.dim() >= k;
+  for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == shape[i];
+  LOOM_CHECK(ok, "layer_norm", loc, "normalized_shape ", IntArrayRef(shape), " must match the trailing dims of the input ",
+             describe(x));
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);
+  // Mean and biased variance, as PyTorch: y = (x - mean) / sqrt(var + eps) * weight + bias.
+  Tensor centered = x.sub(x.mean(dims, true, loc), 1, loc);
+  Tensor var = centered.mul(centered, loc).mean(dims, true, loc);
+  Tensor y = centered.mul(var.add(o.eps(), 1, loc).rsqrt(loc), loc);
+  if (o.weight().defined()) y = y.mul(o.weight(), loc);
+  if (o.bias().defined()) y = y.add(o.bias(), 1, loc);
+  return y;
+}
+
+namespace {
+
+// x [N, C, H, W] with `pad` elements of `value` on each side of H and W.
+Tensor pad2d(const Tensor& x, Pair pad, double value, const SourceLoc& loc) {
+  if (pad.h == 0 && pad.w == 0) return x;
+  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  Tensor r = x;
+  if (pad.w > 0) {
+    Tensor side = full({n, c, h, pad.w}, value, opts, loc);
+    r = cat({side, r, side}, 3, loc);
+  }
+  if (pad.h > 0) {
+    Tensor side = full({n, c, pad.h, w + 2 * pad.w}, value, opts, loc);
+    r = cat({side, r, side}, 2, loc);
+  }
+  return r;
+}
+
+struct Windows {
+  int64_t out_h, out_w;
+  std::vector<Tensor> views;  // one [N, C, out_h, out_w] view per kernel position, row-major
+};
+
+// The input under each kernel position: strided views of the padded input.
+Windows windows(const Tensor& padded, Pair kernel, Pair stride, Pair dilation, const char* op, const SourceLoc& loc) {
+  const int64_t h = padded.size(2), w = padded.size(3);
+  const int64_t span_h = dilation.h * (kernel.h - 1) + 1, span_w = dilation.w * (kernel.w - 1) + 1;
+  LOOM_CHECK(h >= span_h && w >= span_w, op, loc, "the kernel (", kernel.h, "x", kernel.w, ", dilation ", dilation.h,
+             "x", dilation.w, ") is larger than the padded input (", h, "x", w, ")");
+  Windows win{(h - span_h) / stride.h + 1, (w - span_w) / stride.w + 1, {}};
+  for (int64_t i = 0; i < kernel.h; ++i)
+    for (int64_t j = 0; j < kernel.w; ++j) {
+      const int64_t r0 = i * dilation.h, c0 = j * dilation.w;
+      win.views.push_back(padded.slice(2, r0, r0 + stride.h * (win.out_h - 1) + 1, stride.h, loc)
+                              .slice(3, c0, c0 + stride.w * (win.out_w - 1) + 1, stride.w, loc));
+    }
+  return win;
+}
+
+void check_pair(Pair p, int64_t min, const char* what, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(p.h >= min && p.w >= min, op, loc, what, " must be at least ", min, ", got [", p.h, ", ", p.w, "]");
+}
+
+// [C, H, W] inputs are a batch of one.
+Tensor batched(const Tensor& x, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(x.dim() == 3 || x.dim() == 4, op, loc, "expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ",
+             describe(x));
+  return x.dim() == 3 ? x.unsqueeze(0, loc) : x;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(input, "conv2d", loc);
+  detail::impl_of(weight, "conv2d", loc);
+  Tensor x = batched(input, "conv2d", loc);
+  LOOM_CHECK(weight.dim() == 4 && weight.size(1) == x.size(1), "conv2d", loc,
+             "expected weight [out_channels, in_channels, kH, kW] with in_channels = ", x.size(1), " (input ",
+             describe(input), "), got ", describe(weight));
+  check_pair(o.stride(), 1, "stride", "conv2d", loc);
+  check_pair(o.dilation(), 1, "dilation", "conv2d", loc);
+  check_pair(o.padding(), 0, "padding", "conv2d", loc);
+  const int64_t n = x.size(0), c = x.size(1), out_c = weight.size(0);
+  const Pair kernel{weight.size(2), weight.size(3)};
+  Windows win = windows(pad2d(x, o.padding(), 0.0, loc), kernel, o.stride(), o.dilation(), "conv2d", loc);
+  // im2col: [N, C, kH*kW, L] -> [N, C*kH*kW, L]; the weight as [O, C*kH*kW].
+  const int64_t l = win.out_h * win.out_w;
+  Tensor cols = stack(win.views, 2, loc).reshape({n, c * kernel.h * kernel.w, l}, loc);
+  Tensor out = matmul(weight.reshape({out_c, -1}, loc), cols, loc);  // [N, O, L]
+  if (o.bias().defined()) out = out.add(o.bias().view({1, out_c, 1}, loc), 1, loc);
+  out = out.view({n, out_c, win.out_h, win.out_w}, loc);
+  return input.dim() == 3 ? out.squeeze(0, loc) : out;
+}
+
+Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(input, "max_pool2d", loc);
+  Tensor x = batched(input, "max_pool2d", loc);
+  const Pair kernel = o.kernel_size(), stride = o.stride().value_or(kernel), pad = o.padding();
+  check_pair(kernel, 1, "kernel_size", "max_pool2d", loc);
+  check_pair(stride, 1, "stride", "max_pool2d", loc);
+  LOOM_CHECK(pad.h >= 0 && pad.w >= 0 && 2 * pad.h <= kernel.h && 2 * pad.w <= kernel.w, "max_pool2d", loc,
+             "padding should be at most half of the kernel size, got padding [", pad.h, ", ", pad.w, "] and kernel [",
+             kernel.h, ", ", kernel.w, "]");
+  Windows win = windows(pad2d(x, pad, -std::numeric_limits<double>::infinity(), loc), kernel, stride, Pair(1), "max_pool2d", loc);
+  Tensor out = stack(win.views, 0, loc).amax({0}, false, loc);
+  return input.dim() == 3 ? out.squeeze(0, loc) : out;
+}
+
+}  // namespace loom::nn::functional

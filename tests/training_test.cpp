@@ -1,0 +1,73 @@
+// A training loop of W4's structure (shared/bench-peers/WORKLOADS.md):
+// Linear, ReLU, Linear, ReLU, Linear, cross-entropy on integer labels,
+// backward, SGD with momentum 0.9. Narrower than W4 (64-32-32-10, batch
+// 32) so that the reference backend runs it in CTest; the program, and so
+// the graph, has W4's shape. 100 steps must compile once and replay 99
+// times, a learning-rate change must not compile, the loss must fall, and
+// llvm must end where the reference backend ends.
+#include "test_util.h"
+
+namespace {
+
+using loom::Tensor;
+namespace nn = loom::nn;
+namespace F = loom::nn::functional;
+
+struct Mlp : nn::Module {
+  Mlp(int64_t in, int64_t hidden, int64_t classes)
+      : fc1(register_module("fc1", nn::Linear(in, hidden))),
+        fc2(register_module("fc2", nn::Linear(hidden, hidden))),
+        fc3(register_module("fc3", nn::Linear(hidden, classes))) {}
+  Tensor forward(const Tensor& x) { return fc3(loom::relu(fc2(loom::relu(fc1(x))))); }
+  nn::Linear fc1, fc2, fc3;
+};
+
+struct TrainingRun {
+  std::vector<float> losses;
+  std::vector<std::vector<float>> params;
+  loom::Metrics metrics;
+};
+
+TrainingRun train(const std::string& backend, int steps) {
+  const std::string previous = loom::set_backend(backend);
+  loom::manual_seed(0);
+  Tensor x = loom::randn({32, 64});
+  Tensor y = loom::randint(0, 10, {32});
+  auto model = std::make_shared<Mlp>(64, 32, 10);
+  loom::optim::SGD opt(model->parameters(), loom::optim::SGDOptions(0.01).momentum(0.9));
+  loom::reset_metrics();
+  TrainingRun run;
+  for (int step = 0; step < steps; ++step) {
+    if (step == steps / 2)
+      for (auto& group : opt.param_groups()) group.options().set_lr(0.005);
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt.step();  // one sync: forward, backward and update in one graph
+    run.losses.push_back(loss.item<float>());
+  }
+  run.metrics = loom::metrics();
+  for (const Tensor& p : model->parameters()) run.params.push_back(p.to_vector<float>());
+  loom::set_backend(previous);
+  return run;
+}
+
+TEST(Training, W4ShapedLoopCompilesOnceAndMatchesReference) {
+  const TrainingRun llvm = train("llvm", 100);
+  EXPECT_EQ(llvm.metrics.cache_misses, 1);
+  EXPECT_EQ(llvm.metrics.cache_hits, 99);
+  EXPECT_EQ(llvm.metrics.graphs_materialized, 100);
+  EXPECT_LT(llvm.losses.back(), 0.7 * llvm.losses.front());  // 2.3 (chance, 10 classes) to about 1.3
+
+  const TrainingRun reference = train("reference", 100);
+  EXPECT_EQ(reference.metrics.cache_misses, 1);
+  ASSERT_EQ(reference.params.size(), llvm.params.size());
+  // float32 over 100 steps: the backends round differently (fused and
+  // vectorized sums), so they agree to a tolerance, not bit for bit.
+  for (size_t i = 0; i < llvm.losses.size(); ++i) EXPECT_NEAR(llvm.losses[i], reference.losses[i], 2e-4) << "step " << i;
+  for (size_t p = 0; p < llvm.params.size(); ++p)
+    for (size_t i = 0; i < llvm.params[p].size(); ++i)
+      ASSERT_NEAR(llvm.params[p][i], reference.params[p][i], 1e-4) << "parameter " << p << " element " << i;
+}
+
+}  // namespace
