@@ -30,9 +30,9 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
   for (Slot& s : slots_) {
     check(driver().cuMemHostAlloc(&s.host, arg_words_ * 8, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
           "argument block");
-    s.device = Buffer::allocate(dev, arg_words_ * 8);
     check(driver().cuEventCreate(&s.done, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "argument block");
   }
+  args_ = Buffer::allocate(dev, arg_words_ * 8);
   if (program_.arena_bytes > 0) arena_ = Buffer::allocate(dev, static_cast<size_t>(program_.arena_bytes));
   plan_launches();
 }
@@ -42,10 +42,10 @@ CudaExecutable::~CudaExecutable() {
   const DriverApi& d = driver();
   for (Slot& s : slots_) {
     if (s.in_flight) d.cuEventSynchronize(s.done);
-    if (s.graph) d.cuGraphExecDestroy(s.graph);
     if (s.done) d.cuEventDestroy(s.done);
     if (s.host) d.cuMemFreeHost(s.host);
   }
+  if (graph_) d.cuGraphExecDestroy(graph_);
 }
 
 // The launch sequence of one run, fixed at compile time: generated kernels
@@ -83,13 +83,12 @@ void CudaExecutable::plan_launches() {
   }
 }
 
-void CudaExecutable::launch_all(Slot& slot) {
+void CudaExecutable::launch_all() {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
-  CUdeviceptr base = reinterpret_cast<CUdeviceptr>(slot.device->data());
+  CUdeviceptr base = reinterpret_cast<CUdeviceptr>(args_->data());
   const size_t ns = (err_at_ - scalar_at_) / 2;
   CUdeviceptr bufs = base, fs = base + scalar_at_ * 8, is = base + (scalar_at_ + ns) * 8, err = base + err_at_ * 8;
-  check(d.cuMemcpyHtoDAsync(base, slot.host, arg_words_ * 8, ctx.stream), "cuMemcpyHtoDAsync", "argument block");
   for (const Launch& l : launches_) {
     CUdeviceptr meta = l.meta >= 0 ? reinterpret_cast<CUdeviceptr>(meta_->data()) + l.meta * 8 : 0;
     void* params[] = {&bufs, &fs, &is, &err, &meta};
@@ -99,22 +98,21 @@ void CudaExecutable::launch_all(Slot& slot) {
   }
 }
 
-// Records the launch sequence into a CUDA graph bound to this slot's
-// argument block; the copy that fills the block is the graph's first node.
-void CudaExecutable::capture(Slot& slot) {
+// Records the launch sequence into a CUDA graph (bound to args_).
+void CudaExecutable::capture() {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
   check(d.cuStreamBeginCapture(ctx.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture", "replay");
   CUgraph graph = nullptr;
   try {
-    launch_all(slot);
+    launch_all();
   } catch (...) {
     d.cuStreamEndCapture(ctx.stream, &graph);
     if (graph) d.cuGraphDestroy(graph);
     throw;
   }
   check(d.cuStreamEndCapture(ctx.stream, &graph), "cuStreamEndCapture", "replay");
-  CUresult r = d.cuGraphInstantiate(&slot.graph, graph, 0);
+  CUresult r = d.cuGraphInstantiate(&graph_, graph, 0);
   d.cuGraphDestroy(graph);
   check(r, "cuGraphInstantiate", "replay");
 }
@@ -125,7 +123,6 @@ std::vector<BufferPtr> CudaExecutable::run(const RunArgs& args) {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
   Slot& slot = slots_[next_slot_];
-  next_slot_ ^= 1;
   if (slot.in_flight) check(d.cuEventSynchronize(slot.done), "cuEventSynchronize", "argument block");
   slot.in_flight = false;
 
@@ -163,27 +160,34 @@ std::vector<BufferPtr> CudaExecutable::run(const RunArgs& args) {
   words[err_at_ + 1] = -1;
 
   if (!launches_.empty()) {
+    // A program that can fail uploads every time: its error words must be reset.
+    if (outputs_.can_fail() || uploaded_.size() != arg_words_ || std::memcmp(uploaded_.data(), words, arg_words_ * 8) != 0) {
+      check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(args_->data()), slot.host, arg_words_ * 8, ctx.stream),
+            "cuMemcpyHtoDAsync", "argument block");
+      check(d.cuEventRecord(slot.done, ctx.stream), "cuEventRecord", "argument block");
+      slot.in_flight = true;
+      next_slot_ ^= 1;
+      uploaded_.assign(words, words + arg_words_);
+    }
     // The first run launches directly (it also proves every launch valid);
     // later runs replay the captured graph.
-    if (!slot.graph && runs_ > 0) capture(slot);
-    if (slot.graph) {
-      check(d.cuGraphLaunch(slot.graph, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
+    if (!graph_ && runs_ > 0) capture();
+    if (graph_) {
+      check(d.cuGraphLaunch(graph_, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
       bump(counters().cuda_graph_launches);
     } else {
-      launch_all(slot);
+      launch_all();
     }
-    check(d.cuEventRecord(slot.done, ctx.stream), "cuEventRecord", "argument block");
-    slot.in_flight = true;
   }
   ++runs_;
-  if (outputs_.can_fail() && !launches_.empty()) check_errors(slot);
+  if (outputs_.can_fail() && !launches_.empty()) check_errors();
   return outputs_.results(owned, dev);
 }
 
 // Bad data is found on the GPU; the message is made here, after a sync.
-void CudaExecutable::check_errors(Slot& slot) {
+void CudaExecutable::check_errors() {
   int64_t err[2] = {0, -1};
-  copy_to_host(err, static_cast<char*>(slot.device->data()) + err_at_ * 8, sizeof(err), device_);
+  copy_to_host(err, static_cast<char*>(args_->data()) + err_at_ * 8, sizeof(err), device_);
   if (err[0] == 0) return;
   const auto node = static_cast<uint32_t>(err[1]);
   if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
@@ -194,7 +198,7 @@ void CudaExecutable::check_errors(Slot& slot) {
 
 // The first out-of-range index in row-major order, as the CPU reports it.
 std::string CudaExecutable::out_of_range_message(const ir::LibraryCall& call) {
-  const auto* words = static_cast<const int64_t*>(slots_[next_slot_ ^ 1].host);
+  const int64_t* words = uploaded_.data();  // this run's buffer addresses
   const int64_t dim_size = call.input_shapes[0][static_cast<size_t>(call.attr[0])];
   const int64_t n = call.input_shapes[1].numel();
   std::vector<int64_t> index(static_cast<size_t>(n));

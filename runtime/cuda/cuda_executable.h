@@ -2,12 +2,15 @@
 //
 // Kernels never take buffer addresses as launch parameters: they read them
 // from an *argument block* in device memory (buffer addresses, runtime
-// scalars, the error word), which each run fills from pinned host memory
-// with one copy. So the launch sequence is the same on every run, and from
-// the second run on it is captured once into a CUDA graph: a cache-hit
-// replay is one cuGraphLaunch, whatever new output buffers and scalars the
-// run has. Two argument slots alternate, so filling one never waits for the
-// GPU to finish reading the other.
+// scalars, the error word). So the launch sequence is the same on every
+// run, and from the second run on it is captured once into a CUDA graph: a
+// cache-hit replay is one cuGraphLaunch, whatever new output buffers and
+// scalars the run has. A run writes the block in pinned host memory and
+// copies it to the GPU only when it differs from the last one uploaded (a
+// training step that repeats usually gets the same addresses back from the
+// caching allocator); the copy is ordered on the stream after the previous
+// run's kernels, so it never overwrites arguments still being read. Two
+// pinned slots alternate, so filling one never waits for the other's copy.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -41,16 +44,14 @@ class CudaExecutable final : public Executable {
   };
   struct Slot {
     void* host = nullptr;     // pinned argument block
-    BufferPtr device;         // its device copy, read by the kernels
-    CUgraphExec graph = nullptr;
-    CUevent done = nullptr;   // recorded after the run that used this slot
+    CUevent done = nullptr;   // recorded after the copy out of it
     bool in_flight = false;
   };
 
   void plan_launches();
-  void launch_all(Slot& slot);
-  void capture(Slot& slot);
-  void check_errors(Slot& slot);
+  void launch_all();
+  void capture();
+  void check_errors();
   std::string out_of_range_message(const ir::LibraryCall& call);
 
   ir::KernelProgram program_;
@@ -61,8 +62,11 @@ class CudaExecutable final : public Executable {
   BufferPtr arena_;  // temporaries, planned by ir/lower.cpp
   BufferPtr meta_;   // library kernels' constant parameters
   size_t arg_words_ = 0, scalar_at_ = 0, err_at_ = 0;  // argument block layout, in 8-byte words
+  BufferPtr args_;                      // the argument block the kernels read
+  std::vector<int64_t> uploaded_;       // what args_ holds (or will, in stream order)
   Slot slots_[2];
   int next_slot_ = 0;
+  CUgraphExec graph_ = nullptr;
   int64_t runs_ = 0;
   std::mutex mu_;  // one run at a time: the arena and the slots are shared
 };
