@@ -32,8 +32,8 @@ for step in $STEPS; do
         > "$OUT/sanitizer.log" 2>&1
       echo "sanitizer rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | head -10 ;;
     bench)
-      { "$bin/loom-bench" --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W5}"
-        python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W5}"; } > "$OUT/bench.log" 2>&1
+      { "$bin/loom-bench" --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"
+        python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"; } > "$OUT/bench.log" 2>&1
       cat "$OUT/bench.log" | grep -v "^#" | head -60 ;;
     coldstart)
       rm -rf /tmp/loom-coldstart

@@ -48,7 +48,8 @@ TEST_F(CudaTest, ItemReadsOneElementAfterQueuedWork) {
   Tensor y = x * 3 + 1;
   loom::sync();  // queued on the stream
   EXPECT_EQ(y.select(0, 1000).item<float>(), 3001.f);
-  EXPECT_EQ(y.sum().item<double>(), 3.0 * (double(1 << 20) * ((1 << 20) - 1) / 2) + (1 << 20));
+  const double want = 3.0 * (double(1 << 20) * ((1 << 20) - 1) / 2) + (1 << 20);
+  EXPECT_NEAR(y.sum().item<double>(), want, want * 1e-5);  // a float32 sum of 2^20 terms
 }
 
 TEST_F(CudaTest, ReplaysAsOneCudaGraphAndAllocatesFromTheCache) {
@@ -57,14 +58,14 @@ TEST_F(CudaTest, ReplaysAsOneCudaGraphAndAllocatesFromTheCache) {
   loom::reset_metrics();
   loom::cuda::MemoryStats after_first;
   for (int i = 0; i < 10; ++i) {
-    Tensor y = loom::softmax(x * (i + 1), -1).sum();
+    Tensor y = loom::softmax(x.matmul(x) * (i + 1), -1).sum();  // a library kernel and generated ones
     EXPECT_NEAR(y.item<float>(), 256.f, 1e-2);
     if (i == 0) after_first = loom::cuda::memory_stats();
   }
   const loom::Metrics m = loom::metrics();
   EXPECT_EQ(m.cache_misses, 1);
   EXPECT_EQ(m.cache_hits, 9);
-  EXPECT_EQ(m.cuda_graph_launches, 9);  // runs 2..10: the first launches directly
+  EXPECT_EQ(m.cuda_graph_launches, 9);  // runs 2..10: the first launches directly (several kernels here)
   const loom::cuda::MemoryStats after = loom::cuda::memory_stats();
   EXPECT_GT(after.allocations, after_first.allocations);
   EXPECT_EQ(after.driver_allocations, after_first.driver_allocations) << "replays must allocate from the cache";

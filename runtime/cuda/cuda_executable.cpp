@@ -170,8 +170,10 @@ std::vector<BufferPtr> CudaExecutable::run(const RunArgs& args) {
       uploaded_.assign(words, words + arg_words_);
     }
     // The first run launches directly (it also proves every launch valid);
-    // later runs replay the captured graph.
-    if (!graph_ && runs_ > 0) capture();
+    // later runs replay the captured graph. A program of one kernel is
+    // always launched directly: one kernel launch costs less than a graph
+    // launch of one node.
+    if (!graph_ && runs_ > 0 && launches_.size() > 1) capture();
     if (graph_) {
       check(d.cuGraphLaunch(graph_, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
       bump(counters().cuda_graph_launches);

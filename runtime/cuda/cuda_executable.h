@@ -5,7 +5,7 @@
 // scalars, the error word). So the launch sequence is the same on every
 // run, and from the second run on it is captured once into a CUDA graph: a
 // cache-hit replay is one cuGraphLaunch, whatever new output buffers and
-// scalars the run has. A run writes the block in pinned host memory and
+// scalars the run has (a program of a single kernel just launches it). A run writes the block in pinned host memory and
 // copies it to the GPU only when it differs from the last one uploaded (a
 // training step that repeats usually gets the same addresses back from the
 // caching allocator); the copy is ordered on the stream after the previous
