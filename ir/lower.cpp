@@ -332,6 +332,8 @@ class Lowering {
       if (is_elementwise(nd.op)) {
         uint32_t ops[3] = {0, 0, 0};
         for (size_t q = 0; q < ins.size(); ++q) ops[q] = expr(ins[q], child_map(nd.shape, l_.node(ins[q]).shape, map), false);
+        if (has_scalar_operand(nd))  // the scalar in the input's (compute) dtype, as a Full leaf of it was
+          ops[1] = push(Expr{ExprKind::Scalar, Op::Cast, l_.node(ins[0]).dtype, l_.g_.scalar_begin[i]});
         return push(Expr{ExprKind::Op, nd.op, nd.dtype, ops[0], ops[1], ops[2]});
       }
       if (op_family(nd.op) == Family::Reduce) return inline_reduction(i, nd, map);

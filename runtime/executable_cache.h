@@ -16,7 +16,7 @@ class ExecutableCache {
  public:
   struct Entry {
     const Backend* backend;
-    std::vector<uint64_t> canonical;
+    ir::Words canonical;
     std::shared_ptr<Executable> executable;
   };
   // nullptr on a miss. `collided` is set when an entry had the same hash but

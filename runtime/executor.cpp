@@ -10,7 +10,7 @@
 
 namespace loom::runtime {
 
-std::vector<BufferPtr> execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets) {
+void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out) {
   Backend& backend = backend_for(device);
   Counters& c = counters();
   bool collided = false;
@@ -36,14 +36,18 @@ std::vector<BufferPtr> execute(const ir::Graph& g, Device device, std::span<cons
   }
   if (log_enabled(LogTopic::Graph)) log_block(LogTopic::Graph, ir::to_string(g));
 
-  std::vector<const Buffer*> inputs;
-  inputs.reserve(g.input_nodes.size());
-  for (uint32_t i : g.input_nodes) inputs.push_back(static_cast<const Buffer*>(g.nodes[i]->data.get()));
+  // The input buffers: on the stack for the usual few, else on the heap.
+  constexpr size_t kFew = 16;
+  const Buffer* few[kFew];
+  std::vector<const Buffer*> many;
+  const size_t n_in = g.input_nodes.size();
+  if (n_in > kFew) many.resize(n_in);
+  const Buffer** inputs = n_in > kFew ? many.data() : few;
+  for (size_t k = 0; k < n_in; ++k) inputs[k] = static_cast<const Buffer*>(g.nodes[g.input_nodes[k]]->data.get());
 
   int64_t t0 = now_ns();
-  std::vector<BufferPtr> out;
   try {
-    out = exe->run(RunArgs{inputs, g.scalars, targets});
+    exe->run(RunArgs{std::span<const Buffer* const>(inputs, n_in), g.scalars, targets}, out);
   } catch (const RunError& e) {
     const ir::Node& n = *g.nodes[e.node];
     std::string where = n.line ? std::string(" (called from ") + n.file + ":" + std::to_string(n.line) + ")" : "";
@@ -53,7 +57,6 @@ std::vector<BufferPtr> execute(const ir::Graph& g, Device device, std::span<cons
   bump(c.graphs_materialized);
   bump(c.graph_nodes, static_cast<int64_t>(g.size()));
   bump(c.kernels_launched, exe->kernel_count());
-  return out;
 }
 
 }  // namespace loom::runtime

@@ -92,13 +92,30 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Tensor& b, Bin
   return binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), result_type(a, b), rule, shape, a.device(), loc);
 }
 
+// tensor op scalar: the scalar is folded into the node as its second
+// operand, a runtime scalar (ir/node.h, has_scalar_operand): one node, not a
+// Full leaf plus the op, and the same key for any value of the scalar.
 Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, BinaryRule rule, const SourceLoc& loc) {
-  impl_of(a, name, loc);
-  check_sub(op, a.dtype() == kBool, b.isBoolean(), loc);
+  const detail::TensorImpl& im = impl_of(a, name, loc);
+  const ScalarType a_dt = im.storage->dtype;
+  check_sub(op, a_dt == kBool, b.isBoolean(), loc);
   ScalarType dt = result_type(a, b);
   ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
-  return binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, a.device(), loc), dt, rule,
-                      detail::shape_of(a), a.device(), loc);
+  const Device dev = im.storage->device;
+  if (rule == BinaryRule::TrueDiv && !is_floating_point(dt)) {
+    // An integer scalar true-divided: it is first an integer of dt, then
+    // cast to float32 with the tensor (as before folding): keep the Full leaf.
+    return binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, dev, loc), dt, rule,
+                        detail::shape_of(a), dev, loc);
+  }
+  if (rule == BinaryRule::Logical) dt = kBool;
+  LOOM_CHECK(!(dt == kBool && (op == ir::Op::Pow || op == ir::Op::Fmod || op == ir::Op::Remainder)), name, loc,
+             "not supported for bool tensors");
+  const ScalarType out = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
+  auto n = new_node(op, out, dev, im.view.sizes, {detail::cast_node(detail::read(a, loc), dt, loc)}, loc);
+  n->scalar[0] = ir::RtScalar{b.toDouble(), b.toLong()};
+  n->num_scalars = 1;
+  return wrap(std::move(n));
 }
 
 Tensor binary(ir::Op op, const char* name, const Scalar& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {

@@ -5,6 +5,7 @@
 
 #include <optional>
 
+#include "api/src/block_pool.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -15,11 +16,8 @@ using detail::wrap_dim;
 namespace {
 
 Tensor make_view(const Tensor& t, const ir::Dims& sizes, const ir::Dims& strides, int64_t offset) {
-  auto im = std::make_shared<detail::TensorImpl>();
-  im->storage = t.impl()->storage;
-  im->view.sizes = sizes;
-  im->view.strides = strides;
-  im->view.offset = offset;
+  // Pooled and member-wise (make_shared would zero-fill the impl, then malloc).
+  auto im = detail::make_pooled<detail::TensorImpl>(t.impl()->storage, sizes, strides, offset);
   im->requires_grad = t.impl()->requires_grad;
   return Tensor(std::move(im));
 }

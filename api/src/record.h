@@ -54,12 +54,7 @@ class NodeInputs {
   NodeInputs(ir::NodePtr a, ir::NodePtr b) : few_{std::move(a), std::move(b)}, count_(2) {}
   NodeInputs(ir::NodePtr a, ir::NodePtr b, ir::NodePtr c) : few_{std::move(a), std::move(b), std::move(c)}, count_(3) {}
   // Appends the inputs to `to`, leaving this empty.
-  void move_into(std::vector<ir::NodePtr>& to) {
-    if (count_ == 0 && to.empty()) {
-      to = std::move(many_);
-      return;
-    }
-    to.reserve(to.size() + count_ + many_.size());
+  void move_into(ir::NodeList& to) {
     for (uint8_t i = 0; i < count_; ++i) to.push_back(std::move(few_[i]));
     for (auto& n : many_) to.push_back(std::move(n));
     count_ = 0;

@@ -204,6 +204,23 @@ void eval_unary(const EvalContext& c) {
 void eval_binary(const EvalContext& c) {
   const Step& s = c.step;
   const ScalarType t = c.in[0]->dtype;
+  if (c.in.size() == 1) {  // the second operand is a runtime scalar, in the input's dtype
+    if (c.scalars.size() != 1) c.fail("a binary node with one input needs one scalar operand");
+    if (!(*c.in[0]->shape == s.shape)) c.fail("a binary node with a scalar operand has its input's shape");
+    const int64_t n = s.shape.numel();
+    dispatch(t, [&]<class T>() {
+      const T* a = c.in[0]->as<T>();
+      const T b = from_scalar<T>(c.scalars[0]);
+      if (is_comparison(s.op)) {
+        bool* out = static_cast<bool*>(c.out);
+        for (int64_t i = 0; i < n; ++i) out[i] = compare_value<T>(s.op, a[i], b);
+      } else {
+        T* out = static_cast<T*>(c.out);
+        for (int64_t i = 0; i < n; ++i) out[i] = arith_value<T>(c, s.op, a[i], b);
+      }
+    });
+    return;
+  }
   if (c.in[1]->dtype != t) c.fail("inputs of different dtypes reached the backend");
   dispatch(t, [&]<class T>() {
     const T* a = c.in[0]->as<T>();
