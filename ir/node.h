@@ -14,7 +14,7 @@
 namespace loom::ir {
 
 // Bump when the meaning of the canonical form changes (op numbering, attrs).
-inline constexpr uint32_t kIrVersion = 2;  // 2: Binary nodes with a scalar operand
+inline constexpr uint32_t kIrVersion = 2;  // 2: Binary nodes with a scalar operand; Clamp
 inline constexpr int kMaxDims = 8;
 
 enum class Op : uint8_t {

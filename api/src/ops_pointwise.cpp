@@ -312,6 +312,15 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   if (min) dt = promote_types(dt, result_type(x, *min));
   if (max) dt = promote_types(dt, result_type(x, *max));
   LOOM_CHECK(dt != kBool, "clamp", loc, "not supported for bool tensors");
+  if (min && max) {
+    // One Clamp node, both bounds runtime scalars (ir/ops.def): the same
+    // values as a maximum then a minimum node, half the recording.
+    auto n = new_node(ir::Op::Clamp, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc);
+    n->scalar[0] = ir::RtScalar{min->toDouble(), min->toLong()};
+    n->scalar[1] = ir::RtScalar{max->toDouble(), max->toLong()};
+    n->num_scalars = 2;
+    return wrap(std::move(n));
+  }
   Tensor r = x.to(dt, loc);
   if (min) r = binary(ir::Op::Maximum, "clamp", r, *min, BinaryRule::Arith, loc);
   if (max) r = binary(ir::Op::Minimum, "clamp", r, *max, BinaryRule::Arith, loc);

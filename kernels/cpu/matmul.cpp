@@ -1,4 +1,4 @@
-// Matrix product [B,M,K] x [B,K,N] -> [B,M,N].
+// Matrix product [B,M,K] x [B,K,N] -> [B,M,N] (or [M,K] x [K,N] -> [M,N]).
 //
 // Floating point: GotoBLAS-style blocking. A KC x NC panel of B is packed
 // into NR-wide strips (a strip stays in L1 while it is used), an MC x KC
@@ -27,6 +27,15 @@
 namespace loom::kernels::cpu {
 
 namespace {
+
+// [B,M,K] x [B,K,N], or [M,K] x [K,N] as one batch.
+void dims(const View& a, const View& b, int64_t& B, int64_t& M, int64_t& K, int64_t& N) {
+  const bool batched = a.shape.n == 3;
+  B = batched ? a.shape[0] : 1;
+  M = a.shape[a.shape.n - 2];
+  K = a.shape[a.shape.n - 1];
+  N = b.shape[b.shape.n - 1];
+}
 
 typedef float v16f __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
@@ -288,7 +297,8 @@ TinyFn<T> pick_tiny() {
 
 template <class T>
 void matmul_float(const View& a, const View& b, const View& out) {
-  const int64_t B = a.shape[0], M = a.shape[1], K = a.shape[2], N = b.shape[2];
+  int64_t B, M, K, N;
+  dims(a, b, B, M, K, N);
   const T* pa = static_cast<const T*>(a.data);
   const T* pb = static_cast<const T*>(b.data);
   T* pc = static_cast<T*>(out.data);
@@ -312,7 +322,8 @@ void matmul_float(const View& a, const View& b, const View& out) {
 // overflow is defined); bool is an or of ands. Exact in any order.
 template <class T>
 void matmul_exact(const View& a, const View& b, const View& out) {
-  const int64_t B = a.shape[0], M = a.shape[1], K = a.shape[2], N = b.shape[2];
+  int64_t B, M, K, N;
+  dims(a, b, B, M, K, N);
   using U = std::conditional_t<std::is_same_v<T, bool>, uint8_t,
                                std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
   const U* pa = static_cast<const U*>(a.data);

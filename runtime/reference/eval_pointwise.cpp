@@ -192,6 +192,18 @@ void eval_unary(const EvalContext& c) {
     });
     return;
   }
+  if (s.op == ir::Op::Clamp) {  // minimum(maximum(x, lo), hi), as the two binary ops compute them
+    if (x.dtype != s.dtype || s.dtype == kBool || c.scalars.size() != 2)
+      c.fail(std::string("not defined for dtype ") + std::string(to_string(x.dtype)));
+    dispatch(s.dtype, [&]<class T>() {
+      const T* in = x.as<T>();
+      T* out = static_cast<T*>(c.out);
+      const T lo = from_scalar<T>(c.scalars[0]), hi = from_scalar<T>(c.scalars[1]);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = arith_value<T>(c, ir::Op::Minimum, arith_value<T>(c, ir::Op::Maximum, in[i], lo), hi);
+    });
+    return;
+  }
   if (x.dtype != s.dtype || !unary_supported(s.op, s.dtype))
     c.fail(std::string("not defined for dtype ") + std::string(to_string(x.dtype)));
   dispatch(s.dtype, [&]<class T>() {
