@@ -120,7 +120,11 @@ struct RecycleNode {
     // cost was the most expensive step of releasing a node, even for n == 0)
     if (n->attr.n) std::memset(n->attr.v.data(), 0, n->attr.n * sizeof(int64_t));
     n->attr.n = 0;
-    n->scalar[0] = n->scalar[1] = ir::RtScalar{};
+    // Each written on its own: `a = b = {}` stored b as two 8-byte zeros, then
+    // copied it with one 16-byte load, which cannot be forwarded from those
+    // stores (a stall that was ~40% of releasing a node).
+    n->scalar[0] = ir::RtScalar{};
+    n->scalar[1] = ir::RtScalar{};
     n->num_scalars = 0;
     n->file = "";
     n->line = 0;

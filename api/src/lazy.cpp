@@ -240,7 +240,10 @@ void sync_list(PendingList& list, const Device* only) {
 }  // namespace
 
 namespace {
-void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
+// No SLP vectorization here: GCC copied `s` (written just before by wrap()
+// as two 8-byte stores) with one 16-byte load, which the CPU cannot forward
+// from those stores; the stall was most of this function's time.
+[[gnu::optimize("no-tree-slp-vectorize")]] void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
   list.storages.emplace_back(s);
   // Drop dead entries now and then so a long unsynced loop stays bounded.
   if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) {

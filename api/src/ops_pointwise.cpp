@@ -21,21 +21,29 @@ int category(const Scalar& s) { return s.isBoolean() ? 0 : s.isIntegral() ? 1 : 
 ScalarType scalar_default(const Scalar& s) { return s.isBoolean() ? kBool : s.isIntegral() ? kLong : kFloat; }
 }  // namespace
 
-ScalarType result_type(const Tensor& a, const Tensor& b) {
+namespace {
+// promote_types, inline: the recording path calls it on every binary op.
+inline ScalarType promote(ScalarType a, ScalarType b) {
+  return static_cast<uint8_t>(a) >= static_cast<uint8_t>(b) ? a : b;  // bool < int32 < int64 < float32 < float64
+}
+// result_type on what the impls hold, so an op reads each operand's impl once.
+inline ScalarType result_type_of(ScalarType a, bool a_zero_dim, ScalarType b, bool b_zero_dim) {
   // Tensors with dims outrank zero-dim tensors, which outrank scalars: a
   // lower-priority operand only matters if it is of a higher category.
-  const bool za = a.dim() == 0, zb = b.dim() == 0;
-  if (za == zb) return promote_types(a.dtype(), b.dtype());
-  const Tensor& dimmed = za ? b : a;
-  const Tensor& zero = za ? a : b;
-  if (category(zero.dtype()) > category(dimmed.dtype())) return promote_types(dimmed.dtype(), zero.dtype());
-  return dimmed.dtype();
+  if (a_zero_dim == b_zero_dim) return promote(a, b);
+  const ScalarType dimmed = a_zero_dim ? b : a, zero = a_zero_dim ? a : b;
+  return category(zero) > category(dimmed) ? promote(dimmed, zero) : dimmed;
+}
+inline ScalarType result_type_of(ScalarType a, const Scalar& b) {
+  return category(b) > category(a) ? promote(a, scalar_default(b)) : a;
+}
+}  // namespace
+
+ScalarType result_type(const Tensor& a, const Tensor& b) {
+  return result_type_of(a.dtype(), a.dim() == 0, b.dtype(), b.dim() == 0);
 }
 
-ScalarType result_type(const Tensor& a, const Scalar& b) {
-  if (category(b) > category(a.dtype())) return promote_types(a.dtype(), scalar_default(b));
-  return a.dtype();
-}
+ScalarType result_type(const Tensor& a, const Scalar& b) { return result_type_of(a.dtype(), b); }
 
 // ---------------------------------------------------------------- unary
 namespace {
@@ -48,13 +56,13 @@ enum class UnaryRule {
 };
 
 Tensor unary(ir::Op op, const char* name, const Tensor& x, UnaryRule rule, const SourceLoc& loc) {
-  impl_of(x, name, loc);
-  ScalarType dt = x.dtype();
+  const detail::TensorImpl& im = impl_of(x, name, loc);
+  ScalarType dt = im.storage->dtype;
   if (rule == UnaryRule::Float && !is_floating_point(dt)) dt = kFloat;
   LOOM_CHECK(!((rule == UnaryRule::Keep || rule == UnaryRule::Integral) && dt == kBool), name, loc,
              "not supported for bool tensors (", detail::describe(x), ")");
   if (rule == UnaryRule::Integral && !is_floating_point(dt)) return x.clone(loc);  // floor of an integer is itself
-  return wrap(new_node(op, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc));
+  return wrap(new_node(op, dt, im.storage->device, im.view.sizes, {detail::read_as(x, dt, loc)}, loc));
 }
 
 enum class BinaryRule {
@@ -84,12 +92,14 @@ void check_sub(ir::Op op, bool a_bool, bool b_bool, const SourceLoc& loc) {
 }
 
 Tensor binary(ir::Op op, const char* name, const Tensor& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {
-  impl_of(a, name, loc);
-  impl_of(b, name, loc);
-  check_sub(op, a.dtype() == kBool, b.dtype() == kBool, loc);
+  const detail::TensorImpl& ia = impl_of(a, name, loc);
+  const detail::TensorImpl& ib = impl_of(b, name, loc);
+  const ScalarType da = ia.storage->dtype, db = ib.storage->dtype;
+  check_sub(op, da == kBool, db == kBool, loc);
   detail::check_same_device(a, b, name, loc);
-  ir::Dims shape = detail::broadcast_shapes(detail::shape_of(a), detail::shape_of(b), name, loc);
-  return binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), result_type(a, b), rule, shape, a.device(), loc);
+  ir::Dims shape = detail::broadcast_shapes(ia.view.sizes, ib.view.sizes, name, loc);
+  const ScalarType dt = result_type_of(da, ia.view.sizes.n == 0, db, ib.view.sizes.n == 0);
+  return binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), dt, rule, shape, ia.storage->device, loc);
 }
 
 // tensor op scalar: the scalar is folded into the node as its second
@@ -99,7 +109,7 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, Bin
   const detail::TensorImpl& im = impl_of(a, name, loc);
   const ScalarType a_dt = im.storage->dtype;
   check_sub(op, a_dt == kBool, b.isBoolean(), loc);
-  ScalarType dt = result_type(a, b);
+  ScalarType dt = result_type_of(a_dt, b);
   ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
   const Device dev = im.storage->device;
   if (rule == BinaryRule::TrueDiv && !is_floating_point(dt)) {
@@ -306,16 +316,17 @@ Tensor Tensor::where(const Tensor& condition, const Tensor& other, SourceLoc loc
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max, SourceLoc loc) {
-  impl_of(x, "clamp", loc);
+  const detail::TensorImpl& im = impl_of(x, "clamp", loc);
   LOOM_CHECK(min || max, "clamp", loc, "at least one of 'min' or 'max' must not be None");
-  ScalarType dt = x.dtype();
-  if (min) dt = promote_types(dt, result_type(x, *min));
-  if (max) dt = promote_types(dt, result_type(x, *max));
+  const ScalarType x_dt = im.storage->dtype;
+  ScalarType dt = x_dt;
+  if (min) dt = promote(dt, result_type_of(x_dt, *min));
+  if (max) dt = promote(dt, result_type_of(x_dt, *max));
   LOOM_CHECK(dt != kBool, "clamp", loc, "not supported for bool tensors");
   if (min && max) {
     // One Clamp node, both bounds runtime scalars (ir/ops.def): the same
     // values as a maximum then a minimum node, half the recording.
-    auto n = new_node(ir::Op::Clamp, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc);
+    auto n = new_node(ir::Op::Clamp, dt, im.storage->device, im.view.sizes, {detail::read_as(x, dt, loc)}, loc);
     n->scalar[0] = ir::RtScalar{min->toDouble(), min->toLong()};
     n->scalar[1] = ir::RtScalar{max->toDouble(), max->toLong()};
     n->num_scalars = 2;

@@ -27,26 +27,39 @@ void throw_undefined(const char* op, const SourceLoc& loc) {
                       loc);
 }
 
-std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
-                                   const SourceLoc& loc) {
-  auto n = make_node();  // recycled: no zero-fill, no malloc (block_pool.h)
+namespace {
+// A recycled node (no zero-fill, no malloc: block_pool.h) with its common fields.
+inline std::shared_ptr<ir::Node> fresh_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                            const SourceLoc& loc) {
+  auto n = make_node();
   n->op = op;
   n->dtype = dtype;
   n->device = device;
   n->shape = shape;
   n->file = loc.file_name();
   n->line = loc.line();
-  // Resolved once: runtime::counters() is an out-of-line call of its own.
-  static std::atomic<int64_t>& nodes_recorded = runtime::counters().nodes_recorded;
-  runtime::bump(nodes_recorded);
+  runtime::count_node_recorded();
   ++t_nodes_since_wrap;
   return n;
+}
+}  // namespace
+
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   const SourceLoc& loc) {
+  return fresh_node(op, dtype, device, shape, loc);
 }
 
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    NodeInputs inputs, const SourceLoc& loc) {
-  auto n = new_node(op, dtype, device, shape, loc);
+  auto n = fresh_node(op, dtype, device, shape, loc);
   inputs.move_into(n->inputs);
+  return n;
+}
+
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   ir::NodePtr input, const SourceLoc& loc) {
+  auto n = fresh_node(op, dtype, device, shape, loc);
+  n->inputs.push_back(std::move(input));
   return n;
 }
 

@@ -70,6 +70,9 @@ class NodeInputs {
 // A node with inputs, in one call.
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    NodeInputs inputs, const SourceLoc& loc);
+// A node with one input (`{x}` picks this one): no NodeInputs to build and take apart.
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   ir::NodePtr input, const SourceLoc& loc);
 // A fresh node with n's value (clone): a Cast to the same dtype.
 ir::NodePtr copy_node(ir::NodePtr n, const SourceLoc& loc);
 // n itself when it already has `dtype` (inline: every binary op calls this
