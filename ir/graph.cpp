@@ -14,12 +14,23 @@ namespace {
 
 std::atomic<uint64_t> g_forced_hash{0};
 
+static_assert(static_cast<int>(Op::kCount) <= 128, "Node::kHeaderCached is bit 7 of the op byte");
+
 // The header word of a node: everything about it that fits in 64 bits.
-uint64_t header_word(const Node& n) {
+uint64_t compute_header_word(const Node& n) {
   uint64_t dev = static_cast<uint64_t>(n.device.type()) << 4 | (static_cast<uint64_t>(n.device.index()) & 0xF);
   return static_cast<uint64_t>(n.op) | static_cast<uint64_t>(n.dtype) << 8 | dev << 16 |
          static_cast<uint64_t>(n.shape.n) << 24 | static_cast<uint64_t>(n.attr.n) << 32 |
          static_cast<uint64_t>(n.num_scalars) << 40 | static_cast<uint64_t>(n.inputs.size()) << 48;
+}
+// The same, computed once per node (Node::header_cache).
+inline uint64_t header_word(const Node& n) {
+  uint64_t h = n.header_cache.load(std::memory_order_relaxed);
+  if (!(h & Node::kHeaderCached)) [[unlikely]] {
+    h = compute_header_word(n) | Node::kHeaderCached;
+    n.header_cache.store(h, std::memory_order_relaxed);
+  }
+  return h & ~Node::kHeaderCached;
 }
 
 // A node on the walk's stack and its next input to visit.

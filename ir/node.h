@@ -151,6 +151,11 @@ struct Node {
   // graph, another thread's concurrent walk) costs a revisit, never a wrong
   // graph. Relaxed atomic: concurrent walks of shared nodes are no data race.
   mutable std::atomic<uint32_t> walk_mark{0};
+  // Graph-walk scratch too: the node's canonical header word (ir/graph.cpp),
+  // computed by the first walk that reaches the node (a node never changes
+  // once recorded) with kHeaderCached set; 0 until then.
+  mutable std::atomic<uint64_t> header_cache{0};
+  static constexpr uint64_t kHeaderCached = 0x80;  // bit 7 of the op byte: ops number fewer than 128
   NodeList inputs;
   Dims shape;
   Attrs attr;                       // op-specific integers (dims, strides): part of the key

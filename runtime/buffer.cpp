@@ -17,7 +17,12 @@ std::shared_ptr<Buffer> Buffer::allocate(Device device, size_t bytes) {
   void* p = host_allocate(bytes);
   bump(counters().bytes_allocated, static_cast<int64_t>(bytes));
   bump(counters().buffers_allocated);
-  return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, [bytes](void* q) { host_free(q, bytes); }));
+  // One allocation for the Buffer and its control block (make_shared), where
+  // shared_ptr(new Buffer) made two.
+  struct Owned : Buffer {
+    Owned(void* p, size_t bytes, Device device) : Buffer(p, bytes, device, [bytes](void* q) { host_free(q, bytes); }) {}
+  };
+  return std::make_shared<Owned>(p, bytes, device);
 }
 
 std::shared_ptr<Buffer> Buffer::borrow(void* ptr, size_t bytes, Device device,

@@ -126,6 +126,7 @@ struct RecycleNode {
     n->scalar[0] = ir::RtScalar{};
     n->scalar[1] = ir::RtScalar{};
     n->num_scalars = 0;
+    n->header_cache.store(0, std::memory_order_relaxed);  // its next life gets its own header
     n->file = "";
     n->line = 0;
     l.nodes[l.count++] = n;

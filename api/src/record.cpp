@@ -97,15 +97,13 @@ Tensor wrap(ir::NodePtr n) {
   // A storage never adopts another storage's Input leaf: that would alias
   // two storages' buffers behind the user's back.
   if (n->op == ir::Op::Input) n = copy_node(std::move(n), SourceLoc::current());
-  auto impl = make_pooled<TensorImpl>(nullptr, n->shape);
-  const ScalarType dtype = n->dtype;
-  const Device device = n->device;
-  const int64_t numel = n->shape.numel();
-  impl->storage = make_pooled<Storage>(std::move(n), dtype, device, numel);
+  const ir::Node& node = *n;
+  // The storage first, then the impl built around it (no null to replace).
+  auto storage = make_pooled<Storage>(std::move(n), node.dtype, node.device, node.shape.numel());
   int64_t recorded = t_nodes_since_wrap;
   t_nodes_since_wrap = 0;
-  note_new_pending(impl->storage, recorded);
-  return Tensor(std::move(impl));
+  note_new_pending(storage, recorded);
+  return Tensor(make_pooled<TensorImpl>(std::move(storage), node.shape));
 }
 
 void write_through(const Tensor& self, ir::NodePtr value, const char* op, const SourceLoc& loc) {
