@@ -137,7 +137,9 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
       const uint32_t id = count++;
       nodes[id] = &n;
       n.walk_mark.store(id, std::memory_order_relaxed);
-      const size_t words = 1 + n.shape.n + n.attr.n + k;
+      const uint64_t header = header_word(n);
+      const uint32_t n_shape = static_cast<uint32_t>(header >> 24 & 0xFF), n_attr = static_cast<uint32_t>(header >> 32 & 0xFF);
+      const size_t words = 1 + n_shape + n_attr + k;
       if (static_cast<size_t>(w_end - w) < words + 1) [[unlikely]] {
         const size_t used = static_cast<size_t>(w - g.canonical.data());
         w = grow(g.canonical, used + words + 1) + used;
@@ -147,9 +149,9 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
         in_idx = grow(g.in_idx, edges + k);
         in_cap = g.in_idx.size();
       }
-      *w++ = header_word(n);
-      for (size_t d = 0; d < n.shape.n; ++d) *w++ = static_cast<uint64_t>(n.shape[d]);
-      for (size_t a = 0; a < n.attr.n; ++a) *w++ = static_cast<uint64_t>(n.attr[a]);
+      *w++ = header;
+      for (uint32_t d = 0; d < n_shape; ++d) *w++ = static_cast<uint64_t>(n.shape[d]);
+      for (uint32_t a = 0; a < n_attr; ++a) *w++ = static_cast<uint64_t>(n.attr[a]);
       ids -= k;
       for (uint32_t j = 0; j < k; ++j) {
         w[j] = ids[j];

@@ -138,8 +138,11 @@ class NodeList {
   std::vector<NodePtr> heap_;  // all inputs when size_ > kInline
 };
 
-// Field order follows the graph walk (ir/graph.cpp): what every node's
-// canonical words need comes first, so a node costs one or two cache lines.
+// Field order follows the graph walk (ir/graph.cpp) and recording: the
+// header, the walk's scratch and the inputs fill the first cache line, the
+// shape the next; the walk reads the attribute count from the cached header
+// word, so the attributes (rare, and the largest field) come last and are
+// touched only by nodes that have some.
 struct Node {
   Op op;
   ScalarType dtype;
@@ -158,12 +161,12 @@ struct Node {
   static constexpr uint64_t kHeaderCached = 0x80;  // bit 7 of the op byte: ops number fewer than 128
   NodeList inputs;
   Dims shape;
-  Attrs attr;                       // op-specific integers (dims, strides): part of the key
   std::array<RtScalar, 2> scalar{}; // op-specific numbers: runtime arguments, not in the key
   std::shared_ptr<const DataRef> data;  // Input nodes only
   // Where the user recorded this node; for error messages, never hashed.
   const char* file = "";
   uint32_t line = 0;
+  Attrs attr;                       // op-specific integers (dims, strides): part of the key
 
   int64_t numel() const { return shape.numel(); }
 };
