@@ -236,9 +236,16 @@ void gemm(const Gemm<T>& g, const T* a, const T* b, T* c, int64_t M, int64_t N, 
 // more than the product, so each row of C is a sum over k of a[k] * B's row
 // k, accumulated in registers, VW columns at a time (4 vectors: 64 floats
 // with AVX-512). Every element is ((0 + a0*b0) + a1*b1) + ... in k order,
-// one rounding per multiply and per add (no FMA: the library is built in
-// ISO mode, -ffp-contract=off), so the result does not depend on the vector
-// width: the AVX-512, AVX2 and baseline builds below agree bit for bit.
+// one rounding per multiply and per add, as the plain loop this replaced
+// computed it on baseline x86-64: the empty asm keeps each product rounded
+// on its own (GCC would otherwise fuse it into an FMA where the target has
+// one), so the AVX-512, AVX2 and baseline builds below agree bit for bit.
+template <class V>
+[[gnu::always_inline]] inline V rounded_product(V a, V b) {
+  V p = a * b;
+  __asm__("" : "+x"(p));
+  return p;
+}
 template <class T, class V>
 [[gnu::always_inline]] inline void tiny_rows(const T* pa, const T* pb, T* pc, int64_t B, int64_t M, int64_t N,
                                              int64_t K) {
@@ -258,14 +265,14 @@ template <class T, class V>
         for (int q = 0; q < 4; ++q) {
           V bv;
           std::memcpy(&bv, brow + q * L, sizeof(V));
-          acc[q] += av * bv;
+          acc[q] += rounded_product(av, bv);
         }
       }
       std::memcpy(crow + j, acc, sizeof(acc));
     }
     for (; j < N; ++j) {
       T acc = T(0);
-      for (int64_t k = 0; k < K; ++k) acc += arow[k] * bmat[k * N + j];
+      for (int64_t k = 0; k < K; ++k) acc += rounded_product(arow[k], bmat[k * N + j]);
       crow[j] = acc;
     }
   }
