@@ -127,8 +127,11 @@ class NodeList {
   }
   // Releases every input; keeps the heap's capacity (a recycled node reuses it).
   void clear() {
-    for (uint32_t i = 0; i < size_ && i < kInline; ++i) inline_[i].reset();
-    heap_.clear();
+    if (size_ > kInline) [[unlikely]] {
+      heap_.clear();
+    } else {
+      for (uint32_t i = 0; i < size_; ++i) inline_[i].reset();
+    }
     size_ = 0;
   }
 

@@ -45,8 +45,8 @@ Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& lo
   LOOM_CHECK(a.size(1) == b.size(0), op, loc, "mat1 and mat2 shapes cannot be multiplied (", mat(a.size(0), a.size(1)),
              " and ", mat(b.size(0), b.size(1)), ")");
   const int64_t dims[2] = {a.size(0), b.size(1)};
-  return detail::wrap(detail::new_node(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 2),
-                                       {detail::read(a, loc), detail::read(b, loc)}, loc));
+  return detail::wrap(detail::new_node2(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 2), detail::read(a, loc),
+                                        detail::read(b, loc), loc));
 }
 
 // 2-D x 1-D.

@@ -81,7 +81,7 @@ Tensor binary_nodes(ir::Op op, const char* name, ir::NodePtr a, ir::NodePtr b, S
   ScalarType out = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
   a = detail::cast_node(std::move(a), dt, loc);
   b = detail::cast_node(std::move(b), dt, loc);
-  return wrap(new_node(op, out, dev, shape, {std::move(a), std::move(b)}, loc));
+  return wrap(detail::new_node2(op, out, dev, shape, std::move(a), std::move(b), loc));
 }
 
 // PyTorch refuses subtraction with any bool operand (a Python bool counts).

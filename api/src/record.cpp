@@ -63,6 +63,14 @@ std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, c
   return n;
 }
 
+std::shared_ptr<ir::Node> new_node2(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape, ir::NodePtr a,
+                                    ir::NodePtr b, const SourceLoc& loc) {
+  auto n = fresh_node(op, dtype, device, shape, loc);
+  n->inputs.push_back(std::move(a));
+  n->inputs.push_back(std::move(b));
+  return n;
+}
+
 ir::NodePtr read_view(const TensorImpl& im, ir::NodePtr base, const SourceLoc& loc) {
   auto n = new_node(ir::Op::AsStrided, im.storage->dtype, im.storage->device, im.view.sizes, {std::move(base)}, loc);
   n->attr = view_attrs(im.view);

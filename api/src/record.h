@@ -73,6 +73,9 @@ std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, c
 // A node with one input (`{x}` picks this one): no NodeInputs to build and take apart.
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    ir::NodePtr input, const SourceLoc& loc);
+// The same for two inputs (every binary op).
+std::shared_ptr<ir::Node> new_node2(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape, ir::NodePtr a,
+                                    ir::NodePtr b, const SourceLoc& loc);
 // A fresh node with n's value (clone): a Cast to the same dtype.
 ir::NodePtr copy_node(ir::NodePtr n, const SourceLoc& loc);
 // n itself when it already has `dtype` (inline: every binary op calls this
