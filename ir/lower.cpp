@@ -39,6 +39,8 @@ double op_cost(Op op) {
       return 8;
     case Op::Div: case Op::Sqrt: case Op::Rsqrt: case Op::Reciprocal: case Op::Fmod: case Op::Remainder:
       return 3;
+    case Op::Clamp:  // a maximum and a minimum
+      return 2;
     default:
       return 1;
   }
@@ -326,12 +328,23 @@ class Lowering {
           uint32_t a = add_access(static_cast<uint32_t>(l_.buffer_of_[ins[0]]), nd.attr[nd.shape.n], strides, nd.shape, map);
           return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, a});
         }
+        case Op::Clamp: {
+          // Exactly what clamp recorded as two nodes before: maximum with the
+          // low bound, then minimum with the high one, each in the node's dtype.
+          const uint32_t x = expr(ins[0], child_map(nd.shape, l_.node(ins[0]).shape, map), false);
+          const uint32_t lo = push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[i]});
+          const uint32_t mx = push(Expr{ExprKind::Op, Op::Maximum, nd.dtype, x, lo});
+          const uint32_t hi = push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[i] + 1});
+          return push(Expr{ExprKind::Op, Op::Minimum, nd.dtype, mx, hi});
+        }
         default:
           break;
       }
       if (is_elementwise(nd.op)) {
         uint32_t ops[3] = {0, 0, 0};
         for (size_t q = 0; q < ins.size(); ++q) ops[q] = expr(ins[q], child_map(nd.shape, l_.node(ins[q]).shape, map), false);
+        if (has_scalar_operand(nd))  // the scalar in the input's (compute) dtype, as a Full leaf of it was
+          ops[1] = push(Expr{ExprKind::Scalar, Op::Cast, l_.node(ins[0]).dtype, l_.g_.scalar_begin[i]});
         return push(Expr{ExprKind::Op, nd.op, nd.dtype, ops[0], ops[1], ops[2]});
       }
       if (op_family(nd.op) == Family::Reduce) return inline_reduction(i, nd, map);

@@ -2,8 +2,10 @@
 // builds them, ir/graph.h walks them, backends read them through ir::Graph.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include <loom/device.h>
@@ -12,7 +14,7 @@
 namespace loom::ir {
 
 // Bump when the meaning of the canonical form changes (op numbering, attrs).
-inline constexpr uint32_t kIrVersion = 1;
+inline constexpr uint32_t kIrVersion = 2;  // 2: Binary nodes with a scalar operand; Clamp
 inline constexpr int kMaxDims = 8;
 
 enum class Op : uint8_t {
@@ -89,23 +91,97 @@ struct DataRef {
 struct Node;
 using NodePtr = std::shared_ptr<const Node>;
 
-// Field order follows the graph walk (ir/graph.cpp): what every node's
-// canonical words need comes first, so a node costs one or two cache lines.
+// A node's inputs: up to kInline of them inside the node itself (every op
+// but a long cat), more on the heap. Inline, the graph walk reaches a
+// node's inputs without a second dependent load (one cache miss per node,
+// not two), and recording an op allocates nothing for them. Used like a
+// std::vector; never copied or moved (nodes are not).
+class NodeList {
+ public:
+  static constexpr uint32_t kInline = 3;
+  NodeList() = default;
+  NodeList(const NodeList&) = delete;
+  NodeList& operator=(const NodeList&) = delete;
+  ~NodeList() { clear(); }
+
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  const NodePtr* data() const { return size_ <= kInline ? inline_ : heap_.data(); }
+  NodePtr* data() { return size_ <= kInline ? inline_ : heap_.data(); }
+  const NodePtr& operator[](size_t i) const { return data()[i]; }
+  NodePtr& operator[](size_t i) { return data()[i]; }
+  const NodePtr* begin() const { return data(); }
+  const NodePtr* end() const { return data() + size_; }
+  NodePtr* begin() { return data(); }
+  NodePtr* end() { return data() + size_; }
+
+  void push_back(NodePtr p) {
+    if (size_ < kInline) {
+      inline_[size_++] = std::move(p);
+      return;
+    }
+    if (size_ == kInline)  // spills: from now on every input lives on the heap
+      for (NodePtr& q : inline_) heap_.push_back(std::move(q));
+    heap_.push_back(std::move(p));
+    ++size_;
+  }
+  // Releases every input; keeps the heap's capacity (a recycled node reuses it).
+  void clear() {
+    if (size_ > kInline) [[unlikely]] {
+      heap_.clear();
+    } else {
+      for (uint32_t i = 0; i < size_; ++i) inline_[i].reset();
+    }
+    size_ = 0;
+  }
+
+ private:
+  uint32_t size_ = 0;
+  NodePtr inline_[kInline];
+  std::vector<NodePtr> heap_;  // all inputs when size_ > kInline
+};
+
+// Field order follows the graph walk (ir/graph.cpp) and recording: the
+// header, the walk's scratch and the inputs fill the first cache line, the
+// shape the next; the walk reads the attribute count from the cached header
+// word, so the attributes (rare, and the largest field) come last and are
+// touched only by nodes that have some.
 struct Node {
   Op op;
   ScalarType dtype;
   Device device{kCPU, 0};
   uint8_t num_scalars = 0;
-  std::vector<NodePtr> inputs;
+  // Graph-walk scratch, not part of the node's value: the canonical index
+  // build_graph last gave this node. Only a hint: the walk trusts it only
+  // when its own Graph::nodes[mark] is this node, so a stale mark (an older
+  // graph, another thread's concurrent walk) costs a revisit, never a wrong
+  // graph. Relaxed atomic: concurrent walks of shared nodes are no data race.
+  mutable std::atomic<uint32_t> walk_mark{0};
+  // Graph-walk scratch too: the node's canonical header word (ir/graph.cpp),
+  // computed by the first walk that reaches the node (a node never changes
+  // once recorded) with kHeaderCached set; 0 until then.
+  mutable std::atomic<uint64_t> header_cache{0};
+  static constexpr uint64_t kHeaderCached = 0x80;  // bit 7 of the op byte: ops number fewer than 128
+  NodeList inputs;
   Dims shape;
-  Attrs attr;                       // op-specific integers (dims, strides): part of the key
   std::array<RtScalar, 2> scalar{}; // op-specific numbers: runtime arguments, not in the key
   std::shared_ptr<const DataRef> data;  // Input nodes only
   // Where the user recorded this node; for error messages, never hashed.
   const char* file = "";
   uint32_t line = 0;
+  Attrs attr;                       // op-specific integers (dims, strides): part of the key
 
   int64_t numel() const { return shape.numel(); }
 };
+
+// A Binary node has two tensor inputs, or one input and a runtime scalar
+// (scalar[0], num_scalars == 1) as its second operand: `x * 0.99` is one
+// node, not a Full leaf plus the Mul. The scalar is converted to the input's
+// dtype (the op's compute dtype) exactly as a Full leaf of that dtype would
+// be; like every runtime scalar it is a run argument, never part of the key
+// (the key does see the form: one input and one scalar).
+inline bool has_scalar_operand(const Node& n) {
+  return n.inputs.size() == 1 && op_family(n.op) == Family::Binary;
+}
 
 }  // namespace loom::ir

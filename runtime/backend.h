@@ -34,9 +34,10 @@ struct RunError {
 class Executable {
  public:
   virtual ~Executable() = default;
-  // One buffer per Graph::outputs entry, each holding that node's value
+  // Fills `out` (emptied first; the caller reuses it across runs) with one
+  // buffer per Graph::outputs entry, each holding that node's value
   // contiguously. Must not keep pointers to the Graph it was compiled from.
-  virtual std::vector<BufferPtr> run(const RunArgs& args) = 0;
+  virtual void run(const RunArgs& args, std::vector<BufferPtr>& out) = 0;
   // Kernels (or steps) one run launches, for metrics.
   virtual int64_t kernel_count() const = 0;
 };

@@ -17,14 +17,20 @@ namespace loom::runtime {
 std::shared_ptr<Buffer> Buffer::allocate(Device device, size_t bytes) {
   bump(counters().bytes_allocated, static_cast<int64_t>(bytes));
   bump(counters().buffers_allocated);
+  // One allocation for the Buffer and its control block (make_shared), where
+  // shared_ptr(new Buffer) made two.
+  struct Owned : Buffer {
+    Owned(void* p, size_t bytes, Device device, std::function<void(void*)> release)
+        : Buffer(p, bytes, device, std::move(release)) {}
+  };
   if (device.is_cuda()) {
     const int index = device.index() < 0 ? 0 : device.index();
     void* p = cuda::device_allocate(index, bytes);
-    return std::shared_ptr<Buffer>(
-        new Buffer(p, bytes, Device(kCUDA, index), [index, bytes](void* q) { cuda::device_free(index, q, bytes); }));
+    return std::make_shared<Owned>(p, bytes, Device(kCUDA, static_cast<int8_t>(index)),
+                                   [index, bytes](void* q) { cuda::device_free(index, q, bytes); });
   }
   void* p = host_allocate(bytes);
-  return std::shared_ptr<Buffer>(new Buffer(p, bytes, device, [bytes](void* q) { host_free(q, bytes); }));
+  return std::make_shared<Owned>(p, bytes, device, [bytes](void* q) { host_free(q, bytes); });
 }
 
 void copy_bytes(const Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset, size_t bytes) {

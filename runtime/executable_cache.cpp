@@ -32,6 +32,7 @@ void ExecutableCache::clear() {
   std::unique_lock lock(mu_);
   buckets_.clear();
   size_ = 0;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 size_t ExecutableCache::size() const {

@@ -22,9 +22,9 @@ class NodeError : public Error {
   uint32_t node;
 };
 
-// One buffer per g.outputs entry. Throws loom::Error (naming the failing
-// op and its source line; a NodeError when one node failed) if the run
-// fails; the cache is left as it was.
-std::vector<BufferPtr> execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets = {});
+// Fills `out` with one buffer per g.outputs entry. Throws loom::Error
+// (naming the failing op and its source line; a NodeError when one node
+// failed) if the run fails; the cache is left as it was.
+void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out);
 
 }  // namespace loom::runtime

@@ -1,5 +1,6 @@
 #include "runtime/host_allocator.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -39,10 +40,55 @@ Cache& cache() {
   return *c;
 }
 
+// Small blocks (up to kSmallMax bytes, in 64-byte classes) are kept on
+// per-thread free lists: a control loop's outputs are a few hundred bytes,
+// and an aligned malloc and free of them cost more than the kernel that
+// fills them. The link lives in the free block itself. Trivial and
+// initial-exec TLS (a plain %fs-relative access); a thread's lists are
+// freed when it exits, and a block freed on another thread joins that
+// thread's lists.
+constexpr size_t kSmallMax = 4096;
+constexpr size_t kSmallClasses = kSmallMax / 64;
+constexpr uint32_t kSmallPerClass = 64;
+struct SmallLists {
+  void* head[kSmallClasses];
+  uint32_t count[kSmallClasses];
+  bool reaper_registered;  // blocks are only kept once the thread-exit cleanup is registered
+  bool thread_exiting;     // after that cleanup ran: free straight to the system
+};
+constinit __attribute__((tls_model("initial-exec"))) thread_local SmallLists t_small{};
+
+struct SmallReaper {
+  ~SmallReaper() {
+    for (size_t c = 0; c < kSmallClasses; ++c) {
+      while (void* p = t_small.head[c]) {
+        t_small.head[c] = *static_cast<void**>(p);
+        std::free(p);
+      }
+      t_small.count[c] = 0;
+    }
+    t_small.thread_exiting = true;
+  }
+};
+
+[[gnu::noinline]] void register_small_reaper() {
+  thread_local SmallReaper reaper;
+  (void)reaper;
+  t_small.reaper_registered = true;
+}
+
 }  // namespace
 
 void* host_allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
+  if (bytes <= kSmallMax) {
+    const size_t c = (bytes - 1) / 64;
+    if (void* p = t_small.head[c]) {
+      t_small.head[c] = *static_cast<void**>(p);
+      --t_small.count[c];
+      return p;
+    }
+  }
   const size_t size = rounded(bytes);
   if (size >= kMinCached) {
     Cache& c = cache();
@@ -65,6 +111,19 @@ void* host_allocate(size_t bytes) {
 
 void host_free(void* p, size_t bytes) noexcept {
   if (!p) return;
+  if (bytes <= kSmallMax) {  // rounded() gave it a whole 64-byte class: any size of the class can reuse it
+    SmallLists& l = t_small;
+    if (!l.reaper_registered && !l.thread_exiting) register_small_reaper();
+    const size_t c = (bytes - 1) / 64;
+    if (l.reaper_registered && !l.thread_exiting && l.count[c] < kSmallPerClass) {
+      *static_cast<void**>(p) = l.head[c];
+      l.head[c] = p;
+      ++l.count[c];
+      return;
+    }
+    std::free(p);
+    return;
+  }
   const size_t size = rounded(bytes);
   if (size >= kMinCached) {
     Cache& c = cache();

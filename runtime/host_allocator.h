@@ -1,7 +1,7 @@
 // A caching allocator for host buffers, as PyTorch's CPU and CUDA
 // allocators cache: large blocks freed by one run are handed to the next
 // instead of going back to the OS, so a replayed graph pays no page faults
-// for its outputs. Small blocks go straight to malloc, which caches them.
+// for its outputs. Blocks of up to 4 KiB are kept on per-thread free lists.
 #pragma once
 #include <cstddef>
 

@@ -22,6 +22,63 @@ Counters& counters() {
 }  // namespace runtime
 
 namespace runtime {
+namespace node_count_internal {
+constinit __attribute__((tls_model("initial-exec"))) thread_local std::atomic<int64_t>* t_count = nullptr;
+
+namespace {
+struct Registry {
+  std::mutex mu;
+  std::vector<std::atomic<int64_t>*> live;  // one per thread that recorded
+  int64_t base = 0;                         // the total at the last reset
+};
+// Never destroyed: threads may exit after static destructors ran.
+Registry& registry() {
+  static Registry* r = new Registry();
+  return *r;
+}
+// At thread exit: the thread's count moves to Counters::nodes_recorded.
+struct Retire {
+  ~Retire() {
+    std::atomic<int64_t>* c = t_count;
+    if (!c) return;
+    Registry& r = registry();
+    std::lock_guard lock(r.mu);
+    counters().nodes_recorded.fetch_add(c->load(), std::memory_order_relaxed);
+    std::erase(r.live, c);
+    delete c;
+    t_count = nullptr;
+  }
+};
+}  // namespace
+
+std::atomic<int64_t>* register_thread() {
+  thread_local Retire retire;
+  (void)retire;
+  auto* c = new std::atomic<int64_t>(0);
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.live.push_back(c);
+  t_count = c;
+  return c;
+}
+}  // namespace node_count_internal
+
+int64_t nodes_recorded() {
+  auto& r = node_count_internal::registry();
+  std::lock_guard lock(r.mu);
+  int64_t total = counters().nodes_recorded.load();
+  for (auto* c : r.live) total += c->load(std::memory_order_relaxed);
+  return total - r.base;
+}
+
+void reset_nodes_recorded() {
+  auto& r = node_count_internal::registry();
+  std::lock_guard lock(r.mu);
+  int64_t total = counters().nodes_recorded.load();
+  for (auto* c : r.live) total += c->load(std::memory_order_relaxed);
+  r.base = total;
+}
+
 namespace {
 std::mutex g_compile_mu;
 std::vector<int64_t> g_per_kernel_ns;  // one entry per compile: its time / its kernels
@@ -53,7 +110,7 @@ void reset_compile_records() {
 Metrics metrics() {
   const runtime::Counters& c = runtime::counters();
   Metrics m;
-  m.nodes_recorded = c.nodes_recorded.load();
+  m.nodes_recorded = runtime::nodes_recorded();
   m.graphs_materialized = c.graphs_materialized.load();
   m.graph_nodes = c.graph_nodes.load();
   m.graph_cuts = c.graph_cuts.load();
@@ -81,8 +138,9 @@ Metrics metrics() {
 
 void reset_metrics() {
   runtime::reset_compile_records();
+  runtime::reset_nodes_recorded();  // per-thread counts: zeroed by moving the base
   runtime::Counters& c = runtime::counters();
-  for (auto* a : {&c.nodes_recorded, &c.graphs_materialized, &c.graph_nodes, &c.graph_cuts, &c.cache_hits,
+  for (auto* a : {&c.graphs_materialized, &c.graph_nodes, &c.graph_cuts, &c.cache_hits,
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
                   &c.bytes_allocated, &c.buffers_allocated, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,

@@ -8,7 +8,7 @@
 namespace loom::runtime {
 
 struct Counters {
-  std::atomic<int64_t> nodes_recorded{0};
+  std::atomic<int64_t> nodes_recorded{0};  // by threads that exited (see count_node_recorded)
   std::atomic<int64_t> graphs_materialized{0};
   std::atomic<int64_t> graph_nodes{0};
   std::atomic<int64_t> graph_cuts{0};
@@ -41,6 +41,24 @@ int64_t median_compile_ns_per_kernel();
 void reset_compile_records();
 
 inline void bump(std::atomic<int64_t>& c, int64_t by = 1) { c.fetch_add(by, std::memory_order_relaxed); }
+
+// Nodes recorded, the one counter of the recording path: counted per thread
+// (only its own thread writes it, so a plain add, where a shared counter's
+// locked add was a quarter of making a node) and summed by loom::metrics().
+// Counters::nodes_recorded holds what exited threads counted.
+namespace node_count_internal {
+extern constinit __attribute__((tls_model("initial-exec"))) thread_local std::atomic<int64_t>* t_count;
+std::atomic<int64_t>* register_thread();
+}  // namespace node_count_internal
+inline void count_node_recorded() {
+  std::atomic<int64_t>* c = node_count_internal::t_count;
+  if (!c) [[unlikely]]
+    c = node_count_internal::register_thread();
+  c->store(c->load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+// Every thread's count, exited threads included, minus what reset_metrics() zeroed.
+int64_t nodes_recorded();
+void reset_nodes_recorded();
 
 inline int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -85,21 +85,21 @@ BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args) const {
   return t;
 }
 
-std::vector<BufferPtr> OutputPlan::results(const std::vector<BufferPtr>& owned, Device device) const {
-  std::vector<BufferPtr> result;
-  std::vector<bool> taken(program_.buffers.size(), false);
-  for (uint32_t b : program_.output_buffers) {
-    if (!taken[b]) {
-      taken[b] = true;
-      result.push_back(owned[b]);
+void OutputPlan::results(std::vector<BufferPtr>& owned, Device device, std::vector<BufferPtr>& result) const {
+  result.clear();
+  const auto& outs = program_.output_buffers;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const uint32_t b = outs[k];
+    if (owned[b]) {  // its first use: the buffer itself
+      result.push_back(std::move(owned[b]));
       continue;
     }
+    const BufferPtr& first = result[static_cast<size_t>(std::find(outs.begin(), outs.end(), b) - outs.begin())];
     const size_t bytes = program_.buffers[b].numel * element_size(program_.buffers[b].dtype);
     BufferPtr copy = Buffer::allocate(device, bytes);
-    copy_bytes(*copy, 0, *owned[b], 0, bytes);
+    copy_bytes(*copy, 0, *first, 0, bytes);
     result.push_back(std::move(copy));
   }
-  return result;
 }
 
 }  // namespace loom::runtime

@@ -30,9 +30,10 @@ class OutputPlan {
   // that can fail: a failure leaves every existing tensor as it was).
   BufferPtr donated(uint32_t b, const RunArgs& args) const;
 
-  // One buffer per graph output from the output buffers `owned` (indexed by
-  // buffer id); an output asked for twice is copied.
-  std::vector<BufferPtr> results(const std::vector<BufferPtr>& owned, Device device) const;
+  // One buffer per graph output, into `result`, taken (moved) from the
+  // output buffers `owned` (indexed by buffer id); an output asked for
+  // twice is copied.
+  void results(std::vector<BufferPtr>& owned, Device device, std::vector<BufferPtr>& result) const;
 
  private:
   bool can_write_in_place(uint32_t out, uint32_t in) const;

@@ -4,7 +4,9 @@
 // big graphs are cut, a sync frees the graph it ran, memory stays flat over
 // a long loop, threads record and sync independently, and a failed run
 // poisons only what it failed to compute.
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -81,14 +83,14 @@ TEST_P(LazyTest, RecordingRunsNothingAndOneSyncRunsOneGraph) {
 TEST_P(LazyTest, ASharedSubexpressionIsComputedOnce) {
   Tensor x = materialized({8});
   const loom::Metrics before = loom::metrics();
-  Tensor a = x * 2;  // full(2), mul
-  Tensor b = a + 1;  // full(1), add
-  Tensor c = a - 1;  // full(1), sub
+  Tensor a = x * 2;  // mul (x, $2)
+  Tensor b = a + 1;  // add (a, $1)
+  Tensor c = a - 1;  // sub (a, $1)
   b.to_vector<float>();  // one sync computes every live pending tensor: a, b and c
   const loom::Metrics after = loom::metrics();
   EXPECT_EQ(after.graphs_materialized, before.graphs_materialized + 1);
-  // x, three scalars, mul, add, sub: `a` appears once although two results use it.
-  EXPECT_EQ(after.graph_nodes - before.graph_nodes, 7);
+  // x, mul, add, sub (each scalar is its node's operand): `a` appears once although two results use it.
+  EXPECT_EQ(after.graph_nodes - before.graph_nodes, 4);
   EXPECT_FALSE(a.is_pending());
   EXPECT_FALSE(c.is_pending());
   std::vector<double> xv = x.to_vector<double>(), av, bv, cv;
@@ -140,6 +142,81 @@ TEST_P(LazyTest, ADifferentScalarOperandIsARuntimeArgumentNotANewKey) {
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 8; ++j) want[i] += xv[i * 8 + j] * -3.5 + 100;
   EXPECT_TRUE(all_close(got, want, 1e-4, 1e-3));
+}
+
+// A scalar operand is part of its op's node (ir::has_scalar_operand), and
+// clamp's two bounds are one Clamp node's runtime scalars: one node per op,
+// and none of their values is in the key.
+TEST_P(LazyTest, ScalarOperandsAndClampBoundsAreFoldedRuntimeArguments) {
+  Tensor x = materialized({2, 8});
+  auto step = [&](double a, double b, double lo, double hi) { return loom::clamp(x * a - b, lo, hi); };
+  const int64_t recorded = loom::metrics().nodes_recorded;
+  Tensor r = step(2, 1, -1, 1);
+  EXPECT_EQ(loom::metrics().nodes_recorded - recorded, 3);  // mul, sub, clamp: no Full leaf
+  size_t n1 = 0, n2 = 0;
+  const uint64_t k1 = loom::testing::graph_key(r, &n1);
+  EXPECT_EQ(n1, 4u);  // and the input
+  EXPECT_EQ(loom::testing::graph_key(step(-0.5, 3, 0, 0.25), &n2), k1);
+  EXPECT_EQ(n2, n1);
+  EXPECT_NE(loom::testing::graph_key(loom::clamp(x * 2, -1, std::nullopt)), k1);  // another form, another key
+  r.to_vector<float>();  // compiles (or hits from an earlier run)
+  r = Tensor();
+
+  const loom::Metrics before = loom::metrics();
+  const std::vector<float> got = step(-0.5, 3, -3.25, -2.75).to_vector<float>();
+  const loom::Metrics after = loom::metrics();
+  EXPECT_EQ(after.cache_misses, before.cache_misses);
+  EXPECT_EQ(after.cache_hits - before.cache_hits, 1);
+  // ... and the new values were used, each in float32 as the node computes it.
+  const std::vector<float> xv = x.to_vector<float>();
+  for (size_t i = 0; i < xv.size(); ++i) {
+    const float v = xv[i] * -0.5f - 3.0f;
+    EXPECT_EQ(got[i], std::min(std::max(v, -3.25f), -2.75f)) << i;
+  }
+}
+
+// W5 of shared/bench-peers/WORKLOADS.md: a = tanh(tanh(s @ W1) @ W2), then
+// ten times s = clamp(s * 0.99 + a * 0.01, -1, 1). One node per op (a matrix
+// product is one 2-D MatMul node, a scalar operand is part of its node,
+// clamp is one node), and a second step is a cache hit.
+TEST_P(LazyTest, AControlStepRecordsOneNodePerOpAndReplays) {
+  Tensor W1 = (materialized({64, 64}) * 0.1).clone();
+  Tensor W2 = (materialized({64, 64}) * 0.1).clone();
+  Tensor s0 = materialized({1, 64});
+  loom::sync();
+  auto step = [&] {
+    Tensor a = loom::tanh(loom::tanh(s0.matmul(W1)).matmul(W2));
+    Tensor s = s0;
+    for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
+    return std::make_pair(a, s);
+  };
+  step().second.to_vector<float>();  // compiles (or hits)
+  const loom::Metrics before = loom::metrics();
+  auto [a, s] = step();
+  const loom::Metrics recorded = loom::metrics();
+  EXPECT_EQ(recorded.nodes_recorded - before.nodes_recorded, 44);  // 2 matmul, 2 tanh, 10 x (mul, mul, add, clamp)
+  loom::sync();
+  const loom::Metrics after = loom::metrics();
+  EXPECT_EQ(after.graphs_materialized - before.graphs_materialized, 1);
+  EXPECT_EQ(after.graph_nodes - before.graph_nodes, 47);  // and the three inputs
+  EXPECT_EQ(after.cache_misses, before.cache_misses);
+  EXPECT_EQ(after.cache_hits - before.cache_hits, 1);
+
+  // The values, in double from the same inputs.
+  const std::vector<double> w1 = W1.to_vector<double>(), w2 = W2.to_vector<double>(), sv = s0.to_vector<double>();
+  std::vector<double> h(64, 0.0), av(64, 0.0), want = sv;
+  for (int j = 0; j < 64; ++j) {
+    for (int k = 0; k < 64; ++k) h[j] += sv[k] * w1[k * 64 + j];
+    h[j] = std::tanh(h[j]);
+  }
+  for (int j = 0; j < 64; ++j) {
+    for (int k = 0; k < 64; ++k) av[j] += h[k] * w2[k * 64 + j];
+    av[j] = std::tanh(av[j]);
+  }
+  for (int i = 0; i < 10; ++i)
+    for (int j = 0; j < 64; ++j) want[j] = std::min(std::max(want[j] * 0.99 + av[j] * 0.01, -1.0), 1.0);
+  EXPECT_TRUE(all_close(a, av, 1e-5, 1e-5));
+  EXPECT_TRUE(all_close(s, want, 1e-5, 1e-5));
 }
 
 TEST_P(LazyTest, ADifferentShapeDtypeOrOpIsADifferentKey) {

@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 namespace loom::detail {
 
@@ -23,11 +25,30 @@ struct NodeList {
 };
 __attribute__((tls_model("initial-exec"))) thread_local NodeList t_nodes{};
 
+// Released nodes whose inputs are still to be let go of, drained in a loop
+// rather than by recursion: a chain of N nodes would otherwise need N nested
+// destructor frames and could overflow a thread's stack when a long graph is
+// freed. A dead node keeps its inputs until the loop reaches it, so only
+// node pointers are stacked (no shared_ptr moves). Trivial and initial-exec,
+// like t_lists: every access is a plain %fs-relative load, where a
+// thread_local std::vector cost a __tls_get_addr call per use (several per
+// released node). The array is freed by the Reaper.
+struct DrainStack {
+  ir::Node** items;
+  uint32_t count;
+  uint32_t capacity;
+  bool draining;
+};
+__attribute__((tls_model("initial-exec"))) thread_local DrainStack t_drain{};
+
 struct Reaper {
   ~Reaper() {
     for (uint32_t i = 0; i < t_nodes.count; ++i) delete t_nodes.nodes[i];
     delete[] t_nodes.nodes;
     t_nodes = NodeList{};
+    std::free(t_drain.items);  // empty: no node is being released while the thread exits
+    t_drain.items = nullptr;
+    t_drain.capacity = 0;
     for (size_t c = 0; c < kClasses; ++c) {
       while (FreeBlock* b = t_lists.head[c]) {
         t_lists.head[c] = b->next;
@@ -45,27 +66,40 @@ void register_reaper() {
   t_lists.reaper_registered = true;
 }
 
-// Inputs of released nodes, let go of in a loop rather than by recursion: a
-// chain of N nodes would otherwise need N nested destructor frames and could
-// overflow a thread's stack when a long graph is freed.
-thread_local std::vector<ir::NodePtr> t_deferred;
-thread_local bool t_draining = false;
-
 // The shared_ptr deleter of make_node's nodes.
 struct RecycleNode {
   void operator()(ir::Node* n) const noexcept {
-    for (auto& in : n->inputs) t_deferred.push_back(std::move(in));
-    n->inputs.clear();  // keeps the capacity for the next node
+    DrainStack& d = t_drain;
+    if (d.draining) {  // inside the loop below: n waits its turn
+      if (d.count < d.capacity || grow(d)) {
+        d.items[d.count++] = n;
+        return;
+      }
+      release(n);  // out of memory: one level deeper, correct all the same
+      return;
+    }
+    d.draining = true;
+    release(n);  // may stack n's inputs
+    while (d.count) release(d.items[--d.count]);
+    d.draining = false;
+  }
+
+  // Lets go of n's inputs (a dying input is stacked by operator() above)
+  // and its data, then keeps n for the next make_node.
+  static void release(ir::Node* n) noexcept {
+    n->inputs.clear();  // keeps any heap capacity for the next node
     n->data.reset();
     recycle(n);
-    if (t_draining) return;
-    t_draining = true;
-    while (!t_deferred.empty()) {
-      ir::NodePtr p = std::move(t_deferred.back());
-      t_deferred.pop_back();
-      p.reset();  // may push that node's inputs: handled by this loop, not deeper
-    }
-    t_draining = false;
+  }
+
+  static bool grow(DrainStack& d) noexcept {
+    const uint32_t cap = d.capacity ? 2 * d.capacity : 256;
+    auto* items = static_cast<ir::Node**>(std::realloc(d.items, cap * sizeof(ir::Node*)));
+    if (!items) return false;
+    if (!t_lists.reaper_registered && !t_lists.thread_exiting) register_reaper();
+    d.items = items;
+    d.capacity = cap;
+    return true;
   }
 
   static void recycle(ir::Node* n) noexcept {
@@ -82,10 +116,17 @@ struct RecycleNode {
     }
     // Back to blank: only what callers fill in below their count, and the
     // fields new_node does not set.
-    for (uint8_t i = 0; i < n->attr.n; ++i) n->attr.v[i] = 0;
+    // (memset, not a loop: GCC turns the loop into a `rep stos`, whose startup
+    // cost was the most expensive step of releasing a node, even for n == 0)
+    if (n->attr.n) std::memset(n->attr.v.data(), 0, n->attr.n * sizeof(int64_t));
     n->attr.n = 0;
-    n->scalar[0] = n->scalar[1] = ir::RtScalar{};
+    // Each written on its own: `a = b = {}` stored b as two 8-byte zeros, then
+    // copied it with one 16-byte load, which cannot be forwarded from those
+    // stores (a stall that was ~40% of releasing a node).
+    n->scalar[0] = ir::RtScalar{};
+    n->scalar[1] = ir::RtScalar{};
     n->num_scalars = 0;
+    n->header_cache.store(0, std::memory_order_relaxed);  // its next life gets its own header
     n->file = "";
     n->line = 0;
     l.nodes[l.count++] = n;

@@ -125,9 +125,31 @@ std::vector<bool> depends_on(const ir::Graph& g, uint32_t bad) {
   return d;
 }
 
-void sync_device(Device device, PendingList& list) {
+// A sync's working lists, reused per thread so a steady-state sync allocates
+// nothing for them. Emptied (not freed) when the sync ends, so the outputs'
+// nodes are released then, exactly as when they were locals.
+struct SyncScratch {
   std::vector<std::shared_ptr<Storage>> outs;
   std::vector<ir::NodePtr> out_nodes;
+  std::vector<const ir::Node*> raw;
+  std::vector<runtime::BufferPtr> targets;
+  std::vector<runtime::BufferPtr> results;
+  ir::Graph graph;
+  bool busy = false;  // a sync inside a sync (never today): it gets a fresh scratch
+};
+
+void sync_device_with(Device device, PendingList& list, SyncScratch& sc) {
+  struct Clear {
+    SyncScratch& s;
+    ~Clear() {
+      s.results.clear();
+      s.targets.clear();
+      s.out_nodes.clear();
+      s.outs.clear();
+    }
+  } clear{sc};
+  std::vector<std::shared_ptr<Storage>>& outs = sc.outs;
+  std::vector<ir::NodePtr>& out_nodes = sc.out_nodes;
   size_t keep = 0;
   for (auto& weak : list.storages) {
     std::shared_ptr<Storage> s = weak.lock();
@@ -145,17 +167,17 @@ void sync_device(Device device, PendingList& list) {
   list.storages.resize(keep);
   if (outs.empty()) return;
 
-  std::vector<const ir::Node*> raw(out_nodes.size());
-  for (size_t i = 0; i < raw.size(); ++i) raw[i] = out_nodes[i].get();
-  thread_local ir::Graph graph;
-  ir::build_graph(raw, graph);
-  std::vector<runtime::BufferPtr> results;
+  sc.raw.resize(out_nodes.size());
+  for (size_t i = 0; i < out_nodes.size(); ++i) sc.raw[i] = out_nodes[i].get();
+  ir::Graph& graph = sc.graph;
+  ir::build_graph(sc.raw, graph);
+  std::vector<runtime::BufferPtr>& results = sc.results;
   try {
     // A storage that already owns a buffer (written in place since it was
     // computed) offers it, so the result can land there without a copy.
-    std::vector<runtime::BufferPtr> targets(outs.size());
-    for (size_t i = 0; i < outs.size(); ++i) targets[i] = outs[i]->owned_buffer();
-    results = runtime::execute(graph, device, targets);
+    sc.targets.resize(outs.size());
+    for (size_t i = 0; i < outs.size(); ++i) sc.targets[i] = outs[i]->owned_buffer();
+    runtime::execute(graph, device, sc.targets, results);
   } catch (const runtime::NodeError& e) {
     // One node failed: only the outputs computed from it are poisoned (keep
     // the error, raise it when read; buffers written before stay intact).
@@ -174,6 +196,21 @@ void sync_device(Device device, PendingList& list) {
     throw;
   }
   for (size_t i = 0; i < outs.size(); ++i) outs[i]->set_result(results[i]);
+}
+
+void sync_device(Device device, PendingList& list) {
+  thread_local SyncScratch scratch;
+  if (scratch.busy) {
+    SyncScratch fresh;
+    sync_device_with(device, list, fresh);
+    return;
+  }
+  scratch.busy = true;
+  struct Free {
+    SyncScratch& s;
+    ~Free() { s.busy = false; }
+  } free{scratch};
+  sync_device_with(device, list, scratch);
 }
 
 void sync_list(PendingList& list, const Device* only) {
@@ -203,7 +240,10 @@ void sync_list(PendingList& list, const Device* only) {
 }  // namespace
 
 namespace {
-void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
+// No SLP vectorization here: GCC copied `s` (written just before by wrap()
+// as two 8-byte stores) with one 16-byte load, which the CPU cannot forward
+// from those stores; the stall was most of this function's time.
+[[gnu::optimize("no-tree-slp-vectorize")]] void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
   list.storages.emplace_back(s);
   // Drop dead entries now and then so a long unsynced loop stays bounded.
   if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) {

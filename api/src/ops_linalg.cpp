@@ -1,7 +1,9 @@
 // Matrix products. Every form records one MatMul node over [B,M,K] x [B,K,N]
-// of one dtype: the api reshapes, expands and folds operands into that form
-// exactly as torch.matmul does, so a backend implements a single product and
-// the result shapes (and error texts) are PyTorch's.
+// of one dtype, or over [M,K] x [K,N] for two matrices (no reshape nodes
+// around the most common product): the api reshapes, expands and folds
+// operands into those forms exactly as torch.matmul does, so a backend
+// implements a single product and the result shapes (and error texts) are
+// PyTorch's.
 #include <loom/functions.h>
 
 #include <string>
@@ -47,7 +49,9 @@ Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& lo
              " and ", mat(b.size(0), b.size(1)), ")");
   if (detail::needs_grad(a, b)) [[unlikely]]
     return detail::grad::mm(a, b, [&] { return mm2(a, b, op, loc); }, loc);
-  return product(a.unsqueeze(0, loc), b.unsqueeze(0, loc), loc).squeeze(0, loc);
+  const int64_t dims[2] = {a.size(0), b.size(1)};
+  return detail::wrap(detail::new_node2(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 2), detail::read(a, loc),
+                                        detail::read(b, loc), loc));
 }
 
 // 2-D x 1-D.

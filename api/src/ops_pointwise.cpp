@@ -22,21 +22,29 @@ int category(const Scalar& s) { return s.isBoolean() ? 0 : s.isIntegral() ? 1 : 
 ScalarType scalar_default(const Scalar& s) { return s.isBoolean() ? kBool : s.isIntegral() ? kLong : kFloat; }
 }  // namespace
 
-ScalarType result_type(const Tensor& a, const Tensor& b) {
+namespace {
+// promote_types, inline: the recording path calls it on every binary op.
+inline ScalarType promote(ScalarType a, ScalarType b) {
+  return static_cast<uint8_t>(a) >= static_cast<uint8_t>(b) ? a : b;  // bool < int32 < int64 < float32 < float64
+}
+// result_type on what the impls hold, so an op reads each operand's impl once.
+inline ScalarType result_type_of(ScalarType a, bool a_zero_dim, ScalarType b, bool b_zero_dim) {
   // Tensors with dims outrank zero-dim tensors, which outrank scalars: a
   // lower-priority operand only matters if it is of a higher category.
-  const bool za = a.dim() == 0, zb = b.dim() == 0;
-  if (za == zb) return promote_types(a.dtype(), b.dtype());
-  const Tensor& dimmed = za ? b : a;
-  const Tensor& zero = za ? a : b;
-  if (category(zero.dtype()) > category(dimmed.dtype())) return promote_types(dimmed.dtype(), zero.dtype());
-  return dimmed.dtype();
+  if (a_zero_dim == b_zero_dim) return promote(a, b);
+  const ScalarType dimmed = a_zero_dim ? b : a, zero = a_zero_dim ? a : b;
+  return category(zero) > category(dimmed) ? promote(dimmed, zero) : dimmed;
+}
+inline ScalarType result_type_of(ScalarType a, const Scalar& b) {
+  return category(b) > category(a) ? promote(a, scalar_default(b)) : a;
+}
+}  // namespace
+
+ScalarType result_type(const Tensor& a, const Tensor& b) {
+  return result_type_of(a.dtype(), a.dim() == 0, b.dtype(), b.dim() == 0);
 }
 
-ScalarType result_type(const Tensor& a, const Scalar& b) {
-  if (category(b) > category(a.dtype())) return promote_types(a.dtype(), scalar_default(b));
-  return a.dtype();
-}
+ScalarType result_type(const Tensor& a, const Scalar& b) { return result_type_of(a.dtype(), b); }
 
 // ---------------------------------------------------------------- unary
 namespace {
@@ -49,13 +57,13 @@ enum class UnaryRule {
 };
 
 Tensor unary(ir::Op op, const char* name, const Tensor& x, UnaryRule rule, const SourceLoc& loc) {
-  impl_of(x, name, loc);
-  ScalarType dt = x.dtype();
+  const detail::TensorImpl& im = impl_of(x, name, loc);
+  ScalarType dt = im.storage->dtype;
   if (rule == UnaryRule::Float && !is_floating_point(dt)) dt = kFloat;
   LOOM_CHECK(!((rule == UnaryRule::Keep || rule == UnaryRule::Integral) && dt == kBool), name, loc,
              "not supported for bool tensors (", detail::describe(x), ")");
   if (rule == UnaryRule::Integral && !is_floating_point(dt)) return x.clone(loc);  // floor of an integer is itself
-  Tensor out = wrap(new_node(op, dt, x.device(), detail::shape_of(x), {detail::read_as(x, dt, loc)}, loc));
+  Tensor out = wrap(new_node(op, dt, im.storage->device, im.view.sizes, {detail::read_as(x, dt, loc)}, loc));
   detail::grad::on_unary(op, x, out, loc);
   return out;
 }
@@ -76,7 +84,7 @@ Tensor binary_nodes(ir::Op op, const char* name, ir::NodePtr a, ir::NodePtr b, S
   ScalarType out = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
   a = detail::cast_node(std::move(a), dt, loc);
   b = detail::cast_node(std::move(b), dt, loc);
-  return wrap(new_node(op, out, dev, shape, {std::move(a), std::move(b)}, loc));
+  return wrap(detail::new_node2(op, out, dev, shape, std::move(a), std::move(b), loc));
 }
 
 // PyTorch refuses subtraction with any bool operand (a Python bool counts).
@@ -87,23 +95,44 @@ void check_sub(ir::Op op, bool a_bool, bool b_bool, const SourceLoc& loc) {
 }
 
 Tensor binary(ir::Op op, const char* name, const Tensor& a, const Tensor& b, BinaryRule rule, const SourceLoc& loc) {
-  impl_of(a, name, loc);
-  impl_of(b, name, loc);
-  check_sub(op, a.dtype() == kBool, b.dtype() == kBool, loc);
+  const detail::TensorImpl& ia = impl_of(a, name, loc);
+  const detail::TensorImpl& ib = impl_of(b, name, loc);
+  const ScalarType da = ia.storage->dtype, db = ib.storage->dtype;
+  check_sub(op, da == kBool, db == kBool, loc);
   detail::check_same_device(a, b, name, loc);
-  ir::Dims shape = detail::broadcast_shapes(detail::shape_of(a), detail::shape_of(b), name, loc);
-  Tensor out = binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), result_type(a, b), rule, shape, a.device(), loc);
+  ir::Dims shape = detail::broadcast_shapes(ia.view.sizes, ib.view.sizes, name, loc);
+  const ScalarType dt = result_type_of(da, ia.view.sizes.n == 0, db, ib.view.sizes.n == 0);
+  Tensor out = binary_nodes(op, name, detail::read(a, loc), detail::read(b, loc), dt, rule, shape, ia.storage->device, loc);
   detail::grad::on_binary(op, a, b, out, loc);
   return out;
 }
 
+// tensor op scalar: the scalar is folded into the node as its second
+// operand, a runtime scalar (ir/node.h, has_scalar_operand): one node, not a
+// Full leaf plus the op, and the same key for any value of the scalar.
 Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, BinaryRule rule, const SourceLoc& loc) {
-  impl_of(a, name, loc);
-  check_sub(op, a.dtype() == kBool, b.isBoolean(), loc);
-  ScalarType dt = result_type(a, b);
+  const detail::TensorImpl& im = impl_of(a, name, loc);
+  const ScalarType a_dt = im.storage->dtype;
+  check_sub(op, a_dt == kBool, b.isBoolean(), loc);
+  ScalarType dt = result_type_of(a_dt, b);
   ScalarType node_dt = rule == BinaryRule::Logical ? kBool : dt;
-  Tensor out = binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, a.device(), loc), dt, rule,
-                            detail::shape_of(a), a.device(), loc);
+  const Device dev = im.storage->device;
+  if (rule == BinaryRule::TrueDiv && !is_floating_point(dt)) {
+    // An integer scalar true-divided: it is first an integer of dt, then
+    // cast to float32 with the tensor (as before folding): keep the Full leaf.
+    Tensor out = binary_nodes(op, name, detail::read(a, loc), detail::scalar_node(b, node_dt, dev, loc), dt, rule,
+                              detail::shape_of(a), dev, loc);
+    detail::grad::on_binary(op, a, b, out, loc);
+    return out;
+  }
+  if (rule == BinaryRule::Logical) dt = kBool;
+  LOOM_CHECK(!(dt == kBool && (op == ir::Op::Pow || op == ir::Op::Fmod || op == ir::Op::Remainder)), name, loc,
+             "not supported for bool tensors");
+  const ScalarType out_dt = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
+  auto n = new_node(op, out_dt, dev, im.view.sizes, {detail::cast_node(detail::read(a, loc), dt, loc)}, loc);
+  n->scalar[0] = ir::RtScalar{b.toDouble(), b.toLong()};
+  n->num_scalars = 1;
+  Tensor out = wrap(std::move(n));
   detail::grad::on_binary(op, a, b, out, loc);
   return out;
 }
@@ -300,12 +329,23 @@ Tensor Tensor::where(const Tensor& condition, const Tensor& other, SourceLoc loc
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max, SourceLoc loc) {
-  impl_of(x, "clamp", loc);
+  const detail::TensorImpl& im = impl_of(x, "clamp", loc);
   LOOM_CHECK(min || max, "clamp", loc, "at least one of 'min' or 'max' must not be None");
-  ScalarType dt = x.dtype();
-  if (min) dt = promote_types(dt, result_type(x, *min));
-  if (max) dt = promote_types(dt, result_type(x, *max));
+  const ScalarType x_dt = im.storage->dtype;
+  ScalarType dt = x_dt;
+  if (min) dt = promote(dt, result_type_of(x_dt, *min));
+  if (max) dt = promote(dt, result_type_of(x_dt, *max));
   LOOM_CHECK(dt != kBool, "clamp", loc, "not supported for bool tensors");
+  if (min && max && !detail::needs_grad(x)) {
+    // One Clamp node, both bounds runtime scalars (ir/ops.def): the same
+    // values as a maximum then a minimum node, half the recording. (With a
+    // gradient to record, clamp is the two nodes the rules know.)
+    auto n = new_node(ir::Op::Clamp, dt, im.storage->device, im.view.sizes, {detail::read_as(x, dt, loc)}, loc);
+    n->scalar[0] = ir::RtScalar{min->toDouble(), min->toLong()};
+    n->scalar[1] = ir::RtScalar{max->toDouble(), max->toLong()};
+    n->num_scalars = 2;
+    return wrap(std::move(n));
+  }
   Tensor r = x.to(dt, loc);
   if (min) r = binary(ir::Op::Maximum, "clamp", r, *min, BinaryRule::Arith, loc);
   if (max) r = binary(ir::Op::Minimum, "clamp", r, *max, BinaryRule::Arith, loc);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "api/src/autograd/hooks.h"
+#include "api/src/block_pool.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -20,12 +21,8 @@ using Rule = detail::grad::ViewRule;
 // `rule` names the view op for autograd (its gradient, rules_view.cpp).
 Tensor make_view(const Tensor& t, const ir::Dims& sizes, const ir::Dims& strides, int64_t offset, const Rule& rule,
                  const SourceLoc& loc) {
-  auto im = std::make_shared<detail::TensorImpl>();
-  im->storage = t.impl()->storage;
-  im->view.sizes = sizes;
-  im->view.strides = strides;
-  im->view.offset = offset;
-  Tensor v(std::move(im));
+  // Pooled and member-wise (make_shared would zero-fill the impl, then malloc).
+  Tensor v(detail::make_pooled<detail::TensorImpl>(t.impl()->storage, sizes, strides, offset));
   detail::grad::on_view(rule, t, v, loc);
   return v;
 }

@@ -28,26 +28,47 @@ void throw_undefined(const char* op, const SourceLoc& loc) {
                       loc);
 }
 
-std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
-                                   const SourceLoc& loc) {
-  auto n = make_node();  // recycled: no zero-fill, no malloc (block_pool.h)
+namespace {
+// A recycled node (no zero-fill, no malloc: block_pool.h) with its common fields.
+inline std::shared_ptr<ir::Node> fresh_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                            const SourceLoc& loc) {
+  auto n = make_node();
   n->op = op;
   n->dtype = dtype;
   n->device = device;
   n->shape = shape;
   n->file = loc.file_name();
   n->line = loc.line();
-  // Resolved once: runtime::counters() is an out-of-line call of its own.
-  static std::atomic<int64_t>& nodes_recorded = runtime::counters().nodes_recorded;
-  runtime::bump(nodes_recorded);
+  runtime::count_node_recorded();
   ++t_nodes_since_wrap;
   return n;
+}
+}  // namespace
+
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   const SourceLoc& loc) {
+  return fresh_node(op, dtype, device, shape, loc);
 }
 
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    NodeInputs inputs, const SourceLoc& loc) {
-  auto n = new_node(op, dtype, device, shape, loc);
+  auto n = fresh_node(op, dtype, device, shape, loc);
   inputs.move_into(n->inputs);
+  return n;
+}
+
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   ir::NodePtr input, const SourceLoc& loc) {
+  auto n = fresh_node(op, dtype, device, shape, loc);
+  n->inputs.push_back(std::move(input));
+  return n;
+}
+
+std::shared_ptr<ir::Node> new_node2(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape, ir::NodePtr a,
+                                    ir::NodePtr b, const SourceLoc& loc) {
+  auto n = fresh_node(op, dtype, device, shape, loc);
+  n->inputs.push_back(std::move(a));
+  n->inputs.push_back(std::move(b));
   return n;
 }
 
@@ -85,15 +106,13 @@ Tensor wrap(ir::NodePtr n) {
   // A storage never adopts another storage's Input leaf: that would alias
   // two storages' buffers behind the user's back.
   if (n->op == ir::Op::Input) n = copy_node(std::move(n), SourceLoc::current());
-  auto impl = make_pooled<TensorImpl>(nullptr, n->shape);
-  const ScalarType dtype = n->dtype;
-  const Device device = n->device;
-  const int64_t numel = n->shape.numel();
-  impl->storage = make_pooled<Storage>(std::move(n), dtype, device, numel);
+  const ir::Node& node = *n;
+  // The storage first, then the impl built around it (no null to replace).
+  auto storage = make_pooled<Storage>(std::move(n), node.dtype, node.device, node.shape.numel());
   int64_t recorded = t_nodes_since_wrap;
   t_nodes_since_wrap = 0;
-  note_new_pending(impl->storage, recorded);
-  return Tensor(std::move(impl));
+  note_new_pending(storage, recorded);
+  return Tensor(make_pooled<TensorImpl>(std::move(storage), node.shape));
 }
 
 void write_through(const Tensor& self, ir::NodePtr value, const char* op, const SourceLoc& loc) {

@@ -54,12 +54,7 @@ class NodeInputs {
   NodeInputs(ir::NodePtr a, ir::NodePtr b) : few_{std::move(a), std::move(b)}, count_(2) {}
   NodeInputs(ir::NodePtr a, ir::NodePtr b, ir::NodePtr c) : few_{std::move(a), std::move(b), std::move(c)}, count_(3) {}
   // Appends the inputs to `to`, leaving this empty.
-  void move_into(std::vector<ir::NodePtr>& to) {
-    if (count_ == 0 && to.empty()) {
-      to = std::move(many_);
-      return;
-    }
-    to.reserve(to.size() + count_ + many_.size());
+  void move_into(ir::NodeList& to) {
     for (uint8_t i = 0; i < count_; ++i) to.push_back(std::move(few_[i]));
     for (auto& n : many_) to.push_back(std::move(n));
     count_ = 0;
@@ -75,6 +70,12 @@ class NodeInputs {
 // A node with inputs, in one call.
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    NodeInputs inputs, const SourceLoc& loc);
+// A node with one input (`{x}` picks this one): no NodeInputs to build and take apart.
+std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
+                                   ir::NodePtr input, const SourceLoc& loc);
+// The same for two inputs (every binary op).
+std::shared_ptr<ir::Node> new_node2(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape, ir::NodePtr a,
+                                    ir::NodePtr b, const SourceLoc& loc);
 // A fresh node with n's value (clone): a Cast to the same dtype.
 ir::NodePtr copy_node(ir::NodePtr n, const SourceLoc& loc);
 // n itself when it already has `dtype` (inline: every binary op calls this

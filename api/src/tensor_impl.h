@@ -113,6 +113,13 @@ struct TensorImpl {
   // Member-wise: make_shared<TensorImpl>() value-initializes, which zero-fills
   // the whole object first (a `rep stos` costing ~10% of recording an op).
   TensorImpl(std::shared_ptr<Storage> s, const ir::Dims& shape) : storage(std::move(s)), view(shape) {}
+  // A view (sizes, strides, offset) of `s`.
+  TensorImpl(std::shared_ptr<Storage> s, const ir::Dims& sizes, const ir::Dims& strides, int64_t offset)
+      : storage(std::move(s)) {
+    view.sizes = sizes;
+    view.strides = strides;
+    view.offset = offset;
+  }
 };
 
 }  // namespace loom::detail

@@ -1,4 +1,4 @@
-// Matrix product [B,M,K] x [B,K,N] -> [B,M,N].
+// Matrix product [B,M,K] x [B,K,N] -> [B,M,N] (or [M,K] x [K,N] -> [M,N]).
 //
 // Floating point: GotoBLAS-style blocking. A KC x NC panel of B is packed
 // into NR-wide strips (a strip stays in L1 while it is used), an MC x KC
@@ -27,6 +27,15 @@
 namespace loom::kernels::cpu {
 
 namespace {
+
+// [B,M,K] x [B,K,N], or [M,K] x [K,N] as one batch.
+void dims(const View& a, const View& b, int64_t& B, int64_t& M, int64_t& K, int64_t& N) {
+  const bool batched = a.shape.n == 3;
+  B = batched ? a.shape[0] : 1;
+  M = a.shape[a.shape.n - 2];
+  K = a.shape[a.shape.n - 1];
+  N = b.shape[b.shape.n - 1];
+}
 
 typedef float v16f __attribute__((vector_size(64)));
 typedef float v8f __attribute__((vector_size(32)));
@@ -223,26 +232,89 @@ void gemm(const Gemm<T>& g, const T* a, const T* b, T* c, int64_t M, int64_t N, 
   }
 }
 
+// Tiny products (a control loop's [1,64] x [64,64]): packing panels costs
+// more than the product, so each row of C is a sum over k of a[k] * B's row
+// k, accumulated in registers, VW columns at a time (4 vectors: 64 floats
+// with AVX-512). Every element is ((0 + a0*b0) + a1*b1) + ... in k order,
+// one rounding per multiply and per add, as the plain loop this replaced
+// computed it on baseline x86-64: the empty asm keeps each product rounded
+// on its own (GCC would otherwise fuse it into an FMA where the target has
+// one), so the AVX-512, AVX2 and baseline builds below agree bit for bit.
+template <class V>
+[[gnu::always_inline]] inline V rounded_product(V a, V b) {
+  V p = a * b;
+  __asm__("" : "+x"(p));
+  return p;
+}
+template <class T, class V>
+[[gnu::always_inline]] inline void tiny_rows(const T* pa, const T* pb, T* pc, int64_t B, int64_t M, int64_t N,
+                                             int64_t K) {
+  constexpr int64_t L = sizeof(V) / sizeof(T);
+  constexpr int64_t VW = 4 * L;
+  for (int64_t row = 0; row < B * M; ++row) {
+    const T* arow = pa + row * K;
+    const T* bmat = pb + (row / M) * K * N;
+    T* crow = pc + row * N;
+    int64_t j = 0;
+    for (; j + VW <= N; j += VW) {
+      V acc[4] = {V{}, V{}, V{}, V{}};
+      for (int64_t k = 0; k < K; ++k) {
+        const V av = V{} + arow[k];  // broadcast
+        const T* brow = bmat + k * N + j;
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; ++q) {
+          V bv;
+          std::memcpy(&bv, brow + q * L, sizeof(V));
+          acc[q] += rounded_product(av, bv);
+        }
+      }
+      std::memcpy(crow + j, acc, sizeof(acc));
+    }
+    for (; j < N; ++j) {
+      T acc = T(0);
+      for (int64_t k = 0; k < K; ++k) acc += rounded_product(arow[k], bmat[k * N + j]);
+      crow[j] = acc;
+    }
+  }
+}
+
+template <class T>
+using TinyFn = void (*)(const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t);
+#define LOOM_TINY(name, isa, T, V)                                                                     \
+  __attribute__((target(isa))) void name(const T* pa, const T* pb, T* pc, int64_t B, int64_t M, int64_t N, \
+                                         int64_t K) {                                                  \
+    tiny_rows<T, V>(pa, pb, pc, B, M, N, K);                                                           \
+  }
+LOOM_TINY(tiny_f32_avx512, "avx512f", float, v16f)
+LOOM_TINY(tiny_f32_avx2, "avx2", float, v8f)
+LOOM_TINY(tiny_f32_sse, "sse2", float, v4f)
+LOOM_TINY(tiny_f64_avx512, "avx512f", double, v8d)
+LOOM_TINY(tiny_f64_avx2, "avx2", double, v4d)
+LOOM_TINY(tiny_f64_sse, "sse2", double, v2d)
+#undef LOOM_TINY
+
+template <class T>
+TinyFn<T> pick_tiny() {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  const bool avx2 = __builtin_cpu_supports("avx2");
+  if constexpr (std::is_same_v<T, float>) return avx512 ? tiny_f32_avx512 : avx2 ? tiny_f32_avx2 : tiny_f32_sse;
+  else return avx512 ? tiny_f64_avx512 : avx2 ? tiny_f64_avx2 : tiny_f64_sse;
+}
+
 template <class T>
 void matmul_float(const View& a, const View& b, const View& out) {
-  static const Gemm<T> g = pick_gemm<T>();  // the host's CPU never changes
-  const int64_t B = a.shape[0], M = a.shape[1], K = a.shape[2], N = b.shape[2];
+  int64_t B, M, K, N;
+  dims(a, b, B, M, K, N);
   const T* pa = static_cast<const T*>(a.data);
   const T* pb = static_cast<const T*>(b.data);
   T* pc = static_cast<T*>(out.data);
-  // Tiny products (a control loop's [1,64] x [64,64]): packing panels costs
-  // more than the product, so a plain row loop runs instead.
   if (B * M * N * K <= (1 << 15)) {
-    for (int64_t row = 0; row < B * M; ++row) {
-      const T* arow = pa + row * K;
-      const T* bmat = pb + (row / M) * K * N;
-      T* crow = pc + row * N;
-      std::fill(crow, crow + N, T(0));
-      for (int64_t k = 0; k < K; ++k)
-        for (int64_t j = 0; j < N; ++j) crow[j] += arow[k] * bmat[k * N + j];
-    }
+    static const TinyFn<T> tiny = pick_tiny<T>();  // the host's CPU never changes
+    tiny(pa, pb, pc, B, M, N, K);
     return;
   }
+  static const Gemm<T> g = pick_gemm<T>();
   auto one = [&](int64_t bi, bool parallel) {
     gemm<T>(g, pa + bi * M * K, pb + bi * K * N, pc + bi * M * N, M, N, K, parallel);
   };
@@ -257,7 +329,8 @@ void matmul_float(const View& a, const View& b, const View& out) {
 // overflow is defined); bool is an or of ands. Exact in any order.
 template <class T>
 void matmul_exact(const View& a, const View& b, const View& out) {
-  const int64_t B = a.shape[0], M = a.shape[1], K = a.shape[2], N = b.shape[2];
+  int64_t B, M, K, N;
+  dims(a, b, B, M, K, N);
   using U = std::conditional_t<std::is_same_v<T, bool>, uint8_t,
                                std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
   const U* pa = static_cast<const U*>(a.data);

@@ -112,10 +112,16 @@ bool never_overlaps(const ir::Dims& sizes, const int64_t* strides) {
 }
 
 Launch matmul(const ir::LibraryCall& call, uint32_t call_index) {
-  const ir::Dims& as = call.input_shapes[0];
-  const ir::Dims& bs = call.input_shapes[1];
+  // [B,M,K] x [B,K,N], or a plain [M,K] x [K,N] (batch 1).
+  auto batched = [](const ir::Dims& d) {
+    if (d.n != 2) return d;
+    const int64_t v[3] = {1, d[0], d[1]};
+    return ir::Dims(v, 3);
+  };
+  const ir::Dims as = batched(call.input_shapes[0]);
+  const ir::Dims bs = batched(call.input_shapes[1]);
   if (as.n != 3 || bs.n != 3 || as[0] != bs[0] || as[2] != bs[1])
-    fail(call, call_index, "expects [B,M,K] x [B,K,N]");
+    fail(call, call_index, "expects [B,M,K] x [B,K,N] or [M,K] x [K,N]");
   const int64_t batch = as[0], M = as[1], K = as[2], N = bs[2];
   std::vector<int64_t> m(ml::matmul::kCount);
   m[ml::matmul::kOut] = call.output;

@@ -18,7 +18,9 @@ constexpr double kParallelWork = 1 << 16;
 }  // namespace
 
 CpuExecutable::CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels)
-    : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_, /*library_stops_on_failure=*/true) {}
+    : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_, /*library_stops_on_failure=*/true) {
+  for (const ir::Kernel& k : program_.kernels) launches_.push_back(plan_launch(k));
+}
 
 BufferPtr CpuExecutable::take_arena() {
   if (program_.arena_bytes == 0) return nullptr;
@@ -39,26 +41,32 @@ void CpuExecutable::give_arena(BufferPtr a) {
   arenas_.push_back(std::move(a));
 }
 
-void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, const int64_t* is) {
-  const ir::Kernel& k = program_.kernels[ki];
-  jit::llvm_cpu::KernelFn fn = kernels_->kernel(ki);
+CpuExecutable::Launch CpuExecutable::plan_launch(const ir::Kernel& k) {
+  Launch l;
   // Empty loops still run: a reduction over nothing stores its identity.
   int64_t total = 1;
   for (uint8_t d = 0; d < k.loop.n; ++d) total *= k.loop[d];
-  const int64_t extent = k.loop.n ? k.loop[0] : 1;
+  l.extent = k.loop.n ? k.loop[0] : 1;
   // A reduction over everything folds one row: it cannot be split.
   const bool full_reduction = k.outer == 0 && std::any_of(k.phases.begin(), k.phases.end(),
                                                [](const ir::Phase& ph) { return ph.kind == ir::Phase::Reduce; });
-  int32_t err = 0;
   const double work = static_cast<double>(total) * k.cost_per_element;
-  if (full_reduction || extent == 1 || work < kParallelWork) {
-    fn(0, extent, bufs, fs, is, &err);
+  l.serial = full_reduction || l.extent == 1 || work < kParallelWork;
+  // Chunks of ~kParallelWork, at least a few per core for balance.
+  const int64_t per_index = std::max<int64_t>(1, total / std::max<int64_t>(l.extent, 1));
+  l.grain = std::max<int64_t>(1, static_cast<int64_t>(kParallelWork / (per_index * k.cost_per_element)));
+  return l;
+}
+
+void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, const int64_t* is) {
+  const Launch& l = launches_[ki];
+  jit::llvm_cpu::KernelFn fn = kernels_->kernel(ki);
+  int32_t err = 0;
+  if (l.serial) {  // small: on this thread, no TBB dispatch
+    fn(0, l.extent, bufs, fs, is, &err);
   } else {
-    // Chunks of ~kParallelWork, at least a few per core for balance.
-    const int64_t per_index = std::max<int64_t>(1, total / std::max<int64_t>(extent, 1));
-    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kParallelWork / (per_index * k.cost_per_element)));
     std::atomic<int32_t> shared_err{0};
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, extent, grain), [&](const tbb::blocked_range<int64_t>& r) {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, l.extent, l.grain), [&](const tbb::blocked_range<int64_t>& r) {
       int32_t e = 0;
       fn(r.begin(), r.end(), bufs, fs, is, &e);
       if (e) shared_err.store(e, std::memory_order_relaxed);
@@ -66,46 +74,75 @@ void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, c
     err = shared_err.load();
   }
   if (err == jit::llvm_cpu::kErrorIntegerDivisionByZero)
-    throw RunError{k.root, "ZeroDivisionError: integer division by zero"};
+    throw RunError{program_.kernels[ki].root, "ZeroDivisionError: integer division by zero"};
 }
 
-std::vector<BufferPtr> CpuExecutable::run(const RunArgs& args) {
-  const auto& bufinfo = program_.buffers;
-  std::vector<void*> bufs(bufinfo.size(), nullptr);
+namespace {
+// A run's working arrays, reused per thread: a steady-state run allocates
+// nothing but its output buffers. `busy`: a run that starts while another
+// is under way on this thread (TBB can run a stolen task that syncs while
+// waiting inside a parallel kernel) uses arrays of its own.
+struct RunScratch {
+  std::vector<void*> bufs;
+  std::vector<BufferPtr> owned;
+  std::vector<double> fs;
+  std::vector<int64_t> is;
+  std::vector<kernels::cpu::View> ins;
+  bool busy = false;
+};
+}  // namespace
+
+void CpuExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
+  thread_local RunScratch per_thread;
+  RunScratch nested;
+  RunScratch& sc = per_thread.busy ? nested : per_thread;
+  sc.busy = true;
   BufferPtr arena = take_arena();
-  struct ArenaReturn {
+  struct Done {  // on every way out: the arena goes back, buffers are let go of
     CpuExecutable* self;
+    RunScratch& sc;
     BufferPtr& a;
-    ~ArenaReturn() { self->give_arena(std::move(a)); }
-  } give_back{this, arena};
-  std::vector<BufferPtr> owned(bufinfo.size());
-  for (size_t b = 0; b < bufinfo.size(); ++b) {
+    ~Done() {
+      self->give_arena(std::move(a));
+      sc.owned.clear();
+      sc.busy = false;
+    }
+  } done{this, sc, arena};
+  const auto& bufinfo = program_.buffers;
+  const size_t nb = bufinfo.size();
+  sc.bufs.assign(nb, nullptr);
+  std::vector<BufferPtr>& owned = sc.owned;
+  owned.resize(nb);
+  for (size_t b = 0; b < nb; ++b) {
     const ir::BufferInfo& info = bufinfo[b];
     switch (info.kind) {
-      case ir::BufferKind::Input: bufs[b] = args.inputs[info.index]->data(); break;
+      case ir::BufferKind::Input: sc.bufs[b] = args.inputs[info.index]->data(); break;
       case ir::BufferKind::Output:
-        owned[b] = outputs_.donated(b, args);
+        owned[b] = outputs_.donated(static_cast<uint32_t>(b), args);
         if (!owned[b]) owned[b] = Buffer::allocate(Device(kCPU, 0), info.numel * element_size(info.dtype));
-        bufs[b] = owned[b]->data();
+        sc.bufs[b] = owned[b]->data();
         break;
       case ir::BufferKind::Temp:  // empty temporaries may leave the arena empty too
-        bufs[b] = arena ? static_cast<char*>(arena->data()) + info.arena_offset : nullptr;
+        sc.bufs[b] = arena ? static_cast<char*>(arena->data()) + info.arena_offset : nullptr;
         break;
     }
   }
-  std::vector<double> fs(args.scalars.size());
-  std::vector<int64_t> is(args.scalars.size());
-  for (size_t s = 0; s < args.scalars.size(); ++s) {
-    fs[s] = args.scalars[s].f;
-    is[s] = args.scalars[s].i;
+  const size_t ns = args.scalars.size();
+  sc.fs.resize(ns);
+  sc.is.resize(ns);
+  for (size_t s = 0; s < ns; ++s) {
+    sc.fs[s] = args.scalars[s].f;
+    sc.is[s] = args.scalars[s].i;
   }
+  void* const* bufs = sc.bufs.data();
   for (const ir::Step& step : program_.steps) {
     if (step.kind == ir::Step::Generated) {
-      run_kernel(step.index, bufs.data(), fs.data(), is.data());
+      run_kernel(step.index, bufs, sc.fs.data(), sc.is.data());
       continue;
     }
     const ir::LibraryCall& call = program_.library_calls[step.index];
-    std::vector<kernels::cpu::View> ins;
+    std::vector<kernels::cpu::View>& ins = sc.ins;
+    ins.clear();
     for (size_t i = 0; i < call.inputs.size(); ++i)
       ins.push_back({static_cast<char*>(bufs[call.inputs[i]]) + call.input_offsets[i] * element_size(call.input_dtypes[i]),
                      call.input_dtypes[i], call.input_shapes[i]});
@@ -116,7 +153,7 @@ std::vector<BufferPtr> CpuExecutable::run(const RunArgs& args) {
       throw RunError{call.node, e.message};
     }
   }
-  return outputs_.results(owned, Device(kCPU, 0));
+  outputs_.results(owned, Device(kCPU, 0), result);
 }
 
 }  // namespace loom::runtime::cpu

@@ -16,16 +16,26 @@ namespace loom::runtime::cpu {
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels);
-  std::vector<BufferPtr> run(const RunArgs& args) override;
+  void run(const RunArgs& args, std::vector<BufferPtr>& out) override;
   int64_t kernel_count() const override { return static_cast<int64_t>(program_.steps.size()); }
 
  private:
+  // How a kernel is launched, decided once: inline on the calling thread
+  // (small work: a TBB dispatch would cost more than the kernel) or split
+  // over loop 0 in chunks of `grain`.
+  struct Launch {
+    int64_t extent = 1;
+    int64_t grain = 1;
+    bool serial = true;
+  };
+  static Launch plan_launch(const ir::Kernel& k);
   void run_kernel(size_t k, void* const* bufs, const double* fs, const int64_t* is);
   BufferPtr take_arena();
   void give_arena(BufferPtr a);
 
   ir::KernelProgram program_;
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels_;
+  std::vector<Launch> launches_;  // per kernel
   std::mutex arena_mu_;
   std::vector<BufferPtr> arenas_;  // free arenas: one per concurrent run at most
   OutputPlan outputs_;  // donation and result list (runtime/output_plan.h)

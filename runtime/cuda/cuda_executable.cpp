@@ -117,7 +117,7 @@ void CudaExecutable::capture() {
   check(r, "cuGraphInstantiate", "replay");
 }
 
-std::vector<BufferPtr> CudaExecutable::run(const RunArgs& args) {
+void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
   std::lock_guard lock(mu_);
   const Device dev(kCUDA, static_cast<int8_t>(device_));
   const DeviceContext& ctx = context(device_);
@@ -183,7 +183,7 @@ std::vector<BufferPtr> CudaExecutable::run(const RunArgs& args) {
   }
   ++runs_;
   if (outputs_.can_fail() && !launches_.empty()) check_errors();
-  return outputs_.results(owned, dev);
+  outputs_.results(owned, dev, result);
 }
 
 // Bad data is found on the GPU; the message is made here, after a sync.

@@ -33,7 +33,7 @@ class CudaExecutable final : public Executable {
  public:
   CudaExecutable(ir::KernelProgram program, int device, LoadedModule module);
   ~CudaExecutable() override;
-  std::vector<BufferPtr> run(const RunArgs& args) override;
+  void run(const RunArgs& args, std::vector<BufferPtr>& result) override;
   int64_t kernel_count() const override { return static_cast<int64_t>(launches_.size()); }
 
  private:

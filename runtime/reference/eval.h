@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <loom/dtype.h>
@@ -63,6 +64,15 @@ decltype(auto) dispatch(ScalarType t, F&& f) {
     case ScalarType::Double: return f.template operator()<double>();
   }
   return f.template operator()<float>();
+}
+
+// A runtime scalar as a value of T (a Full leaf's fill value, a Binary
+// node's scalar operand).
+template <class T>
+T from_scalar(const ir::RtScalar& s) {
+  if constexpr (std::is_same_v<T, bool>) return s.f != 0.0 || s.i != 0;
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.i);
+  else return static_cast<T>(s.f);
 }
 
 using ir::contiguous_strides;

@@ -6,15 +6,6 @@
 
 namespace loom::runtime::reference {
 
-namespace {
-template <class T>
-T from_scalar(const ir::RtScalar& s) {
-  if constexpr (std::is_same_v<T, bool>) return s.f != 0.0 || s.i != 0;
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.i);
-  else return static_cast<T>(s.f);
-}
-}  // namespace
-
 void eval_leaf(const EvalContext& c) {
   const Step& s = c.step;
   const int64_t n = s.shape.numel();

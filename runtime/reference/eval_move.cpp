@@ -46,7 +46,9 @@ int64_t checked_index(const EvalContext& c, int64_t v, int64_t size) {
 void matmul(const EvalContext& c) {
   const ir::Dims& as = *c.in[0]->shape;
   const ir::Dims& bs = *c.in[1]->shape;
-  const int64_t B = as[0], M = as[1], K = as[2], N = bs[2];
+  // [B,M,K] x [B,K,N], or [M,K] x [K,N] (B = 1)
+  const bool batched = as.n == 3;
+  const int64_t B = batched ? as[0] : 1, M = as[as.n - 2], K = as[as.n - 1], N = bs[bs.n - 1];
   dispatch(c.step.dtype, [&]<class T>() {
     using A = std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, T>>;
     const T* a = c.in[0]->as<T>();

@@ -192,6 +192,18 @@ void eval_unary(const EvalContext& c) {
     });
     return;
   }
+  if (s.op == ir::Op::Clamp) {  // minimum(maximum(x, lo), hi), as the two binary ops compute them
+    if (x.dtype != s.dtype || s.dtype == kBool || c.scalars.size() != 2)
+      c.fail(std::string("not defined for dtype ") + std::string(to_string(x.dtype)));
+    dispatch(s.dtype, [&]<class T>() {
+      const T* in = x.as<T>();
+      T* out = static_cast<T*>(c.out);
+      const T lo = from_scalar<T>(c.scalars[0]), hi = from_scalar<T>(c.scalars[1]);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = arith_value<T>(c, ir::Op::Minimum, arith_value<T>(c, ir::Op::Maximum, in[i], lo), hi);
+    });
+    return;
+  }
   if (x.dtype != s.dtype || !unary_supported(s.op, s.dtype))
     c.fail(std::string("not defined for dtype ") + std::string(to_string(x.dtype)));
   dispatch(s.dtype, [&]<class T>() {
@@ -204,6 +216,23 @@ void eval_unary(const EvalContext& c) {
 void eval_binary(const EvalContext& c) {
   const Step& s = c.step;
   const ScalarType t = c.in[0]->dtype;
+  if (c.in.size() == 1) {  // the second operand is a runtime scalar, in the input's dtype
+    if (c.scalars.size() != 1) c.fail("a binary node with one input needs one scalar operand");
+    if (!(*c.in[0]->shape == s.shape)) c.fail("a binary node with a scalar operand has its input's shape");
+    const int64_t n = s.shape.numel();
+    dispatch(t, [&]<class T>() {
+      const T* a = c.in[0]->as<T>();
+      const T b = from_scalar<T>(c.scalars[0]);
+      if (is_comparison(s.op)) {
+        bool* out = static_cast<bool*>(c.out);
+        for (int64_t i = 0; i < n; ++i) out[i] = compare_value<T>(s.op, a[i], b);
+      } else {
+        T* out = static_cast<T*>(c.out);
+        for (int64_t i = 0; i < n; ++i) out[i] = arith_value<T>(c, s.op, a[i], b);
+      }
+    });
+    return;
+  }
   if (c.in[1]->dtype != t) c.fail("inputs of different dtypes reached the backend");
   dispatch(t, [&]<class T>() {
     const T* a = c.in[0]->as<T>();

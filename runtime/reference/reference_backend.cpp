@@ -35,7 +35,7 @@ class Program final : public Executable {
     for (uint32_t o : outputs_) last_use_[o] = UINT32_MAX;
   }
 
-  std::vector<BufferPtr> run(const RunArgs& args) override {
+  void run(const RunArgs& args, std::vector<BufferPtr>& result) override {
     const size_t n = steps_.size();
     std::vector<Value> values(n);
     std::vector<BufferPtr> owned(n);
@@ -66,7 +66,7 @@ class Program final : public Executable {
         if (last_use_[in] == i) owned[in].reset();
     }
     // Each output gets its own buffer: a node asked for twice is copied.
-    std::vector<BufferPtr> result;
+    result.clear();
     result.reserve(outputs_.size());
     std::vector<bool> taken(n, false);
     for (uint32_t o : outputs_) {
@@ -80,7 +80,6 @@ class Program final : public Executable {
       if (bytes) std::memcpy(copy->data(), values[o].data, bytes);
       result.push_back(std::move(copy));
     }
-    return result;
   }
 
   int64_t kernel_count() const override {

@@ -225,7 +225,9 @@ TEST(CudaLibraryPlan, MatMulTilesTheOutputAndBoundsGridYZ) {
   EXPECT_EQ(l[0].function, "loom_matmul_i64");
   EXPECT_EQ(l[0].grid[1], 65535u);
   EXPECT_EQ(l[0].grid[2], 65535u);
-  Fixture bad(Op::MatMul, ScalarType::Float, dims({1, 2, 2}), std::vector{dims({2, 2}), dims({2, 2})});
+  Fixture plain(Op::MatMul, ScalarType::Float, dims({2, 2}), std::vector{dims({2, 2}), dims({2, 2})});
+  EXPECT_EQ(plain.plan()[0].meta[kBatch], 1);  // a 2-D product is a batch of one
+  Fixture bad(Op::MatMul, ScalarType::Float, dims({1, 2, 2}), std::vector{dims({1, 2, 3}), dims({1, 2, 2})});
   EXPECT_THROW(bad.plan(), loom::Error);
 }
 

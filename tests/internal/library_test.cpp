@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <tbb/global_control.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -312,6 +313,54 @@ TEST(Library, MatMulExactTypes) {
       Data a = random_data(t, as, -(int64_t{1} << 31), int64_t{1} << 31), b = random_data(t, bs, -(int64_t{1} << 31), int64_t{1} << 31);
       expect_same(Op::MatMul, t, os, {}, {&a, &b});
     }
+  }
+}
+
+// A product of two matrices ([M,K] x [K,N], what mm records) is the same
+// product as the batch of one, bit for bit, on both sides of the tiny-product
+// threshold, and the reference agrees on the 2-D form too.
+TEST(Library, MatMulOfTwoMatricesIsTheBatchOfOne) {
+  for (auto [M, K, N] : {std::array<int64_t, 3>{1, 64, 64}, {3, 5, 7}, {1, 64, 65}, {40, 300, 70}}) {
+    for (ScalarType t : {ScalarType::Float, ScalarType::Double, ScalarType::Long}) {
+      Data a3 = random_data(t, dims({1, M, K})), b3 = random_data(t, dims({1, K, N}));
+      Data a2(t, dims({M, K})), b2(t, dims({K, N}));
+      a2.bytes = a3.bytes;
+      b2.bytes = b3.bytes;
+      Result r3 = run_library(Op::MatMul, t, dims({1, M, N}), {}, {&a3, &b3});
+      Result r2 = run_library(Op::MatMul, t, dims({M, N}), {}, {&a2, &b2});
+      ASSERT_EQ(r2.error, "");
+      Data flat(t, dims({1, M, N}));
+      flat.bytes = r2.out.bytes;
+      EXPECT_TRUE(flat.same_bits(r3.out)) << M << "x" << K << "x" << N;
+      Result ref2 = run_reference(Op::MatMul, t, dims({M, N}), {}, {&a2, &b2});
+      Result ref3 = run_reference(Op::MatMul, t, dims({1, M, N}), {}, {&a3, &b3});
+      Data ref_flat(t, dims({1, M, N}));
+      ref_flat.bytes = ref2.out.bytes;
+      EXPECT_TRUE(ref_flat.same_bits(ref3.out)) << M << "x" << K << "x" << N;
+    }
+  }
+}
+
+// Tiny products (a control loop's [1,64] x [64,64]) run a vectorized row
+// loop whose every element is ((0 + a0*b0) + a1*b1) + ... in k order, one
+// rounding per multiply and per add: exactly this scalar loop, bit for bit,
+// whatever the vector width of the machine.
+TEST(Library, TinyMatMulSumsInKOrder) {
+  for (auto [B, M, K, N] : {std::array<int64_t, 4>{1, 1, 64, 64}, {1, 2, 64, 67}, {2, 3, 17, 33}, {1, 1, 512, 64}}) {
+    Data a = random_data(ScalarType::Float, dims({B, M, K})), b = random_data(ScalarType::Float, dims({B, K, N}));
+    Result got = run_library(Op::MatMul, ScalarType::Float, dims({B, M, N}), {}, {&a, &b});
+    ASSERT_EQ(got.error, "");
+    for (int64_t bi = 0; bi < B; ++bi)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          float acc = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const volatile float p = a.as<float>()[(bi * M + i) * K + k] * b.as<float>()[(bi * K + k) * N + j];  // rounded: no FMA
+            acc = acc + p;
+          }
+          const float g = got.out.as<float>()[(bi * M + i) * N + j];
+          ASSERT_EQ(std::memcmp(&g, &acc, sizeof g), 0) << B << "x" << M << "x" << K << "x" << N << " at " << i << "," << j;
+        }
   }
 }
 
