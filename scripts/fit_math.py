@@ -71,3 +71,15 @@ if __name__ == "__main__":
     for deg in (5, 6):
         report(f"exp deg {deg}", mp.exp, [(lambda j: (lambda r: r ** j))(j) for j in range(deg + 1)],
                lambda r: 1 / mp.exp(r), -ln2h, ln2h, 24)
+    # expm1(r) = r + r^2 Q(r) on |r| <= ln2/2 (a hair more), float: Q of degree
+    # 4 for the relative error of expm1 (the weight; floored near r = 0, where
+    # r^2 Q is far below r's ulp).
+    g = lambda r: (mp.expm1(r) - r) / r ** 2 if r != 0 else mp.mpf(1) / 2
+    wq = lambda r: max(abs(r * r / mp.expm1(r)) if r != 0 else 0, mp.mpf('1e-3'))
+    half = ln2h * (1 + mp.mpf('1e-6'))
+    c = remez(g, [(lambda j: (lambda r: r ** j))(j) for j in range(5)], wq, -half, half)
+    cf = [mp.mpf(to_f32(x)) for x in c]
+    err = max(abs((r + r * r * sum(cj * r ** j for j, cj in enumerate(cf))) / mp.expm1(r) - 1)
+              for r in [-half + 2 * half * i / 4000 for i in range(4001)] if r != 0)
+    print(f"expm1 Q deg 4 f32: max relative error {mp.nstr(err, 4)} = {mp.nstr(err / 2.0 ** -23, 3)} ulp")
+    print("  {" + ", ".join(hexf(to_f32(x)) for x in c) + "}")

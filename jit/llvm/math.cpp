@@ -10,8 +10,8 @@
 // truncation error is below 0.05 ulp; erf uses weighted least-squares fits on
 // Chebyshev nodes (near-minimax), computed for this file in 90-digit
 // arithmetic with mpmath and checked with the coefficients rounded to the
-// type; float exp is a Remez minimax (scripts/fit_math.py), two multiplies
-// shorter than its Taylor series. Every branch a scalar libm would take is
+// type; float exp and the expm1 inside float tanh are Remez minimax fits
+// (scripts/fit_math.py), two multiplies shorter than their Taylor series. Every branch a scalar libm would take is
 // computed for all lanes and chosen with select.
 #include "jit/llvm/math.h"
 
@@ -164,6 +164,11 @@ int exp_degree(const Em& e) { return e.dbl ? 14 : 8; }
 // c1 round to 1). double: Taylor to r^14 (3e-19 relative).
 constexpr double kExpPolyF[] = {0x1p0, 0x1p0, 0x1.fffffap-2, 0x1.55540ap-3, 0x1.55589ap-5, 0x1.126d0cp-7,
                                 0x1.6ab98ep-10};
+// expm1(r) = r + r^2 Q(r) on |r| <= ln2/2, float: Q a Remez minimax of
+// degree 4 for the relative error of expm1 (scripts/fit_math.py: 0.14 ulp
+// with the coefficients rounded), two multiplies shorter than Taylor.
+constexpr double kExpm1QF[] = {0x1.fffffep-2, 0x1.5554b0p-3, 0x1.555674p-5, 0x1.122768p-7, 0x1.6bec0ep-10};
+
 Value* exp_poly(Em& e, Value* r) {
   if (!e.dbl) return e.horner(r, kExpPolyF);
   return e.horner(r, inv_factorials(0, 15, 1, false));
@@ -481,7 +486,7 @@ Value* emit_log1p(llvm::IRBuilder<>& b, Value* x) {
 // tanh(a) = m / (m + 2) with m = expm1(2a), a = |x|, sign restored; one
 // expression for every a (no branch for small a: m's own accuracy carries
 // down to subnormal a, where m = 2a and m / 2 = a exactly). Three roundings
-// (m, m + 2, the division) give up to ~2.5 ulp near a = 0.3. |x| is clamped
+// (m, m + 2, the division) give up to ~2.5 ulp for small a. |x| is clamped
 // at 9.5 / 20, where tanh already rounds to 1; 2a <= 40 then, so m needs no
 // range handling: 2^n is normal and m = 2^n r2q + (2^n r + (2^n - 1)) as in
 // emit_expm1. For float, ln 2 as one constant is enough: with n <= 28 its
@@ -502,7 +507,7 @@ Value* emit_tanh(llvm::IRBuilder<>& b, Value* x) {
     ex.r = e.fma(e.neg(ex.n), e.k(0x1.62e430p-1), a2);
   }
   Value* r = ex.r;
-  Value* q = e.horner(r, inv_factorials(2, exp_degree(e) - 1, 1, false));
+  Value* q = e.dbl ? e.horner(r, inv_factorials(2, exp_degree(e) - 1, 1, false)) : e.horner(r, kExpm1QF);
   Value* r2q = e.mul(r, e.mul(r, q));
   Value* s = exp_scale(e, ex, 0);
   Value* m = e.fma(s, r2q, e.fma(s, r, e.sub(s, e.k(1))));
