@@ -18,6 +18,7 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include <cassert>
 #include <cmath>
@@ -46,6 +47,13 @@ class Em {
     b_.clearFastMathFlags();
     ity_ = ty->getWithNewType(b.getIntNTy(dbl ? 64 : 32));
     i32ty_ = ty->getWithNewType(b.getInt32Ty());
+    // AVX-512's vscalefps/pd is ldexp in one instruction: used for vectors
+    // of whole 512-bit registers when the function is built for it.
+    const llvm::Function* f = b.GetInsertBlock() ? b.GetInsertBlock()->getParent() : nullptr;
+    auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(ty);
+    const unsigned regs = vt ? vt->getNumElements() / (dbl ? 8 : 16) : 0;  // a power of two, concatenated pairwise
+    scalef_ = f && vt && vt->getNumElements() % (dbl ? 8 : 16) == 0 && regs > 0 && (regs & (regs - 1)) == 0 &&
+              f->getFnAttribute("target-features").getValueAsString().contains("+avx512f");
   }
 
   llvm::IRBuilder<>& b_;
@@ -54,6 +62,7 @@ class Em {
   llvm::Type* ity_;
   llvm::Type* i32ty_;
   const bool dbl;
+  bool scalef_ = false;
 
   int mant() const { return dbl ? 52 : 23; }  // stored significand bits
   int bias() const { return dbl ? 1023 : 127; }
@@ -123,6 +132,37 @@ class Em {
   Value* ldexp2i(Value* p, Value* ni) {
     Value* h = ashr(ni, 1);
     return mul(mul(p, pow2i(h)), pow2i(isub(ni, h)));
+  }
+
+  // p * 2^n as ldexp2i, n given as FP (n_fp) and integer lanes (ni); with
+  // AVX-512 one vscalef per register, rounded once as ldexp2i is, so the
+  // vector and scalar forms agree bit for bit.
+  Value* ldexp(Value* p, Value* n_fp, Value* ni) {
+    if (!scalef_) return ldexp2i(p, ni);
+    const unsigned lanes = llvm::cast<llvm::FixedVectorType>(ty_)->getNumElements(), per = dbl ? 8 : 16;
+    const auto id = dbl ? llvm::Intrinsic::x86_avx512_mask_scalef_pd_512 : llvm::Intrinsic::x86_avx512_mask_scalef_ps_512;
+    auto part = [&](Value* v, unsigned at) {
+      std::vector<int> idx(per);
+      for (unsigned i = 0; i < per; ++i) idx[i] = static_cast<int>(at + i);
+      return lanes == per ? v : b_.CreateShuffleVector(v, idx);
+    };
+    std::vector<Value*> parts;
+    for (unsigned at = 0; at < lanes; at += per) {
+      Value* pp = part(p, at);
+      Value* mask = dbl ? static_cast<Value*>(b_.getInt8(0xff)) : b_.getInt16(0xffff);
+      parts.push_back(b_.CreateIntrinsic(id, {}, {pp, part(n_fp, at), pp, mask, b_.getInt32(4)}));  // 4: current rounding
+    }
+    while (parts.size() > 1) {  // concatenate pairwise
+      std::vector<Value*> next;
+      for (size_t i = 0; i < parts.size(); i += 2) {
+        const unsigned n = llvm::cast<llvm::FixedVectorType>(parts[i]->getType())->getNumElements();
+        std::vector<int> idx(2 * n);
+        for (unsigned j = 0; j < 2 * n; ++j) idx[j] = static_cast<int>(j);
+        next.push_back(b_.CreateShuffleVector(parts[i], parts[i + 1], idx));
+      }
+      parts = std::move(next);
+    }
+    return parts[0];
   }
 
   // c[0] + x * (c[1] + x * (c[2] + ...)), one fma per coefficient.
@@ -222,7 +262,7 @@ Value* exp_core(Em& e, Value* hi, Value* lo) {
   hi = e.sel(e.lt(hi, hi_min), hi_min, hi);
   ExpReduced x = exp_reduce(e, hi);
   Value* r = lo ? e.add(x.r, lo) : x.r;
-  return e.ldexp2i(exp_poly(e, r), exp_n_int(e, x));
+  return e.ldexp(exp_poly(e, r), x.n, exp_n_int(e, x));
 }
 
 // ---------------------------------------------------------------- log ----
