@@ -36,7 +36,7 @@
 //   expm1     |x| <= 90 / |x| <= 710                1.23 [4]    1.48 [4]
 //   log       (0, max], subnormals included         0.80 [2]    0.80 [4]
 //   log1p     (-1, max]                             0.83 [4]    0.79 [4]
-//   tanh      all finite                            2.44 [4]    2.32 [4]
+//   tanh      all finite                            2.44 [4]    2.41 [4]
 //   sigmoid   all finite                            2.31 [4]    2.19 [4]
 //   erf       all finite                            0.91 [4]    1.05 [4]
 //   sin       |x| <= 1e4                            1.47 [4]    1.43 [4]
