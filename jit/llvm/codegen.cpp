@@ -728,12 +728,14 @@ class KernelEmitter {
   std::vector<uint32_t> stream_;  // the streamed stores of the store phase being emitted
   bool streaming_ = false;        // emitting its non-temporal loop
   // Vectors per step of an innermost loop (before its one-vector and
-  // scalar tails). Four independent vectors in flight hide the latency of
-  // the long dependency chains of the math emitters (one vector of
+  // scalar tails). Independent vectors in flight hide the latency of the
+  // long dependency chains of the math emitters (one vector of
   // sigmoid(tanh(x)) leaves the out-of-order window mostly waiting) and give
-  // a reduction four accumulators. Measured on Zen 4 (AVX-512, 32 vector
-  // registers); AVX2 has half the registers, so two.
-  const int unroll_ = width_ >= 16 ? 4 : 2;
+  // a reduction as many accumulators. Four with AVX-512 (32 registers),
+  // eight for kernels of two or more transcendentals per element (W1: 0.62
+  // -> 0.54 ns/element on Zen 4; softmax gains nothing from eight); half
+  // that with AVX2's 16 registers.
+  const int unroll_ = (width_ >= 16 ? 4 : 2) * (k_.cost_per_element >= 16 ? 2 : 1);
   llvm::Function* fn_ = nullptr;
   Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;
   std::vector<llvm::AllocaInst*> idx_;
