@@ -537,21 +537,26 @@ Value* emit_tanh(llvm::IRBuilder<>& b, Value* x) {
   Value* a = e.fabs(x);
   Value* a_max = e.fd(9.5, 20);
   a = e.sel(e.gt(a, a_max), a_max, a);  // NaN stays NaN
-  Value* a2 = e.add(a, a);
+  // Reduced as 2a = n ln2 + 2h, and everything below carried at half scale:
+  // h = a - n ln2/2, Q2(h) = 2 Q(2h) (coefficients times 2^(j+1)), so
+  // h + h^2 Q2(h) is exactly half of r + r^2 Q(r) at r = 2h, and 2a is never
+  // formed. Powers of two commute with rounding: the same bits, one add less.
   Value* shifter = e.fd(kShifterF, kShifterD);
-  ExpReduced ex{e.fma(a2, e.k(kLog2e), shifter), nullptr, nullptr};
+  ExpReduced ex{e.fma(a, e.k(2 * kLog2e), shifter), nullptr, nullptr};
   ex.n = e.sub(ex.shifted, shifter);
+  Value* h;
   if (e.dbl) {
-    ex.r = e.fma(e.neg(ex.n), e.k(kLn2HiD), a2);
-    ex.r = e.fma(e.neg(ex.n), e.k(kLn2LoD), ex.r);
+    h = e.fma(e.neg(ex.n), e.k(kLn2HiD / 2), a);
+    h = e.fma(e.neg(ex.n), e.k(kLn2LoD / 2), h);
   } else {
-    ex.r = e.fma(e.neg(ex.n), e.k(0x1.62e430p-1), a2);
+    h = e.fma(e.neg(ex.n), e.k(0x1.62e430p-2), a);
   }
-  Value* r = ex.r;
-  Value* q = e.dbl ? e.horner(r, inv_factorials(2, exp_degree(e) - 1, 1, false)) : e.horner(r, kExpm1QF);
-  Value* pm = e.fma(e.mul(r, r), q, r);
-  Value* s = exp_scale(e, ex, 0);
-  Value* m = e.fma(s, pm, e.sub(s, e.k(1)));
+  std::vector<double> q = e.dbl ? inv_factorials(2, exp_degree(e) - 1, 1, false)
+                                : std::vector<double>(std::begin(kExpm1QF), std::end(kExpm1QF));
+  for (size_t j = 0; j < q.size(); ++j) q[j] = std::ldexp(q[j], static_cast<int>(j) + 1);
+  Value* half_pm = e.fma(e.mul(h, h), e.horner(h, q), h);
+  Value* s2 = exp_scale(e, ex, 1);  // 2 * 2^n
+  Value* m = e.fma(s2, half_pm, e.fma(s2, e.k(0.5), e.k(-1)));
   return e.copysign(e.div(m, e.add(m, e.k(2))), x);
 }
 
