@@ -46,6 +46,8 @@ double op_cost(Op op) {
   }
 }
 
+constexpr const char* kGraphOutput = "graph output";
+
 struct NeedsBuffer {
   uint32_t node;
   std::string reason;
@@ -53,12 +55,44 @@ struct NeedsBuffer {
 
 class Lowering {
  public:
-  explicit Lowering(const Graph& g) : g_(g), n_(static_cast<uint32_t>(g.size())) {}
+  explicit Lowering(const Graph& g)
+      : g_(g), n_(static_cast<uint32_t>(g.size())), absorbed_(n_, -1), rejected_(n_, false) {}
 
   KernelProgram run(LowerLog* log) {
+    std::string passes;
+    KernelProgram best = attempt(&passes);
+    // Absorption: a graph output that is one value per row of the single
+    // kernel reading it (layer norm's mean when the caller keeps it) is
+    // computed and stored by that kernel, so its own kernel and the extra
+    // pass over the rows go away. Each candidate is kept only if the
+    // program it gives stores it there and has fewer kernels.
+    std::vector<Candidate> todo = candidates_;
+    while (!todo.empty()) {
+      auto [node, consumer] = todo.back();
+      todo.pop_back();
+      absorbed_[node] = static_cast<int32_t>(consumer);
+      std::string trial_passes;
+      KernelProgram trial = attempt(&trial_passes);
+      if (absorb_ok_ && trial.kernels.size() < best.kernels.size()) {
+        best = std::move(trial);
+        passes = std::move(trial_passes);
+        todo = candidates_;
+      } else {
+        absorbed_[node] = -1;
+        rejected_[node] = true;
+      }
+    }
+    if (log) log->passes += passes;
+    return best;
+  }
+
+ private:
+  // Every pass once, with the current absorptions.
+  KernelProgram attempt(std::string* passes) {
     reason_.assign(n_, "");
+    absorb_ok_ = true;
     boundaries();
-    note(log, "boundaries: " + std::to_string(count_buffers()) + " of " + std::to_string(n_) + " nodes own a buffer");
+    note(passes, "boundaries: " + std::to_string(count_buffers()) + " of " + std::to_string(n_) + " nodes own a buffer");
     // Kernels and recompute alternate until no kernel asks for another buffer.
     for (int round = 0;; ++round) {
       std::vector<NeedsBuffer> needs;
@@ -66,27 +100,32 @@ class Lowering {
       if (needs.empty()) needs = recompute_check();
       if (needs.empty() || round > 64) break;
       for (auto& nb : needs) reason_[nb.node] = nb.reason;
-      note(log, "kernels/recompute: " + std::to_string(needs.size()) + " more buffers (round " +
-                    std::to_string(round + 1) + ")");
+      note(passes, "kernels/recompute: " + std::to_string(needs.size()) + " more buffers (round " +
+                       std::to_string(round + 1) + ")");
     }
-    note(log, "kernels: " + std::to_string(p_.kernels.size()) + " generated, " +
-                  std::to_string(p_.library_calls.size()) + " library calls");
+    note(passes, "kernels: " + std::to_string(p_.kernels.size()) + " generated, " +
+                     std::to_string(p_.library_calls.size()) + " library calls");
+    for (uint32_t i = 0; i < n_; ++i)
+      if (absorbed_[i] >= 0) {
+        absorb_ok_ = absorb_ok_ && stored_by_consumer_only(i);
+        note(passes, "absorb: %" + std::to_string(i) + " stored per row by the kernel of %" + std::to_string(absorbed_[i]));
+      }
+    find_candidates();
     size_t before = p_.kernels.size();
     horizontal();
-    note(log, "horizontal: " + std::to_string(before - p_.kernels.size()) + " kernels merged");
+    note(passes, "horizontal: " + std::to_string(before - p_.kernels.size()) + " kernels merged");
     int collapsed = 0;
     for (Kernel& k : p_.kernels) collapsed += collapse(k);
-    note(log, "collapse: " + std::to_string(collapsed) + " loop dims merged");
+    note(passes, "collapse: " + std::to_string(collapsed) + " loop dims merged");
     plan_buffers();
-    note(log, "buffers: arena " + std::to_string(p_.arena_bytes) + " bytes");
+    note(passes, "buffers: arena " + std::to_string(p_.arena_bytes) + " bytes");
     for (uint32_t i = 0; i < n_; ++i)
       if (!reason_[i].empty() && g_.nodes[i]->op != Op::Input) p_.boundaries.push_back({i, reason_[i]});
     return std::move(p_);
   }
 
- private:
-  static void note(LowerLog* log, const std::string& line) {
-    if (log) log->passes += line + "\n";
+  static void note(std::string* passes, const std::string& line) {
+    if (passes) *passes += line + "\n";
   }
   size_t count_buffers() const {
     return std::count_if(reason_.begin(), reason_.end(), [](const std::string& r) { return !r.empty(); });
@@ -116,7 +155,7 @@ class Lowering {
       if (nd.op == Op::AsStrided && node(ins[0]).op != Op::Full)
         need(ins[0], "read through a strided view");
     }
-    for (uint32_t o : g_.outputs) need(o, "graph output");
+    for (uint32_t o : g_.outputs) need(o, kGraphOutput);
   }
 
   // Whether node i reads a contiguous window (any offset) of a node that
@@ -150,6 +189,7 @@ class Lowering {
     // One step per buffer-owning node, in graph order (producers first).
     for (uint32_t i = 0; i < n_; ++i) {
       if (reason_[i].empty() || node(i).op == Op::Input) continue;
+      if (absorbed_[i] >= 0) continue;  // its consumer's kernel stores it
       if (is_library(node(i).op)) {
         const Node& nd = node(i);
         LibraryCall call{nd.op, i, {}, static_cast<uint32_t>(buffer_of_[i]), nd.dtype, nd.shape, {}, {}, nd.attr,
@@ -199,6 +239,7 @@ class Lowering {
       Phase store;
       store.stores.push_back({buffer_access(root_, id), v});
       k.phases.push_back(std::move(store));
+      store_absorbed();
       finish();
       return std::nullopt;
     }
@@ -230,8 +271,36 @@ class Lowering {
       store.per_row = true;
       store.stores.push_back({buffer_access(root_, out_map), rv});
       k.phases.push_back(std::move(store));
+      store_absorbed();
       finish();
       return std::nullopt;
+    }
+
+    // Absorbed outputs (Lowering::run) are stored once per row, after the
+    // phases that compute them. Each must be read at one position that
+    // depends on the rows only, and its elements must match the rows one to
+    // one (each row writes one element, no two rows the same).
+    void store_absorbed() {
+      const bool reduces = std::any_of(k.phases.begin(), k.phases.end(), [](const Phase& ph) { return ph.kind == Phase::Reduce; });
+      for (const auto& [i, map] : absorbed_uses_) {
+        const Node& nd = l_.node(i);
+        bool ok = reduces && std::count_if(absorbed_uses_.begin(), absorbed_uses_.end(), [&](const auto& u) { return u.first == i; }) == 1;
+        std::vector<bool> row_seen(k.outer, false);
+        for (uint8_t d = 0; d < nd.shape.n && ok; ++d) {
+          if (nd.shape[d] == 1) continue;
+          ok = map[d] >= 0 && map[d] < k.outer && !row_seen[map[d]];
+          if (ok) row_seen[map[d]] = true;
+        }
+        ok = ok && std::all_of(row_seen.begin(), row_seen.end(), [](bool b) { return b; });
+        if (!ok) {
+          l_.absorb_ok_ = false;
+          continue;
+        }
+        Phase store;
+        store.per_row = true;
+        store.stores.push_back({buffer_access(i, map), memo_.at({i, std::vector<int64_t>(map.begin(), map.end())})});
+        k.phases.push_back(std::move(store));
+      }
     }
 
     void finish() {
@@ -293,8 +362,10 @@ class Lowering {
     uint32_t make_expr(uint32_t i, const DimMap& map, bool is_root) {
       const Node& nd = l_.node(i);
       auto ins = l_.g_.inputs_of(i);
-      if (!is_root && !l_.reason_[i].empty())
+      const bool absorbed = !is_root && l_.absorbed_[i] == static_cast<int32_t>(root_);
+      if (!is_root && !l_.reason_[i].empty() && !absorbed)
         return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, buffer_access(i, map)});
+      if (absorbed) absorbed_uses_.push_back({i, map});
       if (!is_root) l_.inlined_by_[i].push_back(root_);
       k.graph_nodes.push_back(i);
       switch (nd.op) {
@@ -407,7 +478,54 @@ class Lowering {
     std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
     std::optional<NeedsBuffer> failed_;
     bool rows_fixed_ = false;  // a reduction root decided the rows
+    std::vector<std::pair<uint32_t, DimMap>> absorbed_uses_;  // absorbed nodes met, at their map
   };
+
+  // ---------------------------------------------------------------- absorption
+  // A graph output is a candidate when only its buffer's one reader among
+  // the generated kernels (no library call) needs it, and it is smaller than
+  // that reader's loops: a per-row value such as a mean the caller keeps.
+  void find_candidates() {
+    candidates_.clear();
+    for (uint32_t o : g_.outputs) {
+      if (reason_[o] != kGraphOutput || absorbed_[o] >= 0 || rejected_[o] || is_library(node(o).op)) continue;
+      const uint32_t b = static_cast<uint32_t>(buffer_of_[o]);
+      if (library_reads(b)) continue;
+      std::vector<const Kernel*> readers;
+      for (const Kernel& k : p_.kernels)
+        if (reads_any(k, {b})) readers.push_back(&k);
+      if (readers.size() != 1 || readers[0]->root == o) continue;
+      int64_t space = 1;
+      for (uint8_t d = 0; d < readers[0]->loop.n; ++d) space *= readers[0]->loop[d];
+      if (node(o).numel() * 2 > space) continue;
+      if (std::none_of(candidates_.begin(), candidates_.end(), [&](const Candidate& c) { return c.first == o; }))
+        candidates_.push_back({o, readers[0]->root});
+    }
+  }
+
+  bool library_reads(uint32_t b) const {
+    for (const LibraryCall& c : p_.library_calls)
+      if (std::find(c.inputs.begin(), c.inputs.end(), b) != c.inputs.end()) return true;
+    return false;
+  }
+
+  // After kernels are built: absorbed node i is written by its consumer's
+  // kernel alone, per row, and read by no kernel or library call.
+  bool stored_by_consumer_only(uint32_t i) const {
+    const uint32_t b = static_cast<uint32_t>(buffer_of_[i]);
+    if (library_reads(b)) return false;
+    int writers = 0;
+    for (const Kernel& k : p_.kernels) {
+      if (reads_any(k, {b})) return false;
+      for (const Phase& ph : k.phases)
+        for (auto [a, e] : ph.stores)
+          if (k.accesses[a].buffer == b) {
+            if (k.root != static_cast<uint32_t>(absorbed_[i]) || !ph.per_row) return false;
+            ++writers;
+          }
+    }
+    return writers == 1;
+  }
 
   // ---------------------------------------------------------------- pass 3
   // A value inlined into several kernels is recomputed by each: fine for a
@@ -583,6 +701,14 @@ class Lowering {
   std::vector<std::string> reason_;  // non-empty: the node owns a buffer, for this reason
   std::vector<int32_t> buffer_of_;
   std::vector<std::vector<uint32_t>> inlined_by_;  // kernels (by root) that inline the node
+  // Absorption (run): node -> root of the kernel that computes and stores it
+  // per row (-1: none); outputs tried and not kept; whether this attempt
+  // stored every absorbed node as planned; the next outputs to try.
+  std::vector<int32_t> absorbed_;
+  std::vector<bool> rejected_;
+  bool absorb_ok_ = true;
+  using Candidate = std::pair<uint32_t, uint32_t>;  // (output node, root of its reader's kernel)
+  std::vector<Candidate> candidates_;
 };
 
 }  // namespace

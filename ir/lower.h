@@ -11,6 +11,10 @@
 //   4. horizontal   adjacent independent kernels over the same loops merge
 //   5. collapse     adjacent loop dims every access walks contiguously merge
 //   6. buffers      temporaries get arena offsets by liveness, with reuse
+// Around them, absorption: a graph output that is one value per row of the
+// one kernel reading it (a layer norm's mean the caller keeps) is computed
+// and stored per row by that kernel; passes 1-6 run again with it absorbed,
+// and the result is kept only if it has fewer kernels.
 #pragma once
 #include <string>
 

@@ -1,5 +1,7 @@
 #include "runtime/host_allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -17,9 +19,26 @@ namespace {
 constexpr size_t kMinCached = size_t{1} << 20;
 constexpr size_t kGranule = size_t{1} << 16;
 constexpr size_t kMaxCachedBytes = size_t{2} << 30;
+// Blocks from kMinHuge bytes up are whole 2 MiB pages, aligned to them and
+// marked for transparent huge pages (madvise, as Linux's default "madvise"
+// mode asks): a kernel streaming through hundreds of MiB then misses the TLB
+// once per 2 MiB instead of once per 4 KiB, and a first touch faults once
+// per 2 MiB. The rounding wastes under 1/16 of such a block.
+constexpr size_t kMinHuge = size_t{32} << 20;
+constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t rounded(size_t bytes) {
+  if (bytes >= kMinHuge) return (bytes + kHugePage - 1) / kHugePage * kHugePage;
   return bytes >= kMinCached ? (bytes + kGranule - 1) / kGranule * kGranule : (bytes + 63) / 64 * 64;
+}
+
+void* system_allocate(size_t size) {
+  if (size < kMinHuge) return std::aligned_alloc(64, size);
+  void* p = std::aligned_alloc(kHugePage, size);
+#ifdef MADV_HUGEPAGE
+  if (p) madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+#endif
+  return p;
 }
 
 struct Cache {
@@ -100,10 +119,10 @@ void* host_allocate(size_t bytes) {
       return p;
     }
   }
-  void* p = std::aligned_alloc(64, size);
+  void* p = system_allocate(size);
   if (!p) {  // give the cache back to the OS and try once more
     cache().drop_all();
-    p = std::aligned_alloc(64, size);
+    p = system_allocate(size);
   }
   if (!p) throw Error("loom: out of memory allocating " + std::to_string(bytes) + " bytes on cpu");
   return p;

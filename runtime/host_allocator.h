@@ -2,6 +2,8 @@
 // allocators cache: large blocks freed by one run are handed to the next
 // instead of going back to the OS, so a replayed graph pays no page faults
 // for its outputs. Blocks of up to 4 KiB are kept on per-thread free lists.
+// Blocks of 32 MiB and more are 2 MiB aligned and asked for transparent
+// huge pages.
 #pragma once
 #include <cstddef>
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 namespace {
@@ -45,6 +47,38 @@ TEST_F(JitTest, W3LayerNormIsOneKernel) {
               return (x - mu) * loom::rsqrt(var + 1e-5) * g + b;
             }),
             1);
+}
+
+// Outputs of 16 MiB and more are written with non-temporal stores from the
+// first 64-byte aligned element on (jit/llvm/memory_hints.h); row kernels
+// prefetch the next row. Odd lengths, offset views and rows that do not
+// start on a cache line must still come out exactly right.
+TEST_F(JitTest, StreamedOutputsAreExactAtEveryAlignment) {
+  const int64_t n = (int64_t{16} << 20) / 4 + 13;
+  auto x = loom::arange(n + 3, loom::kFloat);
+  auto y = x.slice(0, 3, n + 3) * 2 + 1;  // reads from element 3: loads and stores out of phase
+  std::vector<float> got = y.to_vector<float>();
+  ASSERT_EQ(static_cast<int64_t>(got.size()), n);
+  for (int64_t i = 0; i < n; ++i)
+    if (got[i] != static_cast<float>(i + 3) * 2 + 1) FAIL() << "element " << i << ": " << got[i];
+  x.mul_(-1);  // in place: written through the input's own buffer
+  std::vector<float> back = x.to_vector<float>();
+  for (int64_t i = 0; i < n + 3; ++i)
+    if (back[i] != -static_cast<float>(i)) FAIL() << "in place, element " << i << ": " << back[i];
+
+  const int64_t rows = 1031, cols = 4099;  // rows start off a cache line
+  auto r = loom::arange(rows * cols, loom::kFloat).reshape({rows, cols}).remainder(7.0) - 3;
+  std::vector<float> sm = loom::softmax(r, -1).to_vector<float>();
+  std::vector<float> rv = r.to_vector<float>();
+  for (int64_t i = 0; i < rows; i += 97) {
+    double sum = 0, mx = -1e30;
+    for (int64_t j = 0; j < cols; ++j) mx = std::max(mx, double(rv[i * cols + j]));
+    for (int64_t j = 0; j < cols; ++j) sum += std::exp(double(rv[i * cols + j]) - mx);
+    for (int64_t j = 0; j < cols; ++j) {
+      double want = std::exp(double(rv[i * cols + j]) - mx) / sum;
+      ASSERT_NEAR(sm[i * cols + j], want, 1e-6 * want) << "row " << i << " col " << j;
+    }
+  }
 }
 
 TEST_F(JitTest, AGraphReplayedAHundredTimesCompilesOnce) {

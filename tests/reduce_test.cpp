@@ -247,6 +247,40 @@ TEST_P(ReduceTest, ReductionsOfNonContiguousViews) {
   EXPECT_DOUBLE_EQ(p.var({0}, false).mean().item<double>(), 1.25);  // var of 4 consecutive values
 }
 
+// Row statistics the caller keeps (a layer norm's mean and variance) are
+// graph outputs as well as inputs of the normalization; the llvm backend
+// stores them from the normalizing kernel itself, once per row.
+TEST_P(ReduceTest, RowStatisticsKeptBesideTheirConsumer) {
+  Tensor mu = x.mean({-1}, true);                           // [2, 3, 1]
+  Tensor var = (x - mu).pow(2).mean({-1}, true);
+  Tensor y = (x - mu) * loom::rsqrt(var + 1e-5);
+  Tensor head = x.select(0, 0).sum({-1}, true);             // [3, 1]: one value for two rows of x
+  Tensor z = x / head;
+  Tensor colmax = x.amax({1}, true);                        // [2, 1, 4]: not over x's last dim
+  Tensor w = x - colmax;
+  loom::sync();
+  V m = reduce3(4, 0, plus), v(6, 0), want_y, want_z, want_w;
+  for (double& e : m) e /= 4;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) v[i * 3 + j] += std::pow(x3(i, j, k) - m[i * 3 + j], 2) / 4;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) {
+        want_y.push_back((x3(i, j, k) - m[i * 3 + j]) / std::sqrt(v[i * 3 + j] + 1e-5));
+        want_z.push_back(x3(i, j, k) / (x3(0, j, 0) + x3(0, j, 1) + x3(0, j, 2) + x3(0, j, 3)));
+        want_w.push_back(x3(i, j, k) - x3(i, 2, k));  // rows grow with j: the max is at j = 2
+      }
+  EXPECT_EQ(sizes_of(mu), (Shape{2, 3, 1}));
+  EXPECT_TRUE(all_close(mu, m, 1e-12));
+  EXPECT_TRUE(all_close(var, v, 1e-12));
+  EXPECT_TRUE(all_close(y, want_y, 1e-9));
+  EXPECT_EQ(sizes_of(head), (Shape{3, 1}));
+  EXPECT_TRUE(all_close(z, want_z, 1e-12));
+  EXPECT_TRUE(all_close(w, want_w, 1e-12));
+  EXPECT_TRUE(all_close(colmax, V{3, 4, 5, 6, 15, 16, 17, 18}, 0));
+}
+
 LOOM_INSTANTIATE_BACKENDS(ReduceTest);
 
 }  // namespace

@@ -5,11 +5,13 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/Host.h>
 #include <llvm/Support/TargetSelect.h>
+#include <llvm/TargetParser/Triple.h>
 
 #include <functional>
 #include <map>
@@ -17,6 +19,7 @@
 
 #include "ir/lower.h"
 #include "jit/llvm/math.h"
+#include "jit/llvm/memory_hints.h"
 
 namespace loom::jit::llvm_cpu {
 
@@ -42,7 +45,10 @@ const Target& host_target() {
   return t;
 }
 
-std::string build_id() { return std::string("codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id() + ", " + math_build_id(); }
+std::string build_id() {
+  return std::string("codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id() + ", " + math_build_id() + ", " +
+         memory_hints_build_id();
+}
 
 std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
 
@@ -54,7 +60,14 @@ using ir::Op;
 class KernelEmitter {
  public:
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, llvm::Module& m, const Target& t, size_t index)
-      : p_(p), k_(k), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width) {
+      : p_(p), k_(k), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)) {
+    // Non-temporal stores: x86 only (the sfence below), and only where a
+    // whole unrolled step is a multiple of a cache line, so one aligned
+    // address keeps every later step aligned.
+    const bool x86 = llvm::Triple(t.triple).isX86();
+    for (size_t a = 0; a < k.accesses.size(); ++a)
+      if (hints_.stream[a] && !(x86 && width_ > 1 && width_ * unroll_ * element_size(p.buffers[k.accesses[a].buffer].dtype) % 64 == 0))
+        hints_.stream[a] = false;
     auto* i64 = b_.getInt64Ty();
     auto* ptr = b_.getPtrTy();
     auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, ptr, ptr, ptr, ptr}, false);
@@ -93,6 +106,10 @@ class KernelEmitter {
       for (size_t ph = 0; ph < k_.phases.size(); ++ph) emit_phase(ph);
     });
 
+    // Non-temporal stores are weakly ordered: fence them before the caller
+    // (another thread, after the parallel loop) reads the output.
+    if (std::find(hints_.stream.begin(), hints_.stream.end(), true) != hints_.stream.end())
+      b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
     // Report bad data once, after all loops.
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
     auto* set = llvm::BasicBlock::Create(ctx_, "set_err", fn_);
@@ -121,8 +138,54 @@ class KernelEmitter {
       loop(d, hi, 1, [&] { nest(d + 1, to, width, body); });
       return;
     }
+    if (width > 1 && !stream_.empty()) stream_loop(d, hi, width * unroll_, body);
+    if (width > 1 && unroll_ > 1) loop(d, hi, width * unroll_, [&] { body(width * unroll_); });
     if (width > 1) loop(d, hi, width, [&] { body(width); });
     loop(d, hi, 1, [&] { body(1); });
+  }
+
+  // The streaming part of a store phase's innermost loop: scalar steps
+  // until the first streamed store's address is 64-byte aligned, then, if
+  // every streamed store is aligned there, `step`-lane steps with
+  // non-temporal stores. The normal loops that follow finish the row.
+  void stream_loop(int d, Value* hi, int step, const std::function<void(int)>& body) {
+    auto address = [&](uint32_t a) {
+      const ScalarType dt = p_.buffers[k_.accesses[a].buffer].dtype;
+      return b_.CreatePtrToInt(b_.CreateGEP(memory_type(dt), base_[a], offset(k_.accesses[a])), b_.getInt64Ty());
+    };
+    const uint32_t lead = stream_[0];
+    const int64_t esize = element_size(p_.buffers[k_.accesses[lead].buffer].dtype);
+    Value* addr = address(lead);
+    Value* whole = b_.CreateICmpEQ(b_.CreateAnd(addr, b_.getInt64(esize - 1)), b_.getInt64(0));
+    Value* to_line = b_.CreateUDiv(b_.CreateAnd(b_.CreateSub(b_.getInt64(0), addr), b_.getInt64(63)), b_.getInt64(esize));
+    Value* i = b_.CreateLoad(b_.getInt64Ty(), idx_[d]);
+    Value* peel_hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, hi, b_.CreateAdd(i, b_.CreateSelect(whole, to_line, b_.getInt64(0))));
+    loop(d, peel_hi, 1, [&] { body(1); });
+    Value* aligned = b_.getTrue();
+    for (uint32_t a : stream_) aligned = b_.CreateAnd(aligned, b_.CreateICmpEQ(b_.CreateAnd(address(a), b_.getInt64(63)), b_.getInt64(0)));
+    auto* nt = llvm::BasicBlock::Create(ctx_, "stream", fn_);
+    auto* after = llvm::BasicBlock::Create(ctx_, "stream_done", fn_);
+    b_.CreateCondBr(aligned, nt, after);
+    b_.SetInsertPoint(nt);
+    streaming_ = true;
+    loop(d, hi, step, [&] { body(step); });
+    streaming_ = false;
+    b_.CreateBr(after);
+    b_.SetInsertPoint(after);
+  }
+
+  // Prefetches the next row's elements of the hinted accesses (see
+  // memory_hints.h): one prefetch per cache line of a w-lane step.
+  void prefetch_next_row(int w) {
+    const int row_loop = k_.outer - 1;
+    for (uint32_t a : hints_.prefetch) {
+      const ir::Access& acc = k_.accesses[a];
+      const ScalarType dt = p_.buffers[acc.buffer].dtype;
+      Value* next = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), b_.getInt64(acc.strides[row_loop])));
+      for (int64_t line = 0; line < w * static_cast<int64_t>(element_size(dt)); line += 64)
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                           {b_.CreateConstGEP1_64(b_.getInt8Ty(), next, line), b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+    }
   }
 
   // while (idx[d] + step <= hi) { body; idx[d] += step; }  (continues from idx[d])
@@ -150,8 +213,10 @@ class KernelEmitter {
     if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
     for (auto [a, e] : ph.stores) mark(e, need);
 
+    const bool prefetch = static_cast<int>(ph_index) == hints_.prefetch_phase;
     if (ph.kind == ir::Phase::Store) {
       auto body = [&](int w) {
+        if (prefetch && w > 1) prefetch_next_row(w);
         auto vals = eval(need, w);
         for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
       };
@@ -159,7 +224,10 @@ class KernelEmitter {
         for (int d = k_.outer; d < k_.loop.n; ++d) b_.CreateStore(b_.getInt64(0), idx_[d]);
         body(1);
       } else {
+        for (auto [a, e] : ph.stores)
+          if (hints_.stream[a] && std::find(stream_.begin(), stream_.end(), a) == stream_.end()) stream_.push_back(a);
         nest(k_.outer, k_.loop.n, width_, body);
+        stream_.clear();
       }
       return;
     }
@@ -168,33 +236,33 @@ class KernelEmitter {
     const bool arg = ph.reduce_op == Op::ArgMax || ph.reduce_op == Op::ArgMin;
     const int w = arg ? 1 : width_;
     Type* st = scalar_type(dt);
-    auto* acc_s = b_.CreateAlloca(arg ? b_.getInt64Ty() : st);
-    auto* acc_v = w > 1 ? b_.CreateAlloca(llvm::FixedVectorType::get(st, w)) : nullptr;
-    auto* best = arg ? b_.CreateAlloca(st) : nullptr;
-    if (arg) {
-      b_.CreateStore(b_.getInt64(-1), acc_s);
-      b_.CreateStore(llvm::Constant::getNullValue(st), best);
-    } else {
-      b_.CreateStore(identity(ph.reduce_op, dt, 1), acc_s);
-      if (acc_v) b_.CreateStore(identity(ph.reduce_op, dt, w), acc_v);
+    // One accumulator per step width of the loop (unrolled, vector, scalar
+    // tail), folded together after the row.
+    std::map<int, llvm::AllocaInst*> acc;
+    for (int lanes : {1, w, w > 1 ? w * unroll_ : 1}) acc.emplace(lanes, nullptr);
+    for (auto& [lanes, slot] : acc) {
+      slot = b_.CreateAlloca(arg ? b_.getInt64Ty() : vec_type(dt, lanes));
+      b_.CreateStore(arg ? b_.getInt64(-1) : identity(ph.reduce_op, dt, lanes), slot);
     }
+    auto* best = arg ? b_.CreateAlloca(st) : nullptr;
+    if (arg) b_.CreateStore(llvm::Constant::getNullValue(st), best);
     nest(k_.outer, k_.loop.n, w, [&](int lanes) {
+      if (prefetch && lanes > 1) prefetch_next_row(lanes);
       Value* v = eval(need, lanes)[ph.value];
       if (arg) {
-        arg_step(ph.reduce_op, dt, v, best, acc_s);
+        arg_step(ph.reduce_op, dt, v, best, acc.at(1));
         return;
       }
-      auto* slot = lanes > 1 ? acc_v : acc_s;
-      Type* ty = lanes > 1 ? static_cast<Type*>(llvm::FixedVectorType::get(st, lanes)) : st;
-      b_.CreateStore(combine(ph.reduce_op, dt, b_.CreateLoad(ty, slot), v), slot);
+      llvm::AllocaInst* slot = acc.at(lanes);
+      b_.CreateStore(combine(ph.reduce_op, dt, b_.CreateLoad(vec_type(dt, lanes), slot), v), slot);
     });
     Value* total;
     if (arg) {
-      total = b_.CreateLoad(b_.getInt64Ty(), acc_s);
+      total = b_.CreateLoad(b_.getInt64Ty(), acc.at(1));
     } else {
-      total = b_.CreateLoad(st, acc_s);
-      if (acc_v)
-        total = combine(ph.reduce_op, dt, horizontal(ph.reduce_op, dt, b_.CreateLoad(llvm::FixedVectorType::get(st, w), acc_v)), total);
+      total = b_.CreateLoad(st, acc.at(1));
+      for (auto& [lanes, slot] : acc)
+        if (lanes > 1) total = combine(ph.reduce_op, dt, horizontal(ph.reduce_op, dt, b_.CreateLoad(vec_type(dt, lanes), slot)), total);
     }
     b_.CreateStore(total, row_[ph_index]);
   }
@@ -331,6 +399,10 @@ class KernelEmitter {
     const int64_t inner = a.strides.n ? a.strides[a.strides.n - 1] : 0;
     if (w == 1) {
       b_.CreateStore(v, base);
+    } else if (inner == 1 && streaming_ && hints_.stream[ai]) {
+      llvm::StoreInst* st = b_.CreateAlignedStore(v, base, llvm::Align(64));
+      st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                      llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
     } else if (inner == 1) {
       b_.CreateAlignedStore(v, base, llvm::Align(element_size(dt)));
     } else {
@@ -652,6 +724,18 @@ class KernelEmitter {
   llvm::LLVMContext& ctx_;
   IRBuilder<> b_;
   const int width_;
+  MemoryHints hints_;
+  std::vector<uint32_t> stream_;  // the streamed stores of the store phase being emitted
+  bool streaming_ = false;        // emitting its non-temporal loop
+  // Vectors per step of an innermost loop (before its one-vector and
+  // scalar tails). Independent vectors in flight hide the latency of the
+  // long dependency chains of the math emitters (one vector of
+  // sigmoid(tanh(x)) leaves the out-of-order window mostly waiting) and give
+  // a reduction as many accumulators. Four with AVX-512 (32 registers),
+  // eight for kernels of two or more transcendentals per element (W1: 0.62
+  // -> 0.54 ns/element on Zen 4; softmax gains nothing from eight); half
+  // that with AVX2's 16 registers.
+  const int unroll_ = (width_ >= 16 ? 4 : 2) * (k_.cost_per_element >= 16 ? 2 : 1);
   llvm::Function* fn_ = nullptr;
   Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;
   std::vector<llvm::AllocaInst*> idx_;

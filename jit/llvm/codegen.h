@@ -1,6 +1,7 @@
 // Loop IR -> LLVM IR: one LLVM function per ir::Kernel, explicitly
-// vectorized for the host (the innermost loop runs `vector_width` lanes at a
-// time, with a scalar tail), math from jit/llvm/math.h (no libm in loops).
+// vectorized for the host (the innermost loop runs several vectors of
+// `vector_width` lanes per step, then one vector, then a scalar tail), math
+// from jit/llvm/math.h (no libm in loops).
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -5,17 +5,20 @@
 // anew here): Cody-Waite range reduction with a constant split into parts
 // whose products with the reduction integer are exact, then a polynomial on
 // the small remainder. Where the Taylor series converges fast on the reduced
-// interval (exp, log's atanh series, sin, cos) the coefficients are 1/k! or
-// 2/(2k+1) and the degree is chosen so the truncation error is below 0.05 ulp;
-// erf and tanh near 0 use weighted least-squares fits on Chebyshev nodes
-// (near-minimax), computed for this file in 90-digit arithmetic with mpmath
-// and checked with the coefficients rounded to the type. Every branch a
-// scalar libm would take is computed for all lanes and chosen with select.
+// interval (expm1, double exp, log's atanh series, sin, cos) the
+// coefficients are 1/k! or 2/(2k+1) and the degree is chosen so the
+// truncation error is below 0.05 ulp; erf uses weighted least-squares fits on
+// Chebyshev nodes (near-minimax), computed for this file in 90-digit
+// arithmetic with mpmath and checked with the coefficients rounded to the
+// type; float exp and the expm1 inside float tanh are Remez minimax fits
+// (scripts/fit_math.py), two multiplies shorter than their Taylor series. Every branch a scalar libm would take is
+// computed for all lanes and chosen with select.
 #include "jit/llvm/math.h"
 
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include <cassert>
 #include <cmath>
@@ -44,6 +47,13 @@ class Em {
     b_.clearFastMathFlags();
     ity_ = ty->getWithNewType(b.getIntNTy(dbl ? 64 : 32));
     i32ty_ = ty->getWithNewType(b.getInt32Ty());
+    // AVX-512's vscalefps/pd is ldexp in one instruction: used for vectors
+    // of whole 512-bit registers when the function is built for it.
+    const llvm::Function* f = b.GetInsertBlock() ? b.GetInsertBlock()->getParent() : nullptr;
+    auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(ty);
+    const unsigned regs = vt ? vt->getNumElements() / (dbl ? 8 : 16) : 0;  // a power of two, concatenated pairwise
+    scalef_ = f && vt && vt->getNumElements() % (dbl ? 8 : 16) == 0 && regs > 0 && (regs & (regs - 1)) == 0 &&
+              f->getFnAttribute("target-features").getValueAsString().contains("+avx512f");
   }
 
   llvm::IRBuilder<>& b_;
@@ -52,6 +62,7 @@ class Em {
   llvm::Type* ity_;
   llvm::Type* i32ty_;
   const bool dbl;
+  bool scalef_ = false;
 
   int mant() const { return dbl ? 52 : 23; }  // stored significand bits
   int bias() const { return dbl ? 1023 : 127; }
@@ -117,10 +128,41 @@ class Em {
   // p * 2^n for integral FP n with |n| <= 2 * bias + 2: two factors
   // 2^(n>>1) and 2^(n - (n>>1)), each normal. p * 2^(n>>1) is exact for
   // p in [0.5, 2], so a subnormal result is rounded only once.
-  Value* ldexp2(Value* p, Value* n) {
-    Value* ni = to_int(n);
+  Value* ldexp2(Value* p, Value* n) { return ldexp2i(p, to_int(n)); }
+  Value* ldexp2i(Value* p, Value* ni) {
     Value* h = ashr(ni, 1);
     return mul(mul(p, pow2i(h)), pow2i(isub(ni, h)));
+  }
+
+  // p * 2^n as ldexp2i, n given as FP (n_fp) and integer lanes (ni); with
+  // AVX-512 one vscalef per register, rounded once as ldexp2i is, so the
+  // vector and scalar forms agree bit for bit.
+  Value* ldexp(Value* p, Value* n_fp, Value* ni) {
+    if (!scalef_) return ldexp2i(p, ni);
+    const unsigned lanes = llvm::cast<llvm::FixedVectorType>(ty_)->getNumElements(), per = dbl ? 8 : 16;
+    const auto id = dbl ? llvm::Intrinsic::x86_avx512_mask_scalef_pd_512 : llvm::Intrinsic::x86_avx512_mask_scalef_ps_512;
+    auto part = [&](Value* v, unsigned at) {
+      std::vector<int> idx(per);
+      for (unsigned i = 0; i < per; ++i) idx[i] = static_cast<int>(at + i);
+      return lanes == per ? v : b_.CreateShuffleVector(v, idx);
+    };
+    std::vector<Value*> parts;
+    for (unsigned at = 0; at < lanes; at += per) {
+      Value* pp = part(p, at);
+      Value* mask = dbl ? static_cast<Value*>(b_.getInt8(0xff)) : b_.getInt16(0xffff);
+      parts.push_back(b_.CreateIntrinsic(id, {}, {pp, part(n_fp, at), pp, mask, b_.getInt32(4)}));  // 4: current rounding
+    }
+    while (parts.size() > 1) {  // concatenate pairwise
+      std::vector<Value*> next;
+      for (size_t i = 0; i < parts.size(); i += 2) {
+        const unsigned n = llvm::cast<llvm::FixedVectorType>(parts[i]->getType())->getNumElements();
+        std::vector<int> idx(2 * n);
+        for (unsigned j = 0; j < 2 * n; ++j) idx[j] = static_cast<int>(j);
+        next.push_back(b_.CreateShuffleVector(parts[i], parts[i + 1], idx));
+      }
+      parts = std::move(next);
+    }
+    return parts[0];
   }
 
   // c[0] + x * (c[1] + x * (c[2] + ...)), one fma per coefficient.
@@ -152,28 +194,75 @@ constexpr double kLn2HiF = 0x1.62e4p-1, kLn2LoF = 0x1.7f7d1cp-20;
 constexpr double kLn2HiD = 0x1.62e42fefa38p-1, kLn2LoD = 0x1.ef35793c7673p-45;
 constexpr double kLog2e = 0x1.71547652b82fep+0;
 
-// Taylor degree for exp(r) on |r| <= ln2/2: r^(d+1)/(d+1)! relative to r is
-// 6e-10 (float, d = 8) and 3e-19 (double, d = 14), far below half an ulp,
-// also for expm1 where the result is ~r.
+// Taylor degree for expm1(r) on |r| <= ln2/2: r^(d+1)/(d+1)! relative to r
+// is 6e-10 (float, d = 8) and 3e-19 (double, d = 14), far below half an ulp
+// also where the result is ~r.
 int exp_degree(const Em& e) { return e.dbl ? 14 : 8; }
 
-// exp(hi + lo) where lo is a small correction (or null). No NaN handling:
-// NaN yields inf, the caller selects. hi is clamped to where the result is
-// already inf / 0; the clamp keeps n in ldexp2's range, and the overflow /
-// underflow itself comes out of the final multiplications, correctly rounded.
+// exp(r) on |r| <= ln2/2. float: minimax of degree 6 for relative error
+// (scripts/fit_math.py; 0.15 float ulp with the coefficients rounded, c0 and
+// c1 round to 1). double: Taylor to r^14 (3e-19 relative).
+constexpr double kExpPolyF[] = {0x1p0, 0x1p0, 0x1.fffffap-2, 0x1.55540ap-3, 0x1.55589ap-5, 0x1.126d0cp-7,
+                                0x1.6ab98ep-10};
+// expm1(r) = r + r^2 Q(r) on |r| <= ln2/2, float: Q a Remez minimax of
+// degree 4 for the relative error of expm1 (scripts/fit_math.py: 0.14 ulp
+// with the coefficients rounded), two multiplies shorter than Taylor.
+constexpr double kExpm1QF[] = {0x1.fffffep-2, 0x1.5554b0p-3, 0x1.555674p-5, 0x1.122768p-7, 0x1.6bec0ep-10};
+
+Value* exp_poly(Em& e, Value* r) {
+  if (!e.dbl) return e.horner(r, kExpPolyF);
+  return e.horner(r, inv_factorials(0, 15, 1, false));
+}
+
+// hi = n ln2 + r with n the integer nearest hi log2 e and |r| <= ln2/2 (a
+// hair more: n comes from the unrounded product). The fma with 1.5 * 2^mant
+// rounds hi log2 e to an integer that ends up in the low bits of `shifted`:
+// bits(shifted) - bits(1.5 * 2^mant) = n, so 2^n is built without a
+// float-to-int conversion. |hi log2 e| < 2^(mant - 1).
+struct ExpReduced {
+  Value* shifted;
+  Value* n;  // FP, integral
+  Value* r;
+};
+constexpr double kShifterF = 0x1.8p23, kShifterD = 0x1.8p52;
+
+ExpReduced exp_reduce(Em& e, Value* hi) {
+  Value* shifter = e.fd(kShifterF, kShifterD);
+  Value* shifted = e.fma(hi, e.k(kLog2e), shifter);
+  Value* n = e.sub(shifted, shifter);
+  // n*LN2_HI is exact and so is hi - n*LN2_HI.
+  Value* r = e.fma(e.neg(n), e.fd(kLn2HiF, kLn2HiD), hi);
+  r = e.fma(e.neg(n), e.fd(kLn2LoF, kLn2LoD), r);
+  return {shifted, n, r};
+}
+
+// The integer n of an ExpReduced, in integer lanes.
+Value* exp_n_int(Em& e, const ExpReduced& x) {
+  const int64_t shifter_bits = e.dbl ? 0x4338000000000000 : 0x4b400000;
+  return e.isub(e.bits(x.shifted), e.ki(shifter_bits));
+}
+
+// 2^(n + extra) for an ExpReduced whose n + extra is a normal exponent
+// (-bias < n + extra <= bias): two integer ops on the shifted bits.
+Value* exp_scale(Em& e, const ExpReduced& x, int extra) {
+  const int64_t shifter_bits = e.dbl ? 0x4338000000000000 : 0x4b400000;
+  return e.from_bits(e.shl(e.iadd(e.bits(x.shifted), e.ki(e.bias() + extra - shifter_bits)), e.mant()));
+}
+
+// exp(hi + lo) where lo is a small correction (or null). hi is clamped to
+// where the result is already inf / 0; the clamp keeps n in ldexp2's range,
+// and the overflow / underflow itself comes out of the final
+// multiplications, correctly rounded. A NaN hi passes the clamps and every
+// later step, so the result is NaN.
 Value* exp_core(Em& e, Value* hi, Value* lo) {
   Value* hi_max = e.fd(89, 710);    // exp(89) > FLT_MAX, exp(710) > DBL_MAX
   Value* hi_min = e.fd(-104, -746);  // below half the smallest subnormal
   if (lo) lo = e.sel(e.band(e.lt(hi, hi_max), e.gt(hi, hi_min)), lo, e.k(0));
-  hi = e.sel(e.lt(hi, hi_max), hi, hi_max);  // NaN -> hi_max
-  hi = e.sel(e.gt(hi, hi_min), hi, hi_min);
-  // hi = n ln2 + r, |r| <= ln2/2: n*LN2_HI is exact and so is hi - n*LN2_HI.
-  Value* n = e.rint(e.mul(hi, e.k(kLog2e)));
-  Value* r = e.fma(e.neg(n), e.fd(kLn2HiF, kLn2HiD), hi);
-  r = e.fma(e.neg(n), e.fd(kLn2LoF, kLn2LoD), r);
-  if (lo) r = e.add(r, lo);
-  Value* p = e.horner(r, inv_factorials(0, exp_degree(e) + 1, 1, false));
-  return e.ldexp2(p, n);
+  hi = e.sel(e.gt(hi, hi_max), hi_max, hi);
+  hi = e.sel(e.lt(hi, hi_min), hi_min, hi);
+  ExpReduced x = exp_reduce(e, hi);
+  Value* r = lo ? e.add(x.r, lo) : x.r;
+  return e.ldexp(exp_poly(e, r), x.n, exp_n_int(e, x));
 }
 
 // ---------------------------------------------------------------- log ----
@@ -298,15 +387,6 @@ constexpr double kErfSplit = 0.875;
 
 // ---------------------------------------------------------------- tanh ----
 
-// tanh(a) = a + a t S(t), t = a^2, on [0, 0.55]: S fitted for relative error
-// of tanh (2^-28.5 float, 2^-57.2 double); S(0) = -1/3.
-constexpr double kTanhSmallF[] = {-0x1.55554ap-2, 0x1.110d0ap-3, -0x1.b92442p-5,
-                                  0x1.591d64p-6, -0x1.9a8aa8p-8};
-constexpr double kTanhSmallD[] = {
-    -0x1.555555555554fp-2, 0x1.1111111110734p-3,  -0x1.ba1ba1b97848cp-5, 0x1.664f485862dbbp-6,
-    -0x1.226e2ef4cd1bdp-7, 0x1.d6d296ef34b79p-9,  -0x1.7d8f9b43b420ap-10, 0x1.3481f63566a73p-11,
-    -0x1.e95f0fa8b68bbp-13, 0x1.5d4664a432566p-14, -0x1.46a3b843b3a94p-16};
-constexpr double kTanhSplit = 0.55;
 
 // ------------------------------------------------------------ sin/cos ----
 
@@ -382,10 +462,10 @@ Value* sincos(llvm::IRBuilder<>& b, Value* x, bool want_cos) {
 
 }  // namespace
 
-// exp: see exp_core; NaN passes through.
+// exp: see exp_core.
 Value* emit_exp(llvm::IRBuilder<>& b, Value* x) {
   Em e(b, x->getType());
-  return e.sel(e.isnan(x), x, exp_core(e, x, nullptr));
+  return exp_core(e, x, nullptr);
 }
 
 // expm1(x) = 2^n (1 + p) - 1 with p = expm1(r) = r + r^2 (1/2 + r/6 + ...),
@@ -443,38 +523,68 @@ Value* emit_log1p(llvm::IRBuilder<>& b, Value* x) {
   return e.sel(e.isnan(x), x, res);
 }
 
-// tanh(a) = expm1(2a) / (expm1(2a) + 2) for a = |x|, sign restored. That
-// rounds three times (expm1, + 2, /), up to 2.5 ulp for small a, so below
-// a = 0.55 an odd polynomial is used instead. |x| is clamped at 10 / 20,
-// where tanh already rounds to 1 and expm1(2a) is far from overflow.
+// tanh(a) = m / (m + 2) with m = expm1(2a), a = |x|, sign restored; one
+// expression for every a (no branch for small a: m's own accuracy carries
+// down to subnormal a, where m = 2a and m / 2 = a exactly). Three roundings
+// (m, m + 2, the division) give up to ~2.5 ulp for small a. |x| is clamped
+// at 9.5 / 20, where tanh already rounds to 1; 2a <= 40 then, so m needs no
+// range handling: 2^n is normal and m = 2^n (r + r^2 Q(r)) + (2^n - 1), with
+// 2^n - 1 exact (emit_expm1 keeps r apart from r^2 Q for its last half ulp;
+// here the division's rounding dominates and that costs a multiply). For float, ln 2 as one constant is enough: with n <= 28 its
+// rounding error moves r by < 6e-8, < 0.05 ulp of the result.
 Value* emit_tanh(llvm::IRBuilder<>& b, Value* x) {
   Em e(b, x->getType());
   Value* a = e.fabs(x);
-  Value* a_max = e.fd(10, 20);
+  Value* a_max = e.fd(9.5, 20);
   a = e.sel(e.gt(a, a_max), a_max, a);  // NaN stays NaN
-  Value* m = emit_expm1(b, e.add(a, a));
-  Value* big = e.div(m, e.add(m, e.k(2)));
-  Value* t = e.mul(a, a);
-  Value* s = e.horner(t, e.dbl ? std::span<const double>(kTanhSmallD) : kTanhSmallF);
-  Value* small = e.fma(a, e.mul(t, s), a);
-  return e.copysign(e.sel(e.lt(a, e.k(kTanhSplit)), small, big), x);
+  // Reduced as 2a = n ln2 + 2h, and everything below carried at half scale:
+  // h = a - n ln2/2, Q2(h) = 2 Q(2h) (coefficients times 2^(j+1)), so
+  // h + h^2 Q2(h) is exactly half of r + r^2 Q(r) at r = 2h, and 2a is never
+  // formed. Powers of two commute with rounding: the same bits, one add less.
+  Value* shifter = e.fd(kShifterF, kShifterD);
+  ExpReduced ex{e.fma(a, e.k(2 * kLog2e), shifter), nullptr, nullptr};
+  ex.n = e.sub(ex.shifted, shifter);
+  Value* h;
+  if (e.dbl) {
+    h = e.fma(e.neg(ex.n), e.k(kLn2HiD / 2), a);
+    h = e.fma(e.neg(ex.n), e.k(kLn2LoD / 2), h);
+  } else {
+    h = e.fma(e.neg(ex.n), e.k(0x1.62e430p-2), a);
+  }
+  std::vector<double> q = e.dbl ? inv_factorials(2, exp_degree(e) - 1, 1, false)
+                                : std::vector<double>(std::begin(kExpm1QF), std::end(kExpm1QF));
+  for (size_t j = 0; j < q.size(); ++j) q[j] = std::ldexp(q[j], static_cast<int>(j) + 1);
+  Value* half_pm = e.fma(e.mul(h, h), e.horner(h, q), h);
+  Value* s2 = exp_scale(e, ex, 1);  // 2 * 2^n
+  Value* m = e.fma(s2, half_pm, e.fma(s2, e.k(0.5), e.k(-1)));
+  return e.copysign(e.div(m, e.add(m, e.k(2))), x);
 }
 
-// With t = exp(-|x|) <= 1 nothing overflows: q = 1/(1+t) for x >= 0 and
-// q = t/(1+t) for x < 0. 1 + t = h + lo exactly (fast two-sum); the
-// division uses h, then q (1 - lo/h) corrects for lo, where 1/h is q itself
-// (x >= 0) or 1 - q (x < 0), so no second division is needed.
+// sigmoid(x) = N / (1 + t) with t = exp(-|x|) <= 1, N = 1 for x >= 0 and
+// N = t for x < 0: nothing overflows. t can be subnormal (x < -87 / -708),
+// so numerator and denominator are both scaled by 2^64, keeping t 2^64 =
+// p 2^(n + 64) normal: one integer add builds the scale and the division
+// rounds a subnormal result once. Rounding 2^64 + t 2^64 costs up to ~0.5
+// ulp; correcting it (two-sum, then q (1 - lo/d)) measured 1.9 instead of
+// 2.3 ulp but three more multiplies per lane, 15% of a fused
+// sigmoid(tanh(x)) kernel, so it is left out. NaN propagates through every
+// step. With AVX-512, vscalef builds t itself (two operations fewer).
 Value* emit_sigmoid(llvm::IRBuilder<>& b, Value* x) {
   Em e(b, x->getType());
-  Value* one = e.k(1);
-  Value* t = emit_exp(b, e.neg(e.fabs(x)));
+  Value* two64 = e.k(0x1p64);
+  Value* m = e.neg(e.fabs(x));
+  Value* m_min = e.fd(-104, -746);  // sigmoid rounds to 0 below
+  m = e.sel(e.lt(m, m_min), m_min, m);  // NaN stays NaN
+  ExpReduced ex = exp_reduce(e, m);
   Value* pos = e.ge(x, e.k(0));
-  Value* num = e.sel(pos, one, t);  // NaN: t is NaN
-  Value* h = e.add(one, t);
-  Value* lo = e.sub(t, e.sub(h, one));
-  Value* q = e.div(num, h);
-  Value* inv_h = e.sel(pos, q, e.sub(one, q));
-  return e.fma(e.neg(e.mul(q, lo)), inv_h, q);
+  if (e.scalef_) {
+    // vscalef rounds a subnormal t once, as the division by 2^64 below
+    // would: the same result without the scaling.
+    Value* t = e.ldexp(exp_poly(e, ex.r), ex.n, nullptr);
+    return e.div(e.sel(pos, e.k(1), t), e.add(e.k(1), t));
+  }
+  Value* t64 = e.mul(exp_poly(e, ex.r), exp_scale(e, ex, 64));
+  return e.div(e.sel(pos, two64, t64), e.add(two64, t64));
 }
 
 Value* emit_erf(llvm::IRBuilder<>& b, Value* x) {

@@ -63,6 +63,33 @@ TEST(Lower, LayerNormIsOneRowKernel) {
   EXPECT_EQ(p.kernels[0].phases.size(), 3u);  // mean, var, store
 }
 
+// The bench's layer norm keeps mu and var alive at the sync: they are
+// outputs, and the normalizing kernel stores them per row (no extra pass).
+TEST(Lower, LayerNormKeepingMeanAndVarIsOneRowKernel) {
+  auto x = loom::randn({64, 128});
+  loom::sync();
+  auto mu = x.mean({-1}, true);
+  auto var = (x - mu).pow(2).mean({-1}, true);
+  auto y = (x - mu) * loom::rsqrt(var + 1e-5);
+  KernelProgram p = lower_outputs({mu, var, y});
+  ASSERT_EQ(generated(p), 1u) << loom::ir::to_string(p);
+  const auto& k = p.kernels[0];
+  ASSERT_EQ(k.phases.size(), 5u);  // mean, var, store y, store mu per row, store var per row
+  EXPECT_TRUE(k.phases[3].per_row && k.phases[4].per_row);
+}
+
+// A row statistic that is one value for several of its consumer's rows
+// (x[0]'s row sums divide both halves of x) keeps its own kernel: storing it
+// from every row would write each element more than once.
+TEST(Lower, ARowValueSharedBySeveralRowsIsNotAbsorbed) {
+  auto x = loom::randn({2, 3, 4});
+  loom::sync();
+  auto head = x.select(0, 0).sum({-1}, true);
+  auto z = x / head;
+  KernelProgram p = lower_outputs({head, z});
+  EXPECT_EQ(generated(p), 2u) << loom::ir::to_string(p);
+}
+
 TEST(Lower, ReductionOverLeadingDimIsItsOwnKernel) {
   auto x = loom::randn({32, 16});
   loom::sync();

@@ -8,6 +8,8 @@
 // measured maxima are printed; math.h's table is copied from that output.
 #include "jit/llvm/math.h"
 
+#include "jit/llvm/codegen.h"
+
 #include <gtest/gtest.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -18,6 +20,7 @@
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/IntrinsicInst.h>
+#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -185,14 +188,20 @@ int host_vector_bytes() {
 using Body = std::function<llvm::Value*(llvm::IRBuilder<>&, llvm::Value*, llvm::Value*)>;
 
 // void name(const T* x, const T* y, T* out, i64 n): out[i] = body(x[i], y[i])
-// in steps of `width` lanes; n must be a multiple of width.
+// in steps of `width` lanes; n must be a multiple of width. With a `cpu`, the
+// function carries it and its features as the backend's kernels do (the
+// emitters use AVX-512-only instructions only where the function allows).
 void build_kernel(llvm::Module& m, const char* name, llvm::Type* elem, unsigned width,
-                  const Body& body) {
+                  const Body& body, const std::string& cpu = "", const std::string& features = "") {
   llvm::LLVMContext& c = m.getContext();
   llvm::Type* ptr = llvm::PointerType::get(c, 0);
   llvm::Type* i64 = llvm::Type::getInt64Ty(c);
   auto* fty = llvm::FunctionType::get(llvm::Type::getVoidTy(c), {ptr, ptr, ptr, i64}, false);
   auto* f = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, name, m);
+  if (!cpu.empty()) {
+    f->addFnAttr("target-cpu", cpu);
+    f->addFnAttr("target-features", features);
+  }
   auto* entry = llvm::BasicBlock::Create(c, "entry", f);
   auto* loop = llvm::BasicBlock::Create(c, "loop", f);
   auto* done = llvm::BasicBlock::Create(c, "done", f);
@@ -243,7 +252,8 @@ std::vector<std::string> ir_calls(llvm::Module& m) {
       llvm::Intrinsic::nearbyint, llvm::Intrinsic::roundeven, llvm::Intrinsic::fabs,
       llvm::Intrinsic::copysign, llvm::Intrinsic::minnum,  llvm::Intrinsic::maxnum,
       llvm::Intrinsic::smin,    llvm::Intrinsic::smax,    llvm::Intrinsic::umin,
-      llvm::Intrinsic::umax,    llvm::Intrinsic::abs};
+      llvm::Intrinsic::umax,    llvm::Intrinsic::abs,
+      llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, llvm::Intrinsic::x86_avx512_mask_scalef_pd_512};
   std::vector<std::string> bad;
   for (llvm::Function& f : m)
     for (llvm::Instruction& inst : llvm::instructions(f)) {
@@ -300,6 +310,7 @@ struct Compiled {
   using Kernel = void (*)(const T*, const T*, T*, int64_t);
   std::unique_ptr<llvm::orc::LLJIT> jit;
   Kernel vec = nullptr;
+  Kernel vec4 = nullptr;  // four registers per step, as the backend's unrolled loops
   Kernel scalar = nullptr;
   int width = 1;
   std::vector<std::string> ir_calls, asm_calls;
@@ -323,18 +334,33 @@ Compiled<T> compile(Fn fn, bool fast_builder = false) {
     if (fast_builder) b.setFastMathFlags(llvm::FastMathFlags::getFast());
     return emit(fn, b, x, y);
   };
-  build_kernel(*m, "vec", Traits<T>::type(*ctx), out.width, body);
-  build_kernel(*m, "scalar", Traits<T>::type(*ctx), 1, body);
+  // The host's cpu and features on every function, as the backend's kernels.
+  const lc::Target& host = lc::host_target();
+  build_kernel(*m, "vec", Traits<T>::type(*ctx), out.width, body, host.cpu, host.features);
+  build_kernel(*m, "vec4", Traits<T>::type(*ctx), 4 * out.width, body, host.cpu, host.features);
+  build_kernel(*m, "scalar", Traits<T>::type(*ctx), 1, body, host.cpu, host.features);
   EXPECT_FALSE(llvm::verifyModule(*m, &llvm::errs()));
   optimize(*m, *tm);
   out.ir_calls = ir_calls(*m);
   out.asm_calls = asm_calls(*m, *tm);
-  // Also for an AVX2-only CPU (no AVX-512), the oldest the backend targets.
-  std::unique_ptr<llvm::TargetMachine> avx2 = avx2_target_machine(jtmb);
-  for (std::string& c : asm_calls(*m, *avx2)) out.asm_calls.push_back("[haswell] " + c);
+  // Also for an AVX2-only CPU (no AVX-512), the oldest the backend targets:
+  // emitted again for it, since the emitters choose by the function's target.
+  {
+    llvm::LLVMContext c2;
+    llvm::Module m2(std::string("math_avx2_") + fn_name(fn), c2);
+    std::unique_ptr<llvm::TargetMachine> avx2 = avx2_target_machine(jtmb);
+    m2.setDataLayout(avx2->createDataLayout());
+    m2.setTargetTriple(avx2->getTargetTriple().str());
+    build_kernel(m2, "vec", Traits<T>::type(c2), 32 / int(sizeof(T)), body, "haswell", "");
+    build_kernel(m2, "scalar", Traits<T>::type(c2), 1, body, "haswell", "");
+    EXPECT_FALSE(llvm::verifyModule(m2, &llvm::errs()));
+    optimize(m2, *avx2);
+    for (std::string& c : asm_calls(m2, *avx2)) out.asm_calls.push_back("[haswell] " + c);
+  }
   out.jit = llvm::cantFail(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create());
   llvm::cantFail(out.jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))));
   out.vec = llvm::cantFail(out.jit->lookup("vec")).template toPtr<typename Compiled<T>::Kernel>();
+  out.vec4 = llvm::cantFail(out.jit->lookup("vec4")).template toPtr<typename Compiled<T>::Kernel>();
   out.scalar =
       llvm::cantFail(out.jit->lookup("scalar")).template toPtr<typename Compiled<T>::Kernel>();
   return out;
@@ -394,15 +420,16 @@ template <class T>
 Stats measure(const Compiled<T>& k, Fn fn, std::vector<T> x, std::vector<T> y,
               const std::type_identity_t<std::function<bool(T, T)>>& accept = nullptr) {
   if (y.empty()) y.assign(x.size(), T(0));
-  size_t n = x.size(), padded = (n + k.width - 1) / k.width * k.width;
+  size_t n = x.size(), padded = (n + 4 * k.width - 1) / (4 * k.width) * (4 * k.width);
   x.resize(padded, T(0));
   y.resize(padded, T(0));
-  std::vector<T> out_v(padded), out_s(padded);
+  std::vector<T> out_v(padded), out_v4(padded), out_s(padded);
   k.vec(x.data(), y.data(), out_v.data(), int64_t(padded));
+  k.vec4(x.data(), y.data(), out_v4.data(), int64_t(padded));
   k.scalar(x.data(), y.data(), out_s.data(), int64_t(padded));
   Stats st;
   for (size_t i = 0; i < n; ++i) {
-    if (!same(out_v[i], out_s[i])) ++st.mismatches;
+    if (!same(out_v[i], out_s[i]) || !same(out_v4[i], out_s[i])) ++st.mismatches;
     if (accept && !accept(x[i], y[i])) continue;
     ++st.count;
     double err = ulp_error<T>(out_v[i], Traits<T>::ref(fn, x[i], y[i]));
@@ -422,7 +449,7 @@ void report(Fn fn, const char* what, const Stats& st, double bound) {
               st.count);
   EXPECT_LE(st.max_ulp, bound) << fn_name(fn) << " " << Traits<T>::name() << " " << what
                                << " worst x=" << st.worst_x << " y=" << st.worst_y;
-  EXPECT_EQ(st.mismatches, 0) << "vector and scalar kernels disagree";
+  EXPECT_EQ(st.mismatches, 0) << "vector (one or four registers) and scalar kernels disagree";
 }
 
 // Special inputs against std::. Exact (bits, or both NaN) where the input

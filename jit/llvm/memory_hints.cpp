@@ -1,0 +1,75 @@
+#include "jit/llvm/memory_hints.h"
+
+#include <algorithm>
+
+namespace loom::jit::llvm_cpu {
+
+namespace {
+
+int64_t buffer_bytes(const ir::KernelProgram& p, uint32_t b) {
+  return p.buffers[b].numel * static_cast<int64_t>(element_size(p.buffers[b].dtype));
+}
+
+bool read_anywhere(const ir::KernelProgram& p, uint32_t b) {
+  for (const ir::Kernel& k : p.kernels)
+    for (const ir::Expr& e : k.exprs)
+      if (e.kind == ir::ExprKind::Load && k.accesses[e.a].buffer == b) return true;
+  for (const ir::LibraryCall& c : p.library_calls)
+    if (std::find(c.inputs.begin(), c.inputs.end(), b) != c.inputs.end()) return true;
+  return false;
+}
+
+int64_t inner_stride(const ir::Access& a) { return a.strides.n ? a.strides[a.strides.n - 1] : 0; }
+
+// The exprs expression e depends on (itself included).
+void mark(const ir::Kernel& k, uint32_t e, std::vector<bool>& need) {
+  if (need[e]) return;
+  need[e] = true;
+  const ir::Expr& x = k.exprs[e];
+  if (x.kind != ir::ExprKind::Op) return;
+  const ir::Family f = ir::op_family(x.op);
+  mark(k, x.a, need);
+  if (f == ir::Family::Binary || f == ir::Family::Ternary) mark(k, x.b, need);
+  if (f == ir::Family::Ternary) mark(k, x.c, need);
+}
+
+}  // namespace
+
+MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k) {
+  MemoryHints h;
+  h.stream.assign(k.accesses.size(), false);
+  for (const ir::Phase& ph : k.phases) {
+    if (ph.kind != ir::Phase::Store || ph.per_row) continue;
+    for (auto [a, e] : ph.stores) {
+      const ir::Access& acc = k.accesses[a];
+      const ir::BufferInfo& info = p.buffers[acc.buffer];
+      h.stream[a] = info.kind == ir::BufferKind::Output && info.dtype != kBool && inner_stride(acc) == 1 &&
+                    buffer_bytes(p, acc.buffer) >= kStreamBytes && !read_anywhere(p, acc.buffer);
+    }
+  }
+
+  // Prefetch: a row kernel whose first phase reads rows from memory and
+  // which has a later phase over the row to overlap the next row's reads with.
+  if (k.outer == 0 || k.outer >= k.loop.n || k.phases.empty() || k.phases[0].kind != ir::Phase::Reduce) return h;
+  int next = -1;
+  for (size_t ph = 1; ph < k.phases.size() && next < 0; ++ph)
+    if (!k.phases[ph].per_row) next = static_cast<int>(ph);
+  if (next < 0) return h;
+  std::vector<bool> need(k.exprs.size(), false);
+  mark(k, k.phases[0].value, need);
+  const int row_loop = k.outer - 1;
+  for (size_t e = 0; e < k.exprs.size(); ++e) {
+    if (!need[e] || k.exprs[e].kind != ir::ExprKind::Load) continue;
+    const uint32_t a = k.exprs[e].a;
+    const ir::Access& acc = k.accesses[a];
+    if (inner_stride(acc) == 1 && acc.strides[row_loop] != 0 && buffer_bytes(p, acc.buffer) >= kPrefetchBytes &&
+        std::find(h.prefetch.begin(), h.prefetch.end(), a) == h.prefetch.end())
+      h.prefetch.push_back(a);
+  }
+  if (!h.prefetch.empty()) h.prefetch_phase = next;
+  return h;
+}
+
+std::string memory_hints_build_id() { return std::string("memory hints ") + __DATE__ " " __TIME__; }
+
+}  // namespace loom::jit::llvm_cpu

@@ -1,0 +1,83 @@
+// Which stores the llvm backend streams past the caches and which loads it
+// prefetches (jit/llvm/memory_hints.h), and that the emitted IR carries them.
+#include "jit/llvm/memory_hints.h"
+
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <loom/loom.h>
+
+#include <algorithm>
+
+#include "api/src/record.h"
+#include "ir/graph.h"
+#include "ir/lower.h"
+#include "jit/llvm/codegen.h"
+#include "jit/llvm/orc_jit.h"
+
+namespace {
+
+using loom::ir::KernelProgram;
+namespace lc = loom::jit::llvm_cpu;
+
+KernelProgram lower_outputs(const std::vector<loom::Tensor>& outs) {
+  std::vector<loom::ir::NodePtr> keep;
+  std::vector<const loom::ir::Node*> raw;
+  for (const auto& t : outs) {
+    keep.push_back(loom::detail::read(t, loom::SourceLoc::current()));
+    raw.push_back(keep.back().get());
+  }
+  loom::ir::Graph g;
+  loom::ir::build_graph(raw, g);
+  return loom::ir::lower(g);
+}
+
+bool any(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); }
+
+constexpr int64_t kBig = lc::kStreamBytes / 4 + 7;  // float elements: just past the threshold
+
+TEST(MemoryHints, ALargeOutputNobodyReadsIsStreamed) {
+  auto x = loom::randn({kBig});
+  loom::sync();
+  KernelProgram p = lower_outputs({x * 2 + 1});
+  ASSERT_EQ(p.kernels.size(), 1u);
+  EXPECT_TRUE(any(lc::memory_hints(p, p.kernels[0]).stream));
+  EXPECT_EQ(lc::memory_hints(p, p.kernels[0]).prefetch_phase, -1);  // not a row kernel
+}
+
+TEST(MemoryHints, SmallOrReReadOutputsAreNotStreamed) {
+  auto small = loom::randn({1 << 10});
+  auto x = loom::randn({kBig});
+  loom::sync();
+  KernelProgram ps = lower_outputs({small * 2 + 1});
+  EXPECT_FALSE(any(lc::memory_hints(ps, ps.kernels[0]).stream));
+  // y is an output and the input of the matmul's library call: it is read
+  // again in the same program, so it must reach the caches.
+  auto y = (x * 2).reshape({kBig, 1});
+  KernelProgram pr = lower_outputs({y, y.t().matmul(y)});
+  for (const auto& k : pr.kernels)
+    for (size_t a = 0; a < k.accesses.size(); ++a)
+      if (pr.buffers[k.accesses[a].buffer].numel == kBig) EXPECT_FALSE(lc::memory_hints(pr, k).stream[a]);
+}
+
+TEST(MemoryHints, SoftmaxPrefetchesTheNextRowWhileSumming) {
+  auto x = loom::randn({1024, 4096});  // 16 MiB in and out
+  loom::sync();
+  KernelProgram p = lower_outputs({loom::softmax(x, -1)});
+  ASSERT_EQ(p.kernels.size(), 1u);
+  lc::MemoryHints h = lc::memory_hints(p, p.kernels[0]);
+  EXPECT_EQ(h.prefetch_phase, 1);  // max reads the row from memory; the exp-sum phase overlaps the next
+  EXPECT_EQ(h.prefetch.size(), 1u);
+  EXPECT_TRUE(any(h.stream));
+  // The emitted IR: non-temporal stores, the fence after them, prefetches.
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = lc::emit_module(p, ctx, lc::host_target());
+  std::string ir = lc::module_text(*m);
+  if (lc::host_target().triple.rfind("x86_64", 0) == 0) {
+    EXPECT_NE(ir.find("!nontemporal"), std::string::npos);
+    EXPECT_NE(ir.find("llvm.x86.sse.sfence"), std::string::npos);
+  }
+  EXPECT_NE(ir.find("llvm.prefetch"), std::string::npos);
+}
+
+}  // namespace
