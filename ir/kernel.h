@@ -120,6 +120,19 @@ struct KernelProgram {
   int64_t arena_bytes = 0;
 };
 
+// Ops whose value costs far more to compute than to keep: a code generator
+// keeps such a value for the later phases of a row rather than computing it
+// again (the row stash of jit/llvm and jit/cuda).
+inline bool costly_op(Op op) {
+  switch (op) {
+    case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
+    case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string to_string(const Kernel& k);
 std::string to_string(const KernelProgram& p);
 

@@ -370,21 +370,12 @@ class KernelEmitter {
     for (size_t e = 0; e < n; ++e) {
       const ir::Expr& x = k_.exprs[e];
       const int f = first_[e];
-      const bool worth = x.kind == ExprKind::Load || (x.kind == ExprKind::Op && costly(x.op));
+      const bool worth = x.kind == ExprKind::Load || (x.kind == ExprKind::Op && ir::costly_op(x.op));
       if (!worth || !row_dependent[e] || f < 0 || last[e] <= f || k_.phases[f].per_row) continue;
       const int cost = plan_.per_thread * plan_.lanes * (element_size(x.dtype) == 8 ? 2 : 1);
       if (regs + cost > kMaxStashRegs) continue;
       regs += cost;
       stash_[e] = true;
-    }
-  }
-  static bool costly(Op op) {
-    switch (op) {
-      case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
-      case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
-        return true;
-      default:
-        return false;
     }
   }
   bool reloaded(uint32_t e) const { return !stash_.empty() && stash_[e] && phase_ > first_[e]; }

@@ -463,19 +463,10 @@ class KernelEmitter {
     for (size_t e = 0; e < n; ++e) {
       const ir::Expr& x = k_.exprs[e];
       const int first = stash_first_[e];
-      stash_[e] = x.kind == ExprKind::Op && op_cost_high(x.op) && x.dtype != kBool && row_dependent[e] && first >= 0 &&
+      stash_[e] = x.kind == ExprKind::Op && ir::costly_op(x.op) && x.dtype != kBool && row_dependent[e] && first >= 0 &&
                   last[e] > first && k_.phases[first].kind == ir::Phase::Reduce &&
                   k_.phases[first].reduce_op != Op::ArgMax && k_.phases[first].reduce_op != Op::ArgMin;
       if (stash_[e]) stash_buf_[e] = b_.CreateAlloca(scalar_type(x.dtype), b_.getInt64(row), "stash" + std::to_string(e));
-    }
-  }
-  static bool op_cost_high(Op op) {
-    switch (op) {
-      case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
-      case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
-        return true;
-      default:
-        return false;
     }
   }
   bool reloaded(uint32_t e) const { return !stash_.empty() && stash_[e] && phase_ > stash_first_[e]; }

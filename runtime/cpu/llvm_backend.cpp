@@ -13,6 +13,7 @@
 #include "runtime/disk_cache.h"
 #include "runtime/dump.h"
 #include "runtime/log.h"
+#include "runtime/lower_program.h"
 #include "runtime/metrics.h"
 
 #ifndef LOOM_VERSION
@@ -22,19 +23,8 @@
 namespace loom::runtime::cpu {
 
 std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
-  ir::LowerLog log;
-  ir::KernelProgram program = ir::lower(g, &log);
-  const std::string folder = dump_folder(g, name());
-  dump_file(folder, "passes.txt", log.passes);
-  dump_file(folder, "kernels.txt", ir::to_string(program));
-  if (log_enabled(LogTopic::Passes)) log_block(LogTopic::Passes, log.passes);
-  if (log_enabled(LogTopic::Fusion)) {
-    std::string text;
-    for (const ir::Boundary& b : program.boundaries)
-      text += "%" + std::to_string(b.node) + " " + ir::op_name(g.nodes[b.node]->op) + ": " + b.reason + "\n";
-    for (const ir::Kernel& k : program.kernels) text += "kernel " + k.name + ": " + std::to_string(k.graph_nodes.size()) + " nodes\n";
-    log_block(LogTopic::Fusion, text);
-  }
+  std::string folder;
+  ir::KernelProgram program = lower_program(g, name(), folder);
 
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels;
   if (!program.kernels.empty()) {

@@ -6,7 +6,7 @@
 #include "runtime/cuda/cuda_executable.h"
 #include "runtime/cuda/library_module.h"
 #include "runtime/dump.h"
-#include "runtime/log.h"
+#include "runtime/lower_program.h"
 
 namespace loom::runtime::cuda {
 
@@ -15,12 +15,8 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   const int index = device.index() < 0 ? 0 : device.index();
   context(index);  // fails early, with the reason, where there is no GPU
 
-  ir::LowerLog log;
-  ir::KernelProgram program = ir::lower(g, &log);
-  const std::string folder = dump_folder(g, name());
-  dump_file(folder, "passes.txt", log.passes);
-  dump_file(folder, "kernels.txt", ir::to_string(program));
-  if (log_enabled(LogTopic::Passes)) log_block(LogTopic::Passes, log.passes);
+  std::string folder;
+  ir::KernelProgram program = lower_program(g, name(), folder);
 
   LoadedModule module;
   if (!program.kernels.empty()) {

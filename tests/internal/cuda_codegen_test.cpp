@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
-#include "api/src/record.h"
+#include "tests/internal/lower_util.h"
 #include "ir/graph.h"
 #include "ir/lower.h"
 #include "jit/cuda/codegen.h"
@@ -17,17 +17,7 @@ namespace {
 using loom::ir::KernelProgram;
 namespace jc = loom::jit::cuda;
 
-KernelProgram lower_outputs(const std::vector<loom::Tensor>& outs) {
-  std::vector<loom::ir::NodePtr> keep;
-  std::vector<const loom::ir::Node*> raw;
-  for (const auto& t : outs) {
-    keep.push_back(loom::detail::read(t, loom::SourceLoc::current()));
-    raw.push_back(keep.back().get());
-  }
-  loom::ir::Graph g;
-  loom::ir::build_graph(raw, g);
-  return loom::ir::lower(g, nullptr);
-}
+using loom_test::lower_outputs;
 
 std::string nvrtc_missing() {
   try {

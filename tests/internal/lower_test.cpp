@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
-#include "api/src/record.h"
+#include "tests/internal/lower_util.h"
 #include "ir/graph.h"
 #include "ir/lower.h"
 
@@ -11,22 +11,7 @@ namespace {
 
 using loom::ir::KernelProgram;
 
-// Lowers the pending graph behind `outs` as a sync would see it.
-KernelProgram lower_outputs(const std::vector<loom::Tensor>& outs) {
-  std::vector<loom::ir::NodePtr> keep;
-  std::vector<const loom::ir::Node*> raw;
-  for (const auto& t : outs) {
-    keep.push_back(loom::detail::read(t, loom::SourceLoc::current()));
-    raw.push_back(keep.back().get());
-  }
-  loom::ir::Graph g;
-  loom::ir::build_graph(raw, g);
-  loom::ir::LowerLog log;
-  KernelProgram p = loom::ir::lower(g, &log);
-  if (::testing::Test::HasFailure() || std::getenv("LOOM_TEST_PRINT"))
-    std::cerr << loom::ir::to_string(g) << log.passes << loom::ir::to_string(p);
-  return p;
-}
+using loom_test::lower_outputs;
 
 size_t generated(const KernelProgram& p) { return p.kernels.size(); }
 

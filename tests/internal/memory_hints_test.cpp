@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "api/src/record.h"
+#include "tests/internal/lower_util.h"
 #include "ir/graph.h"
 #include "ir/lower.h"
 #include "jit/llvm/codegen.h"
@@ -20,17 +20,7 @@ namespace {
 using loom::ir::KernelProgram;
 namespace lc = loom::jit::llvm_cpu;
 
-KernelProgram lower_outputs(const std::vector<loom::Tensor>& outs) {
-  std::vector<loom::ir::NodePtr> keep;
-  std::vector<const loom::ir::Node*> raw;
-  for (const auto& t : outs) {
-    keep.push_back(loom::detail::read(t, loom::SourceLoc::current()));
-    raw.push_back(keep.back().get());
-  }
-  loom::ir::Graph g;
-  loom::ir::build_graph(raw, g);
-  return loom::ir::lower(g);
-}
+using loom_test::lower_outputs;
 
 bool any(const std::vector<bool>& v) { return std::find(v.begin(), v.end(), true) != v.end(); }
 

@@ -1,0 +1,17 @@
+// The first step of every JIT backend's compile: lower the graph
+// (ir/lower.h) and show what lowering did, the same way for every backend:
+// LOOM_LOG=passes,fusion on stderr, passes.txt and kernels.txt in the
+// graph's LOOM_DUMP_DIR folder.
+#pragma once
+#include <string>
+
+#include "ir/graph.h"
+#include "ir/kernel.h"
+
+namespace loom::runtime {
+
+// `folder` receives the graph's dump folder ("" when dumping is off), where
+// the backend adds its own files (kernels.ll, kernels.cu).
+ir::KernelProgram lower_program(const ir::Graph& g, const char* backend, std::string& folder);
+
+}  // namespace loom::runtime
