@@ -123,7 +123,7 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, Bin
              "not supported for bool tensors");
   const ScalarType out = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
   auto n = new_node(op, out, dev, im.view.sizes, {detail::cast_node(detail::read(a, loc), dt, loc)}, loc);
-  n->scalar[0] = ir::RtScalar{b.toDouble(), b.toLong()};
+  n->scalar[0] = detail::rt_scalar(b);
   n->num_scalars = 1;
   return wrap(std::move(n));
 }
@@ -327,8 +327,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
     // One Clamp node, both bounds runtime scalars (ir/ops.def): the same
     // values as a maximum then a minimum node, half the recording.
     auto n = new_node(ir::Op::Clamp, dt, im.storage->device, im.view.sizes, {detail::read_as(x, dt, loc)}, loc);
-    n->scalar[0] = ir::RtScalar{min->toDouble(), min->toLong()};
-    n->scalar[1] = ir::RtScalar{max->toDouble(), max->toLong()};
+    n->scalar[0] = detail::rt_scalar(*min);
+    n->scalar[1] = detail::rt_scalar(*max);
     n->num_scalars = 2;
     return wrap(std::move(n));
   }
@@ -398,7 +398,7 @@ Tensor& Tensor::copy_(const Tensor& src, SourceLoc loc) {
 Tensor& Tensor::fill_(const Scalar& value, SourceLoc loc) {
   impl_of(*this, "fill_", loc);
   auto n = new_node(ir::Op::Full, dtype(), device(), detail::shape_of(*this), loc);
-  n->scalar[0] = ir::RtScalar{value.toDouble(), value.toLong()};
+  n->scalar[0] = detail::rt_scalar(value);
   n->num_scalars = 1;
   detail::write_through(*this, std::move(n), "fill_", loc);
   return *this;
