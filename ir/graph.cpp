@@ -4,11 +4,21 @@
 
 #include <xxhash.h>
 
+#include "ir/hash.h"
+
 #include <algorithm>
 #include <atomic>
 #include <sstream>
 
 namespace loom::ir {
+
+uint64_t xxh3_64(const void* data, size_t bytes) {
+  static const bool avx2 = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2");
+  }();
+  return avx2 ? detail::xxh3_64_avx2(data, bytes) : XXH3_64bits(data, bytes);
+}
 
 namespace {
 
@@ -183,7 +193,7 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
   for (uint32_t id : g.outputs) *w++ = id;
   g.canonical.resize(static_cast<size_t>(w - g.canonical.data()));
   uint64_t forced = g_forced_hash.load(std::memory_order_relaxed);
-  g.hash = forced ? forced : XXH3_64bits(g.canonical.data(), g.canonical.size() * sizeof(uint64_t));
+  g.hash = forced ? forced : xxh3_64(g.canonical.data(), g.canonical.size() * sizeof(uint64_t));
 }
 
 std::string to_string(const Graph& g) {

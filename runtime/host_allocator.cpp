@@ -68,7 +68,7 @@ Cache& cache() {
 // thread's lists.
 constexpr size_t kSmallMax = 4096;
 constexpr size_t kSmallClasses = kSmallMax / 64;
-constexpr uint32_t kSmallPerClass = 64;
+constexpr uint32_t kSmallPerClass = 16;  // at most ~2 MiB held per thread
 struct SmallLists {
   void* head[kSmallClasses];
   uint32_t count[kSmallClasses];

@@ -43,7 +43,7 @@ ir::Dims checked_sizes(IntArrayRef sizes, const char* op, const SourceLoc& loc) 
 
 Tensor full_node(const ir::Dims& shape, const Scalar& v, ScalarType dt, Device dev, const SourceLoc& loc) {
   auto n = new_node(ir::Op::Full, dt, dev, shape, loc);
-  n->scalar[0] = ir::RtScalar{v.toDouble(), v.toLong()};
+  n->scalar[0] = detail::rt_scalar(v);
   n->num_scalars = 1;
   return wrap(std::move(n));
 }
@@ -126,8 +126,8 @@ Tensor linspace(const Scalar& start, const Scalar& end, int64_t steps, const Ten
   LOOM_CHECK(steps >= 0, "linspace", loc, "number of steps must be non-negative, got ", steps);
   ir::Dims shape(&steps, 1);
   auto node = new_node(ir::Op::Linspace, o.dtype(), detail::resolve_device(o.device(), "linspace", loc), shape, loc);
-  node->scalar[0] = ir::RtScalar{start.toDouble(), start.toLong()};
-  node->scalar[1] = ir::RtScalar{end.toDouble(), end.toLong()};
+  node->scalar[0] = detail::rt_scalar(start);
+  node->scalar[1] = detail::rt_scalar(end);
   node->num_scalars = 2;
   return grad::with_requires_grad(wrap(std::move(node)), o, "linspace", loc);
 }

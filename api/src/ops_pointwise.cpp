@@ -130,7 +130,7 @@ Tensor binary(ir::Op op, const char* name, const Tensor& a, const Scalar& b, Bin
              "not supported for bool tensors");
   const ScalarType out_dt = (rule == BinaryRule::Compare || rule == BinaryRule::Logical) ? kBool : dt;
   auto n = new_node(op, out_dt, dev, im.view.sizes, {detail::cast_node(detail::read(a, loc), dt, loc)}, loc);
-  n->scalar[0] = ir::RtScalar{b.toDouble(), b.toLong()};
+  n->scalar[0] = detail::rt_scalar(b);
   n->num_scalars = 1;
   Tensor out = wrap(std::move(n));
   detail::grad::on_binary(op, a, b, out, loc);
@@ -341,8 +341,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
     // values as a maximum then a minimum node, half the recording. (With a
     // gradient to record, clamp is the two nodes the rules know.)
     auto n = new_node(ir::Op::Clamp, dt, im.storage->device, im.view.sizes, {detail::read_as(x, dt, loc)}, loc);
-    n->scalar[0] = ir::RtScalar{min->toDouble(), min->toLong()};
-    n->scalar[1] = ir::RtScalar{max->toDouble(), max->toLong()};
+    n->scalar[0] = detail::rt_scalar(*min);
+    n->scalar[1] = detail::rt_scalar(*max);
     n->num_scalars = 2;
     return wrap(std::move(n));
   }
@@ -416,7 +416,7 @@ Tensor& Tensor::copy_(const Tensor& src, SourceLoc loc) {
 Tensor& Tensor::fill_(const Scalar& value, SourceLoc loc) {
   impl_of(*this, "fill_", loc);
   auto n = new_node(ir::Op::Full, dtype(), device(), detail::shape_of(*this), loc);
-  n->scalar[0] = ir::RtScalar{value.toDouble(), value.toLong()};
+  n->scalar[0] = detail::rt_scalar(value);
   n->num_scalars = 1;
   const bool tracked = detail::grad::begin_inplace(*this, nullptr, "fill_", loc);
   detail::write_through(*this, std::move(n), "fill_", loc);

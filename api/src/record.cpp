@@ -97,7 +97,7 @@ ir::NodePtr read_as(const Tensor& t, ScalarType dtype, const SourceLoc& loc) { r
 
 ir::NodePtr scalar_node(const Scalar& s, ScalarType dtype, Device device, const SourceLoc& loc) {
   auto n = new_node(ir::Op::Full, dtype, device, ir::Dims{}, loc);
-  n->scalar[0] = ir::RtScalar{s.toDouble(), s.toLong()};
+  n->scalar[0] = detail::rt_scalar(s);
   n->num_scalars = 1;
   return n;
 }
