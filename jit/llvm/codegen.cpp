@@ -138,8 +138,14 @@ class KernelEmitter {
       loop(d, hi, 1, [&] { nest(d + 1, to, width, body); });
       return;
     }
-    if (width > 1 && !stream_.empty()) stream_loop(d, hi, width * unroll_, body);
-    if (width > 1 && unroll_ > 1) loop(d, hi, width * unroll_, [&] { body(width * unroll_); });
+    // A streamed store phase has no cached unrolled loop: where its stores
+    // cannot be aligned (an address not a multiple of the element, two
+    // outputs out of phase) it runs one vector per step, and the kernel's
+    // largest body is not compiled twice.
+    if (width > 1 && !stream_.empty())
+      stream_loop(d, hi, width * unroll_, body);
+    else if (width > 1 && unroll_ > 1)
+      loop(d, hi, width * unroll_, [&] { body(width * unroll_); });
     if (width > 1) loop(d, hi, width, [&] { body(width); });
     loop(d, hi, 1, [&] { body(1); });
   }
@@ -147,7 +153,8 @@ class KernelEmitter {
   // The streaming part of a store phase's innermost loop: scalar steps
   // until the first streamed store's address is 64-byte aligned, then, if
   // every streamed store is aligned there, `step`-lane steps with
-  // non-temporal stores. The normal loops that follow finish the row.
+  // non-temporal stores. The one-vector and scalar loops that follow finish
+  // the row.
   void stream_loop(int d, Value* hi, int step, const std::function<void(int)>& body) {
     auto address = [&](uint32_t a) {
       const ScalarType dt = p_.buffers[k_.accesses[a].buffer].dtype;
