@@ -11,7 +11,9 @@
 // create a buffer: they are the strides of an Access and the Cast exprs of a
 // body.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -97,6 +99,26 @@ struct LibraryCall {
   uint32_t num_scalars = 0;
   std::vector<int64_t> input_offsets;  // elements into each input buffer (a contiguous view)
 };
+
+// True when no two elements of a strided view (ScatterStrided's attrs)
+// share a position: then its writes may run in any order. Otherwise the last
+// write in row-major order must win, as in the reference, so a scatter runs
+// sequentially. Sorted by |stride|, each dim must step past everything the
+// smaller dims span.
+inline bool never_overlaps(const Dims& sizes, const int64_t* strides) {
+  std::array<std::pair<int64_t, int64_t>, kMaxDims> dims{};
+  int nd = 0;
+  for (int d = 0; d < sizes.n; ++d)
+    if (sizes[d] > 1) dims[nd++] = {strides[d] < 0 ? -strides[d] : strides[d], sizes[d]};
+  for (int i = 1; i < nd; ++i)  // insertion sort by stride: at most 8 dims
+    for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j) std::swap(dims[j], dims[j - 1]);
+  int64_t extent = 0;  // the span the smaller dims cover
+  for (int i = 0; i < nd; ++i) {
+    if (dims[i].first <= extent) return false;
+    extent += (dims[i].second - 1) * dims[i].first;
+  }
+  return true;
+}
 
 struct Step {
   enum Kind : uint8_t { Generated, Library } kind;

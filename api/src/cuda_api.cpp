@@ -8,10 +8,7 @@ namespace loom::cuda {
 
 bool is_available() { return runtime::cuda::device_count() > 0; }
 int device_count() { return runtime::cuda::device_count(); }
-std::string unavailable_reason() {
-  const std::string& r = runtime::cuda::unavailable_reason();
-  return r;
-}
+std::string unavailable_reason() { return runtime::cuda::unavailable_reason(); }
 
 std::string device_name(int device) {
   const runtime::cuda::DeviceContext& c = runtime::cuda::context(device);

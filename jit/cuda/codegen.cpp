@@ -356,22 +356,12 @@ class KernelEmitter {
         if (!k_.phases[ph].per_row) last[e] = static_cast<int>(ph);
       }
     }
-    std::vector<bool> row_dependent(n, false);
-    for (size_t e = 0; e < n; ++e) {
-      const ir::Expr& x = k_.exprs[e];
-      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota) row_dependent[e] = true;
-      if (x.kind == ExprKind::Op) {
-        const Family f = ir::op_family(x.op);
-        row_dependent[e] = row_dependent[x.a] || (f != Family::Unary && row_dependent[x.b]) ||
-                           (f == Family::Ternary && row_dependent[x.c]);
-      }
-    }
     int regs = 0;
     for (size_t e = 0; e < n; ++e) {
       const ir::Expr& x = k_.exprs[e];
       const int f = first_[e];
       const bool worth = x.kind == ExprKind::Load || (x.kind == ExprKind::Op && ir::costly_op(x.op));
-      if (!worth || !row_dependent[e] || f < 0 || last[e] <= f || k_.phases[f].per_row) continue;
+      if (!worth || !varies_[e] || f < 0 || last[e] <= f || k_.phases[f].per_row) continue;
       const int cost = plan_.per_thread * plan_.lanes * (element_size(x.dtype) == 8 ? 2 : 1);
       if (regs + cost > kMaxStashRegs) continue;
       regs += cost;

@@ -114,24 +114,6 @@ using Wrap = typename WrapOf<T>::type;
 
 // ---------------------------------------------------------------- moves
 
-// True when no two elements of the strided view share a position: then the
-// writes may run in any order. Otherwise the last write in row-major order
-// must win, as in the reference, so the scatter runs sequentially.
-bool never_overlaps(const ir::Dims& sizes, const int64_t* strides) {
-  std::array<std::pair<int64_t, int64_t>, ir::kMaxDims> dims{};
-  int nd = 0;
-  for (int d = 0; d < sizes.n; ++d)
-    if (sizes[d] > 1) dims[nd++] = {strides[d] < 0 ? -strides[d] : strides[d], sizes[d]};
-  for (int i = 1; i < nd; ++i)  // insertion sort by stride: at most 8 dims
-    for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j) std::swap(dims[j], dims[j - 1]);
-  int64_t extent = 0;  // the span the smaller dims cover
-  for (int i = 0; i < nd; ++i) {
-    if (dims[i].first <= extent) return false;
-    extent += (dims[i].second - 1) * dims[i].first;
-  }
-  return true;
-}
-
 // out = base, then value written at offset + sum(i_d * stride_d).
 template <class E>
 void scatter_strided(const View& base, const View& value, const View& out, const ir::Attrs& attr) {
@@ -161,7 +143,7 @@ void scatter_strided(const View& base, const View& value, const View& out, const
         for (int64_t j = 0; j < inner; ++j) o[off + j * stride] = src[j];
     }
   };
-  if (never_overlaps(vs, attr.data())) for_chunks(rows, inner, run);
+  if (ir::never_overlaps(vs, attr.data())) for_chunks(rows, inner, run);
   else run(0, rows);
 }
 

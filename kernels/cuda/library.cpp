@@ -93,24 +93,6 @@ Launch copy_input(const ir::LibraryCall& call, size_t i, int64_t n) {
   return copy_2d(call.output, 0, n, call.inputs[i], call.input_offsets[i], n, 1, n, element_size(call.dtype));
 }
 
-// True when no two elements of the strided view share a position, so its
-// writes may run in any order (kernels/cpu's test, kept identical): sorted
-// by |stride|, each dim must step past everything the smaller dims span.
-bool never_overlaps(const ir::Dims& sizes, const int64_t* strides) {
-  std::array<std::pair<int64_t, int64_t>, ir::kMaxDims> dims{};
-  int nd = 0;
-  for (int d = 0; d < sizes.n; ++d)
-    if (sizes[d] > 1) dims[nd++] = {strides[d] < 0 ? -strides[d] : strides[d], sizes[d]};
-  for (int i = 1; i < nd; ++i)  // insertion sort by stride: at most 8 dims
-    for (int j = i; j > 0 && dims[j] < dims[j - 1]; --j) std::swap(dims[j], dims[j - 1]);
-  int64_t extent = 0;
-  for (int i = 0; i < nd; ++i) {
-    if (dims[i].first <= extent) return false;
-    extent += (dims[i].second - 1) * dims[i].first;
-  }
-  return true;
-}
-
 Launch matmul(const ir::LibraryCall& call, uint32_t call_index) {
   // [B,M,K] x [B,K,N], or a plain [M,K] x [K,N] (batch 1).
   auto batched = [](const ir::Dims& d) {
@@ -209,7 +191,7 @@ Launch scatter_strided(const ir::LibraryCall& call) {
     m[ml::scatter_strided::kSizes + d] = vs[d];
     m[ml::scatter_strided::kStrides + d] = call.attr[d];
   }
-  if (never_overlaps(vs, call.attr.data())) return per_element("loom_scatter_strided", vs.numel(), std::move(m));
+  if (ir::never_overlaps(vs, call.attr.data())) return per_element("loom_scatter_strided", vs.numel(), std::move(m));
   Launch one_thread;
   one_thread.function = "loom_scatter_strided";
   one_thread.meta = std::move(m);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -26,8 +27,8 @@ struct Staging {
 };
 
 struct Devices {
-  std::mutex mu;
-  std::array<std::unique_ptr<DeviceContext>, kMaxDevices> ctx;
+  std::mutex mu;  // creation only: a created context is read without it
+  std::array<std::atomic<DeviceContext*>, kMaxDevices> ctx{};  // never freed
   std::array<std::unique_ptr<Staging>, kMaxDevices> staging;
 };
 
@@ -82,28 +83,33 @@ void wait_slot(Staging& s, int i) {
 }  // namespace
 
 int device_count() {
-  if (!available()) return 0;
-  int n = 0;
-  if (driver().cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
-  return std::min(n, kMaxDevices);
+  // Asked on every factory call for a GPU (record.cpp): counted once.
+  static const int count = [] {
+    int n = 0;
+    if (!available() || driver().cuDeviceGetCount(&n) != CUDA_SUCCESS) return 0;
+    return std::min(n, kMaxDevices);
+  }();
+  return count;
 }
 
 DeviceContext& context(int index) {
   thread_local CUcontext current = nullptr;
   if (index < 0 || index >= kMaxDevices) throw Error("loom: invalid CUDA device index " + std::to_string(index));
   Devices& all = devices();
-  DeviceContext* c;
-  {
+  // Every launch and allocation asks for its context: after the first call
+  // that is one atomic load and a thread-local compare, no lock.
+  DeviceContext* c = all.ctx[index].load(std::memory_order_acquire);
+  if (!c) {
     std::lock_guard lock(all.mu);
-    c = all.ctx[index].get();
+    c = all.ctx[index].load(std::memory_order_relaxed);
     if (!c) {
       const int n = device_count();
       if (!available()) driver();  // throws with the reason
       if (index >= n)
         throw Error("loom: cuda:" + std::to_string(index) + " does not exist (this machine has " + std::to_string(n) +
                     " CUDA device" + (n == 1 ? "" : "s") + ")");
-      all.ctx[index].reset(create(index));
-      c = all.ctx[index].get();
+      c = create(index);
+      all.ctx[index].store(c, std::memory_order_release);
       current = c->context;
     }
   }
