@@ -13,6 +13,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <utility>
 #include <string>
 #include <vector>
@@ -46,6 +47,7 @@ enum class ExprKind : uint8_t {
   Op,        // an elementwise ir::Op (Unary, Binary, Where, Cast) on a, b, c
   RowValue,  // the result of reduce phase #a for the current outer index
   Iota,      // the linear index along loop dim a (arange-style leaves)
+  Contract,  // the kernel's matrix product at the current position (Kernel::contraction)
 };
 
 struct Expr {
@@ -70,6 +72,26 @@ struct Phase {
   bool per_row = false;
 };
 
+// A matrix product computed by the kernel itself, so that its pointwise
+// consumers (bias, activation, residual, scaling, a cast) are the kernel's
+// body, applied where the product is stored: the GEMM's epilogue.
+//
+//   value(position) = sum over t < k of A[a + t*a_k] * B[b + t*b_k]
+//
+// accumulated in the dtype of the Contract exprs (Float or Double; integer
+// products stay library calls). The kernel's loops are exactly the
+// product's shape, [M, N] or [Batch, M, N]: its last two loops are M and N.
+// `a` and `b` are ordinary entries of Kernel::accesses (so every pass that
+// asks which buffers a kernel reads sees them), with stride 0 along N and
+// along M respectively. A transposed or otherwise strided operand is only
+// other strides: the code generator's packing reads it, no copy is made.
+struct Contraction {
+  uint32_t node = 0;    // the MatMul's canonical index (errors, dumps)
+  int64_t k = 0;        // extent of the contracted dim
+  uint32_t a = 0, b = 0;      // indices into Kernel::accesses, at t = 0
+  int64_t a_k = 0, b_k = 0;   // their strides along the contracted dim
+};
+
 struct Kernel {
   std::string name;  // "k3_softmax_rows", for dumps and profiles
   Dims loop;         // iteration space, outermost first
@@ -80,6 +102,9 @@ struct Kernel {
   uint32_t root = 0;                  // the node whose buffer it fills (errors name it)
   std::vector<uint32_t> graph_nodes;  // canonical indices of the nodes it computes
   double cost_per_element = 1;        // rough arithmetic cost, to size parallel chunks
+  // A GEMM kernel: outer == 0, one Store phase, the product read by
+  // ExprKind::Contract exprs. Absent for every other kernel.
+  std::optional<Contraction> contraction;
 };
 
 // An op with a hand-written kernel (kernels/cpu/): reads whole contiguous

@@ -41,6 +41,8 @@ double op_cost(Op op) {
       return 3;
     case Op::Clamp:  // a maximum and a minimum
       return 2;
+    case Op::MatMul:  // never recomputed: a product read by two kernels gets a buffer
+      return 1e9;
     default:
       return 1;
   }
@@ -55,8 +57,8 @@ struct NeedsBuffer {
 
 class Lowering {
  public:
-  explicit Lowering(const Graph& g)
-      : g_(g), n_(static_cast<uint32_t>(g.size())), absorbed_(n_, -1), rejected_(n_, false) {}
+  Lowering(const Graph& g, const LowerOptions& options)
+      : g_(g), opt_(options), n_(static_cast<uint32_t>(g.size())), absorbed_(n_, -1), rejected_(n_, false) {}
 
   KernelProgram run(LowerLog* log) {
     std::string passes;
@@ -131,6 +133,9 @@ class Lowering {
     return std::count_if(reason_.begin(), reason_.end(), [](const std::string& r) { return !r.empty(); });
   }
   const Node& node(uint32_t i) const { return *g_.nodes[i]; }
+  // A floating-point product is a GEMM kernel when the backend takes them.
+  bool gemm(uint32_t i) const { return node(i).op == Op::MatMul && opt_.gemm_kernels && is_floating_point(node(i).dtype); }
+  bool library(uint32_t i) const { return is_library(node(i).op) && !gemm(i); }
   void need(uint32_t i, const std::string& why) {
     if (reason_[i].empty()) reason_[i] = why;
   }
@@ -141,7 +146,18 @@ class Lowering {
       const Node& nd = node(i);
       auto ins = g_.inputs_of(i);
       if (nd.op == Op::Input) need(i, "graph input");
-      if (is_library(nd.op)) {
+      if (gemm(i)) {
+        // The product's operands are read by the GEMM's packing, through
+        // any strides (a transpose, a broadcast batch): the viewed buffer is
+        // enough, no copy.
+        for (uint32_t in : ins) {
+          if (node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full) {
+            need(g_.inputs_of(in)[0], "viewed by matrix product");
+            continue;
+          }
+          need(in, "operand of matrix product");
+        }
+      } else if (library(i)) {
         need(i, std::string("library kernel ") + op_name(nd.op));
         for (uint32_t in : ins) {
           // A contiguous view of a buffer is that buffer at an offset: no copy.
@@ -190,7 +206,7 @@ class Lowering {
     for (uint32_t i = 0; i < n_; ++i) {
       if (reason_[i].empty() || node(i).op == Op::Input) continue;
       if (absorbed_[i] >= 0) continue;  // its consumer's kernel stores it
-      if (is_library(node(i).op)) {
+      if (library(i)) {
         const Node& nd = node(i);
         LibraryCall call{nd.op, i, {}, static_cast<uint32_t>(buffer_of_[i]), nd.dtype, nd.shape, {}, {}, nd.attr,
                          g_.scalar_begin[i], g_.scalar_begin[i + 1] - g_.scalar_begin[i]};
@@ -235,7 +251,10 @@ class Lowering {
       k.loop = r.shape;
       DimMap id = identity(r.shape.n);
       uint32_t v = expr(root_, id, true);
+      if (!failed_ && k.contraction && (!k.phases.empty() || k.outer != 0))
+        fail(k.contraction->node, "matrix product in a kernel with reduce phases");
       if (failed_) return failed_;
+      if (k.contraction) k.name += "_gemm";
       Phase store;
       store.stores.push_back({buffer_access(root_, id), v});
       k.phases.push_back(std::move(store));
@@ -399,6 +418,8 @@ class Lowering {
           uint32_t a = add_access(static_cast<uint32_t>(l_.buffer_of_[ins[0]]), nd.attr[nd.shape.n], strides, nd.shape, map);
           return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, a});
         }
+        case Op::MatMul:
+          return contraction(i, nd, map);
         case Op::Clamp: {
           // Exactly what clamp recorded as two nodes before: maximum with the
           // low bound, then minimum with the high one, each in the node's dtype.
@@ -421,6 +442,57 @@ class Lowering {
       if (op_family(nd.op) == Family::Reduce) return inline_reduction(i, nd, map);
       fail(i, std::string("no inline form for ") + op_name(nd.op));
       return 0;
+    }
+
+    // A matrix product inside a kernel: its value is the kernel's GEMM
+    // (Kernel::contraction), so it must span the kernel's loops dim for dim
+    // (the kernel is the product followed by pointwise ops), one per kernel.
+    uint32_t contraction(uint32_t i, const Node& nd, const DimMap& map) {
+      bool exact = !rows_fixed_ && !k.contraction && k.outer == 0 && nd.shape == k.loop;
+      for (uint8_t d = 0; d < nd.shape.n && exact; ++d) exact = map[d] == d || (map[d] < 0 && nd.shape[d] == 1);
+      if (!exact) {
+        fail(i, "matrix product not read elementwise over its own shape");
+        return 0;
+      }
+      const auto ins = l_.g_.inputs_of(i);
+      const uint8_t n = nd.shape.n;  // 2, or 3 with a batch
+      Contraction c;
+      c.node = i;
+      c.k = l_.node(ins[0]).shape[n - 1];
+      // Operand dims: A (batch, m, k), B (batch, k, n); -1 for the k dim,
+      // which is not a loop of the kernel.
+      DimMap amap, bmap;
+      amap.n = bmap.n = n;
+      if (n == 3) amap[0] = bmap[0] = 0;
+      amap[n - 2] = n - 2, amap[n - 1] = -1;
+      bmap[n - 2] = -1, bmap[n - 1] = n - 1;
+      int64_t a_k = 0, b_k = 0;
+      c.a = operand_access(ins[0], amap, n - 1, a_k);
+      c.b = operand_access(ins[1], bmap, n - 2, b_k);
+      c.a_k = a_k, c.b_k = b_k;
+      k.contraction = c;
+      return push(Expr{ExprKind::Contract, Op::Cast, nd.dtype});
+    }
+
+    // Operand `in` of a product (its own buffer, or a strided view of one:
+    // boundaries() made sure) as an access over the kernel's loops, and its
+    // stride along the contracted dim `kd`.
+    uint32_t operand_access(uint32_t in, const DimMap& map, uint8_t kd, int64_t& k_stride) {
+      const Node& nd = l_.node(in);
+      uint32_t buffer;
+      int64_t offset = 0;
+      Dims strides;
+      if (!l_.reason_[in].empty()) {
+        buffer = static_cast<uint32_t>(l_.buffer_of_[in]);
+        strides = contiguous_strides(nd.shape);
+      } else {
+        buffer = static_cast<uint32_t>(l_.buffer_of_[l_.g_.inputs_of(in)[0]]);
+        strides.n = nd.shape.n;
+        for (uint8_t d = 0; d < nd.shape.n; ++d) strides[d] = nd.attr[d];
+        offset = nd.attr[nd.shape.n];
+      }
+      k_stride = nd.shape[kd] == 1 ? 0 : strides[kd];
+      return add_access(buffer, offset, strides, nd.shape, map);
     }
 
     // A reduction inside a kernel: allowed when it reduces exactly the
@@ -488,7 +560,7 @@ class Lowering {
   void find_candidates() {
     candidates_.clear();
     for (uint32_t o : g_.outputs) {
-      if (reason_[o] != kGraphOutput || absorbed_[o] >= 0 || rejected_[o] || is_library(node(o).op)) continue;
+      if (reason_[o] != kGraphOutput || absorbed_[o] >= 0 || rejected_[o] || is_library(node(o).op)) continue;  // MatMul too
       const uint32_t b = static_cast<uint32_t>(buffer_of_[o]);
       if (library_reads(b)) continue;
       std::vector<const Kernel*> readers;
@@ -583,6 +655,9 @@ class Lowering {
     return w;
   }
   static bool reads_any(const Kernel& k, const std::vector<uint32_t>& bufs) {
+    if (k.contraction)
+      for (uint32_t a : {k.contraction->a, k.contraction->b})
+        if (std::find(bufs.begin(), bufs.end(), k.accesses[a].buffer) != bufs.end()) return true;
     for (const Expr& e : k.exprs)
       if (e.kind == ExprKind::Load &&
           std::find(bufs.begin(), bufs.end(), k.accesses[e.a].buffer) != bufs.end())
@@ -590,7 +665,7 @@ class Lowering {
     return false;
   }
   static bool can_merge(const Kernel& a, const Kernel& b) {
-    if (!(a.loop == b.loop) || a.outer != b.outer) return false;
+    if (!(a.loop == b.loop) || a.outer != b.outer || a.contraction || b.contraction) return false;
     // Only kernels without reduce phases: their phase structure is one store.
     for (const Kernel* k : {&a, &b})
       for (const Phase& ph : k->phases)
@@ -620,6 +695,7 @@ class Lowering {
   // one loop (stride[d] == stride[d+1] * extent[d+1]) and no Iota needs d.
   static int collapse(Kernel& k) {
     int merged = 0;
+    if (k.contraction) return 0;  // a GEMM's loops are [Batch,] M, N by definition
     for (int d = static_cast<int>(k.loop.n) - 2; d >= 0; --d) {
       if ((d < k.outer) != (d + 1 < k.outer)) continue;
       bool ok = true;
@@ -696,6 +772,7 @@ class Lowering {
   }
 
   const Graph& g_;
+  const LowerOptions opt_;
   const uint32_t n_;
   KernelProgram p_;
   std::vector<std::string> reason_;  // non-empty: the node owns a buffer, for this reason
@@ -713,7 +790,9 @@ class Lowering {
 
 }  // namespace
 
-KernelProgram lower(const Graph& g, LowerLog* log) { return Lowering(g).run(log); }
+KernelProgram lower(const Graph& g, LowerLog* log, const LowerOptions& options) {
+  return Lowering(g, options).run(log);
+}
 
 std::string lower_build_id() { return std::string("lower ") + __DATE__ " " __TIME__; }
 
@@ -723,6 +802,9 @@ std::string to_string(const Kernel& k) {
   os << "kernel " << k.name << " loops [";
   for (uint8_t d = 0; d < k.loop.n; ++d) os << (d ? "," : "") << k.loop[d] << (d + 1 == k.outer ? " |" : "");
   os << "] cost " << k.cost_per_element << "\n";
+  if (const auto& c = k.contraction)
+    os << "  gemm %" << c->node << ": sum over t < " << c->k << " of @" << c->a << "[+" << c->a_k << "*t] * @" << c->b
+       << "[+" << c->b_k << "*t]\n";
   for (size_t a = 0; a < k.accesses.size(); ++a) {
     const Access& x = k.accesses[a];
     os << "  @" << a << " = buf" << x.buffer << "[" << x.offset;
@@ -738,6 +820,7 @@ std::string to_string(const Kernel& k) {
       case ExprKind::Scalar: os << "scalar $" << x.a; break;
       case ExprKind::RowValue: os << "row value of phase " << x.a; break;
       case ExprKind::Iota: os << "iota i" << (x.a == ~0u ? -1 : static_cast<int>(x.a)); break;
+      case ExprKind::Contract: os << "gemm"; break;
       case ExprKind::Op: {
         os << op_name(x.op) << " e" << x.a;
         Family f = op_family(x.op);

@@ -5,7 +5,10 @@
 //   1. boundaries   decide which nodes own a buffer, and why
 //   2. kernels      one generated kernel per buffer-owning node, its
 //                   producers inlined as expressions; a reduction over the
-//                   kernel's rows becomes a Reduce phase of the same kernel
+//                   kernel's rows becomes a Reduce phase of the same kernel;
+//                   with LowerOptions::gemm_kernels a floating-point matrix
+//                   product becomes the kernel's Contraction and the
+//                   pointwise ops after it the GEMM's epilogue
 //   3. recompute    a value inlined by several kernels gets a buffer when
 //                   recomputing it costs more than storing it (then 2 again)
 //   4. horizontal   adjacent independent kernels over the same loops merge
@@ -27,7 +30,15 @@ struct LowerLog {
   std::string passes;  // one line per pass: what it changed
 };
 
-KernelProgram lower(const Graph& g, LowerLog* log = nullptr);
+// What the backend's code generator can take.
+struct LowerOptions {
+  // Floating-point matrix products become GEMM kernels (Kernel::contraction)
+  // with their pointwise consumers fused as the epilogue; otherwise each is
+  // a LibraryCall over contiguous buffers.
+  bool gemm_kernels = false;
+};
+
+KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions& options = {});
 
 // When lowering was built (part of compiled objects' disk-cache key).
 std::string lower_build_id();

@@ -6,9 +6,10 @@
 
 namespace loom::runtime {
 
-ir::KernelProgram lower_program(const ir::Graph& g, const char* backend, std::string& folder) {
+ir::KernelProgram lower_program(const ir::Graph& g, const char* backend, std::string& folder,
+                               const ir::LowerOptions& options) {
   ir::LowerLog log;
-  ir::KernelProgram program = ir::lower(g, &log);
+  ir::KernelProgram program = ir::lower(g, &log, options);
   folder = dump_folder(g, backend);
   dump_file(folder, "passes.txt", log.passes);
   dump_file(folder, "kernels.txt", ir::to_string(program));

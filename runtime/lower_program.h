@@ -7,11 +7,14 @@
 
 #include "ir/graph.h"
 #include "ir/kernel.h"
+#include "ir/lower.h"
 
 namespace loom::runtime {
 
 // `folder` receives the graph's dump folder ("" when dumping is off), where
 // the backend adds its own files (kernels.ll, kernels.cu).
-ir::KernelProgram lower_program(const ir::Graph& g, const char* backend, std::string& folder);
+// `options` says what the backend's code generator takes (GEMM kernels).
+ir::KernelProgram lower_program(const ir::Graph& g, const char* backend, std::string& folder,
+                               const ir::LowerOptions& options = {});
 
 }  // namespace loom::runtime

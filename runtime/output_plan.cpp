@@ -59,6 +59,9 @@ bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
       for (const ir::Phase& ph : k.phases)
         for (auto [a, e] : ph.stores)
           if (k.accesses[a].buffer == out && !ph.per_row) store = &k.accesses[a];
+    if (k.contraction)  // a GEMM reads whole rows and columns of its operands
+      for (uint32_t a : {k.contraction->a, k.contraction->b})
+        if (k.accesses[a].buffer == in) return false;
     for (const ir::Access& a : k.accesses) {
       if (a.buffer != in) continue;
       if (!store || a.offset != store->offset || !(a.strides == store->strides)) return false;

@@ -108,3 +108,71 @@ TEST(Lower, MatmulIsALibraryCallAndTemporariesShareTheArena) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- GEMM kernels
+// With LowerOptions::gemm_kernels, a floating-point product and its pointwise
+// consumers are one kernel: the product is the kernel's Contraction, read by
+// a Contract expr, and the rest is its epilogue.
+namespace gemm {
+
+const loom::ir::LowerOptions kGemm{true};
+
+TEST(LowerGemm, LinearBiasGeluIsOneKernel) {
+  auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
+  loom::sync();
+  auto y = loom::gelu(loom::matmul(x, w) + b);
+  KernelProgram p = lower_outputs({y}, kGemm);
+  ASSERT_EQ(generated(p), 1u) << loom::ir::to_string(p);
+  EXPECT_EQ(p.library_calls.size(), 0u);
+  const auto& k = p.kernels[0];
+  ASSERT_TRUE(k.contraction.has_value());
+  EXPECT_EQ(k.contraction->k, 32);
+  EXPECT_EQ(k.loop.n, 2);
+  EXPECT_EQ(k.loop[0], 64);
+  EXPECT_EQ(k.loop[1], 48);
+  // A walks rows (stride 32 along M, 0 along N, 1 along K); B columns.
+  EXPECT_EQ(k.accesses[k.contraction->a].strides[0], 32);
+  EXPECT_EQ(k.accesses[k.contraction->a].strides[1], 0);
+  EXPECT_EQ(k.contraction->a_k, 1);
+  EXPECT_EQ(k.accesses[k.contraction->b].strides[0], 0);
+  EXPECT_EQ(k.accesses[k.contraction->b].strides[1], 1);
+  EXPECT_EQ(k.contraction->b_k, 48);
+}
+
+// The weight gradient x^T . g reads x through the transpose's strides: no
+// copy kernel.
+TEST(LowerGemm, TransposedOperandIsOnlyStrides) {
+  auto x = loom::randn({64, 32}), g = loom::randn({64, 48});
+  loom::sync();
+  auto gw = loom::matmul(x.t(), g);
+  KernelProgram p = lower_outputs({gw}, kGemm);
+  ASSERT_EQ(generated(p), 1u) << loom::ir::to_string(p);
+  const auto& k = p.kernels[0];
+  ASSERT_TRUE(k.contraction.has_value());
+  EXPECT_EQ(k.contraction->k, 64);
+  EXPECT_EQ(k.accesses[k.contraction->a].strides[0], 1);   // along M = x's columns
+  EXPECT_EQ(k.contraction->a_k, 32);                       // along K = x's rows
+}
+
+// A product two kernels read is stored once (never computed twice), and a
+// product that is reduced is a kernel of its own before the reduction.
+TEST(LowerGemm, SharedOrReducedProductGetsABuffer) {
+  auto x = loom::randn({16, 8}), w = loom::randn({8, 24});
+  loom::sync();
+  auto h = loom::matmul(x, w);
+  KernelProgram p = lower_outputs({loom::relu(h), h.sum({-1})}, kGemm);
+  int gemms = 0;
+  for (const auto& k : p.kernels) gemms += k.contraction.has_value();
+  EXPECT_EQ(gemms, 1) << loom::ir::to_string(p);
+  EXPECT_EQ(p.library_calls.size(), 0u);
+}
+
+// Integer products stay library calls; without the option every product does.
+TEST(LowerGemm, IntegerAndDefaultStayLibraryCalls) {
+  auto a = loom::randint(0, 5, {8, 8}), c = loom::randn({8, 8});
+  loom::sync();
+  EXPECT_EQ(lower_outputs({loom::matmul(a, a)}, kGemm).library_calls.size(), 1u);
+  EXPECT_EQ(lower_outputs({loom::matmul(c, c)}).library_calls.size(), 1u);
+}
+
+}  // namespace gemm
