@@ -114,6 +114,9 @@ class Lowering {
       }
     find_candidates();
     size_t before = p_.kernels.size();
+    vertical();
+    note(passes, "vertical: " + std::to_string(before - p_.kernels.size()) + " kernels joined their producer");
+    before = p_.kernels.size();
     horizontal();
     note(passes, "horizontal: " + std::to_string(before - p_.kernels.size()) + " kernels merged");
     int collapsed = 0;
@@ -625,7 +628,147 @@ class Lowering {
   }
   static constexpr double kMaxRecomputeCost = 12;
 
-  // ---------------------------------------------------------------- pass 4
+  // ---------------------------------------------------------------- pass 4a
+  // A store-only kernel B that reads what an earlier kernel A over the same
+  // loops stores (a graph output both need: a GEMM's activation the caller
+  // keeps, then W5's clamp chain over it), and only at the positions A
+  // stores it, joins A: B's loads become A's stored values, and the buffer
+  // is written once and never read back. B moves up to A, so the steps
+  // between must neither write what B reads nor touch what B writes, and A
+  // must not read what B writes.
+  void vertical() {
+    std::vector<bool> gone(p_.steps.size(), false);
+    for (size_t sb = 0; sb < p_.steps.size(); ++sb) {
+      if (p_.steps[sb].kind != Step::Generated) continue;
+      Kernel& b = p_.kernels[p_.steps[sb].index];
+      if (!store_only(b) || b.contraction) continue;
+      const auto b_reads = read_buffers(b), b_writes = written(b);
+      for (size_t sa = sb; sa-- > 0;) {
+        if (gone[sa]) continue;
+        const Step& st = p_.steps[sa];
+        if (st.kind == Step::Generated) {
+          Kernel& a = p_.kernels[st.index];
+          if (joinable(a, b)) {
+            join(a, b);
+            gone[sb] = true;
+            break;
+          }
+        }
+        if (touches(st, b_reads, b_writes)) break;
+      }
+    }
+    std::vector<Step> steps;
+    std::vector<Kernel> kernels;
+    for (size_t s = 0; s < p_.steps.size(); ++s) {
+      if (gone[s]) continue;
+      if (p_.steps[s].kind == Step::Generated) {
+        steps.push_back({Step::Generated, static_cast<uint32_t>(kernels.size())});
+        kernels.push_back(std::move(p_.kernels[p_.steps[s].index]));
+      } else {
+        steps.push_back(p_.steps[s]);
+      }
+    }
+    p_.steps = std::move(steps);
+    p_.kernels = std::move(kernels);
+  }
+
+  static bool store_only(const Kernel& k) {
+    return k.outer == 0 && k.phases.size() == 1 && k.phases[0].kind == Phase::Store && !k.phases[0].per_row;
+  }
+  static std::vector<uint32_t> read_buffers(const Kernel& k) {
+    std::vector<uint32_t> r;
+    for (const Expr& e : k.exprs)
+      if (e.kind == ExprKind::Load) r.push_back(k.accesses[e.a].buffer);
+    if (k.contraction) r.insert(r.end(), {k.accesses[k.contraction->a].buffer, k.accesses[k.contraction->b].buffer});
+    return r;
+  }
+  // Whether step `st` writes a buffer in `reads` or reads or writes one in `writes`.
+  bool touches(const Step& st, const std::vector<uint32_t>& reads, const std::vector<uint32_t>& writes) const {
+    auto any = [](const std::vector<uint32_t>& xs, const std::vector<uint32_t>& ys) {
+      return std::any_of(xs.begin(), xs.end(), [&](uint32_t x) { return std::find(ys.begin(), ys.end(), x) != ys.end(); });
+    };
+    std::vector<uint32_t> r, w;
+    if (st.kind == Step::Library) {
+      const LibraryCall& c = p_.library_calls[st.index];
+      r = c.inputs, w = {c.output};
+    } else {
+      const Kernel& k = p_.kernels[st.index];
+      r = read_buffers(k), w = written(k);
+    }
+    return any(w, reads) || any(r, writes) || any(w, writes);
+  }
+  // B reads something A stores, only where A stores it, and A reads nothing B writes.
+  static bool joinable(const Kernel& a, const Kernel& b) {
+    if (!store_only(a) || !(a.loop == b.loop)) return false;
+    const auto a_writes = written(a), b_writes = written(b), a_reads = read_buffers(a);
+    for (uint32_t w : b_writes)
+      if (std::find(a_reads.begin(), a_reads.end(), w) != a_reads.end() ||
+          std::find(a_writes.begin(), a_writes.end(), w) != a_writes.end())
+        return false;
+    bool uses = false;
+    for (const Expr& e : b.exprs) {
+      if (e.kind != ExprKind::Load) continue;
+      const Access& x = b.accesses[e.a];
+      if (std::find(a_writes.begin(), a_writes.end(), x.buffer) == a_writes.end()) continue;
+      if (stored_value(a, x) < 0) return false;
+      uses = true;
+    }
+    return uses;
+  }
+  // The expr A stores at exactly access x, or -1.
+  static int64_t stored_value(const Kernel& a, const Access& x) {
+    for (auto [acc, e] : a.phases[0].stores) {
+      const Access& y = a.accesses[acc];
+      if (y.buffer == x.buffer && y.offset == x.offset && y.strides == x.strides) return e;
+    }
+    return -1;
+  }
+  static void join(Kernel& a, const Kernel& b) {
+    const uint32_t aoff = static_cast<uint32_t>(a.accesses.size());
+    a.accesses.insert(a.accesses.end(), b.accesses.begin(), b.accesses.end());
+    std::vector<uint32_t> at(b.exprs.size());  // b's expr -> a's
+    for (size_t i = 0; i < b.exprs.size(); ++i) {
+      Expr e = b.exprs[i];
+      if (e.kind == ExprKind::Load) {
+        if (int64_t v = stored_value(a, b.accesses[e.a]); v >= 0) {
+          at[i] = static_cast<uint32_t>(v);
+          continue;
+        }
+        e.a += aoff;
+      }
+      if (e.kind == ExprKind::Op) {
+        e.a = at[e.a];
+        if (op_family(e.op) == Family::Binary || op_family(e.op) == Family::Ternary) e.b = at[e.b];
+        if (op_family(e.op) == Family::Ternary) e.c = at[e.c];
+      }
+      at[i] = static_cast<uint32_t>(a.exprs.size());
+      a.exprs.push_back(e);
+    }
+    for (auto [acc, e] : b.phases[0].stores) a.phases[0].stores.push_back({acc + aoff, at[e]});
+    a.graph_nodes.insert(a.graph_nodes.end(), b.graph_nodes.begin(), b.graph_nodes.end());
+    a.name += "+" + b.name;
+    a.cost_per_element += b.cost_per_element;
+    drop_unused_accesses(a);
+  }
+  // The accesses of B's replaced loads are read by nothing now.
+  static void drop_unused_accesses(Kernel& k) {
+    std::vector<bool> used(k.accesses.size(), false);
+    for (const Expr& e : k.exprs)
+      if (e.kind == ExprKind::Load) used[e.a] = true;
+    for (auto [acc, e] : k.phases[0].stores) used[acc] = true;
+    if (k.contraction) used[k.contraction->a] = used[k.contraction->b] = true;
+    std::vector<uint32_t> to(k.accesses.size());
+    std::vector<Access> kept;
+    for (size_t i = 0; i < k.accesses.size(); ++i)
+      if (used[i]) to[i] = static_cast<uint32_t>(kept.size()), kept.push_back(k.accesses[i]);
+    k.accesses = std::move(kept);
+    for (Expr& e : k.exprs)
+      if (e.kind == ExprKind::Load) e.a = to[e.a];
+    for (auto& [acc, e] : k.phases[0].stores) acc = to[acc];
+    if (k.contraction) k.contraction->a = to[k.contraction->a], k.contraction->b = to[k.contraction->b];
+  }
+
+  // ---------------------------------------------------------------- pass 4b
   // Adjacent generated kernels over the same loops, neither reading what the
   // other writes, become one kernel: one pass over memory instead of two.
   void horizontal() {

@@ -11,7 +11,10 @@
 //                   pointwise ops after it the GEMM's epilogue
 //   3. recompute    a value inlined by several kernels gets a buffer when
 //                   recomputing it costs more than storing it (then 2 again)
-//   4. horizontal   adjacent independent kernels over the same loops merge
+//   4. vertical     a kernel that reads what an earlier kernel over the same
+//                   loops stores, only where it is stored, joins that kernel
+//                   (a kept activation and the ops after it: one pass)
+//      horizontal   adjacent independent kernels over the same loops merge
 //   5. collapse     adjacent loop dims every access walks contiguously merge
 //   6. buffers      temporaries get arena offsets by liveness, with reuse
 // Around them, absorption: a graph output that is one value per row of the

@@ -176,3 +176,30 @@ TEST(LowerGemm, IntegerAndDefaultStayLibraryCalls) {
 }
 
 }  // namespace gemm
+
+// W5's step: the activation the caller keeps and the clamp chain over it are
+// one kernel (the chain joins the kernel that stores `a`), with GEMM kernels
+// the whole step is two kernels.
+TEST(LowerVertical, KeptActivationAndItsConsumerAreOneKernel) {
+  auto s = loom::randn({1, 64}), w1 = loom::randn({64, 64}), w2 = loom::randn({64, 64});
+  loom::sync();
+  auto a = loom::tanh(loom::matmul(loom::tanh(loom::matmul(s, w1)), w2));
+  auto t = s;
+  for (int i = 0; i < 10; ++i) t = loom::clamp(t * 0.99 + a * 0.01, -1, 1);
+  KernelProgram lib = lower_outputs({a, t});
+  EXPECT_EQ(generated(lib), 2u) << loom::ir::to_string(lib);  // tanh, tanh + chain
+  KernelProgram fused = lower_outputs({a, t}, gemm::kGemm);
+  EXPECT_EQ(generated(fused), 2u) << loom::ir::to_string(fused);
+  EXPECT_EQ(fused.library_calls.size(), 0u);
+  EXPECT_EQ(fused.kernels[1].phases[0].stores.size(), 2u);  // a and t
+}
+
+// A consumer that reads the stored value at another position must not join.
+TEST(LowerVertical, ShiftedReadDoesNotJoin) {
+  auto x = loom::randn({64});
+  loom::sync();
+  auto y = loom::exp(x);
+  auto z = y.slice(0, 1, 64) + y.slice(0, 0, 63);
+  KernelProgram p = lower_outputs({y, z});
+  EXPECT_EQ(generated(p), 2u) << loom::ir::to_string(p);
+}
