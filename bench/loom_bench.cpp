@@ -183,6 +183,39 @@ void w5(const std::string& peer) {
   row_ms("W5 control-step 64", peer, t);
 }
 
+// W6: a square float32 product (exact FFMA; TF32 only with
+// loom::cuda::set_allow_tf32). L0/L1: nn.Linear's layout, x @ W.t(), alone
+// and with its bias and GELU fused (bench/linear_peer.py times torch's
+// product and its separate epilogue on the same shapes).
+void w6(const std::string& peer) {
+  loom::Tensor a = input({4096, 4096}), b = input({4096, 4096});
+  double t = median_time(
+      [&] {
+        loom::Tensor c = a.matmul(b);
+        finish();
+      },
+      big_repeats());
+  row_ms("W6 matmul 4096 f32", peer, t, "GFLOP/s", 2.0 * 4096.0 * 4096 * 4096 / t / 1e9);
+}
+
+void linear_rows(const std::string& peer) {
+  loom::Tensor x = input({4096, 4096}), W = input({4096, 4096}, 0.02), b = input({4096});
+  double t0 = median_time(
+      [&] {
+        loom::Tensor y = x.matmul(W.t());
+        finish();
+      },
+      big_repeats());
+  row_ms("L0 linear-nobias 4096 f32", peer, t0, "GFLOP/s", 2.0 * 4096.0 * 4096 * 4096 / t0 / 1e9);
+  double t1 = median_time(
+      [&] {
+        loom::Tensor y = loom::gelu(loom::linear(x, W, b));
+        finish();
+      },
+      big_repeats());
+  row_ms("L1 linear-bias-gelu 4096 f32", peer, t1, "GFLOP/s", 2.0 * 4096.0 * 4096 * 4096 / t1 / 1e9);
+}
+
 // ---------------------------------------------------------------- W4, C1, C2: a training step
 
 namespace F = loom::nn::functional;
@@ -379,7 +412,7 @@ int main(int argc, char** argv) {
     };
     if (a == "-h" || a == "--help") {
       std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics]\n"
-                  "workloads: W0 W1 W2 W3 W4 W5 O1 O2 O3 C1 C2 (see bench/README.md)\n");
+                  "workloads: W0 W1 W2 W3 W4 W5 W6 L1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
       return 0;
     } else if (a == "--metrics") {
       print_metrics = true;
@@ -419,7 +452,8 @@ int main(int argc, char** argv) {
       {"W3", "W3 layernorm 8192x4096 f32", w3},
       {"W4", "W4 mlp-train-step b256", w4},
       {"W5", "W5 control-step 64", w5},
-      {"W6", "W6 matmul 4096 f32", nullptr},
+      {"W6", "W6 matmul 4096 f32", w6},
+      {"L1", "L1 linear-bias-gelu 4096 f32", linear_rows},
       {"C1", "C1 first-step-cold-cache", [](const std::string& p) { c_rows(p, false); }},
       {"C2", "C2 first-step-warm-cache", [](const std::string& p) { c_rows(p, true); }},
   };
@@ -446,6 +480,8 @@ int main(int argc, char** argv) {
 
   for (const Workload& w : all) {
     if (wanted.empty() ? !w.run : !wanted.count(w.id)) continue;
+    // The 4096^3 products take seconds per call on a CPU: asked for by name there.
+    if (wanted.empty() && (w.id == "W6" || w.id == "L1") && !g_dev.is_cuda()) continue;
     if (!w.run) {
       row_error(w.name, peer, "not implemented in loom-bench yet");
       continue;

@@ -7,6 +7,7 @@
 #                  out-of-memory test, whose failing cuMemAlloc it would report,
 #                  and the resident-memory test, which its own memory breaks)
 #   bench.log      loom-bench --device cuda beside peers.py --device cuda
+#                  (and linear_peer.py when BENCH_ONLY names L1)
 #   coldstart.log  a second process with a warm disk cache: NVRTC compiles
 # Steps to run are chosen by $STEPS (default: all of them).
 set -uo pipefail
@@ -35,13 +36,14 @@ for step in $STEPS; do
       echo "sanitizer rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | head -10 ;;
     bench)
       { "$bin/loom-bench" --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"
-        python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"; } > "$OUT/bench.log" 2>&1
+        python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"
+        case ",${BENCH_ONLY:-}," in *,L1,*) python3 $carry/linear_peer.py ;; esac; } > "$OUT/bench.log" 2>&1
       cat "$OUT/bench.log" | grep -v "^#" | head -60 ;;
     coldstart)
       rm -rf /tmp/loom-coldstart
-      { echo "cold:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5 --metrics
-        echo "warm:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5 --metrics; } \
+      { echo "cold:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5,W4 --metrics
+        echo "warm:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5,W4 --metrics; } \
         > "$OUT/coldstart.log" 2>&1
-      grep -E "cold:|warm:|nvrtc compiles|W5" "$OUT/coldstart.log" ;;
+      grep -E "cold:|warm:|nvrtc|W5|W4" "$OUT/coldstart.log" ;;
   esac
 done

@@ -3,6 +3,7 @@
 
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/device_allocator.h"
+#include "runtime/cuda/gemm_tune.h"
 
 namespace loom::cuda {
 
@@ -22,6 +23,9 @@ void synchronize(int device) {
 void empty_cache(int device) {
   if (is_available()) runtime::cuda::empty_cache(device);
 }
+
+void set_allow_tf32(bool allow) { runtime::cuda::set_allow_tf32(allow); }
+bool allow_tf32() { return runtime::cuda::allow_tf32(); }
 
 MemoryStats memory_stats(int device) {
   MemoryStats m;

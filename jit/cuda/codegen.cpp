@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ir/lower.h"
+#include "jit/cuda/gemm.h"
 
 namespace loom::jit::cuda {
 
@@ -86,8 +87,9 @@ bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
 
 class KernelEmitter {
  public:
-  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out)
-      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)) {
+  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
+                GemmConfig gemm = {})
+      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm) {
     // Values that are the same for every element of a phase (scalars, row
     // results and what is computed from them only) are computed once per
     // thread before the element loop: kernels have no __restrict__ (a
@@ -96,7 +98,7 @@ class KernelEmitter {
     varies_.assign(k.exprs.size(), false);
     for (size_t e = 0; e < k.exprs.size(); ++e) {
       const ir::Expr& x = k.exprs[e];
-      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota) varies_[e] = true;
+      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota || x.kind == ExprKind::Contract) varies_[e] = true;
       if (x.kind != ExprKind::Op) continue;
       const Family f = ir::op_family(x.op);
       varies_[e] = varies_[x.a] || (f != Family::Unary && varies_[x.b]) || (f == Family::Ternary && varies_[x.c]);
@@ -104,6 +106,7 @@ class KernelEmitter {
   }
 
   void emit() {
+    if (k_.contraction) return emit_gemm();
     const LaunchDims dims = launch_dims(plan_, 1);
     o_ << "\n// " << k_.name << ": loop [";
     for (int d = 0; d < k_.loop.n; ++d) o_ << (d ? ", " : "") << k_.loop[d];
@@ -128,6 +131,39 @@ class KernelEmitter {
   }
 
  private:
+  // ---------------------------------------------------------------- GEMM
+  // The template (jit/cuda/gemm.h) computes the product; its epilogue is a
+  // lambda holding this kernel's Store phase, emitted by body() and store()
+  // as for any pointwise kernel, at the loop indices (batch,) m, n of one
+  // element of C, with the product's value in `acc`.
+  void emit_gemm() {
+    const GemmProblem g = gemm_problem(p_, k_, gemm_.mma);
+    const char* t = ctype(g.dtype);
+    o_ << "\n// " << k_.name << ": gemm [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k << ", "
+       << gemm_.str() << "\n";
+    o_ << "extern \"C\" __global__ void __launch_bounds__(" << gemm_threads(gemm_) << ") " << kernel_symbol(index_)
+       << "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
+    std::vector<bool> used(p_.buffers.size(), false);
+    for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
+    for (size_t b = 0; b < used.size(); ++b)
+      if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
+    o_ << "  (void)fs; (void)is;\n";
+    o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
+    o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
+       << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
+    o_ << "  " << gemm_instance(gemm_, g) << "::run((const " << t << "*)b" << g.a_buffer << " + " << g.a_off << "LL, (const "
+       << t << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, " << t
+       << " acc) {\n";
+    if (k_.loop.n == 3) o_ << "        const long long i0 = bz, i1 = gm, i2 = gn;\n";
+    else o_ << "        const long long i0 = gm, i1 = gn; (void)bz;\n";
+    const ir::Phase& ph = k_.phases[0];
+    std::vector<bool> need = needed(ph);
+    hoisted(need, "        ");
+    body(need, "        ");
+    for (auto [a, e] : ph.stores) store(a, e, "        ");
+    o_ << "      });\n}\n";
+  }
+
   // ---------------------------------------------------------------- pointwise
   void emit_pointwise() {
     const int n = k_.loop.n;
@@ -452,6 +488,7 @@ class KernelEmitter {
         if (lane_ && static_cast<int>(x.a) + 1 == k_.loop.n) i = "(" + i + " + l)";
         return i;
       }
+      case ExprKind::Contract: return "acc";
       case ExprKind::Op: break;
     }
     const Family f = ir::op_family(x.op);
@@ -576,6 +613,7 @@ class KernelEmitter {
   size_t index_;
   std::ostringstream& o_;
   KernelPlan plan_;
+  GemmConfig gemm_;
   bool lane_ = false;          // emitting inside a pointwise lane loop
   int phase_ = -1;
   std::vector<bool> stash_;    // exprs kept in registers across phases
@@ -631,10 +669,16 @@ std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
 
 std::string build_id() { return std::string("cuda codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id(); }
 
-std::string emit_source(const ir::KernelProgram& p) {
+std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm) {
   std::ostringstream out;
   out << kPrelude;
-  for (size_t i = 0; i < p.kernels.size(); ++i) KernelEmitter(p, p.kernels[i], i, out).emit();
+  const bool any_gemm = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) { return k.contraction.has_value(); });
+  if (any_gemm) out << gemm_template_source();
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    GemmConfig c = i < gemm.size() ? gemm[i] : GemmConfig{};
+    if (p.kernels[i].contraction && !c.valid()) c = gemm_heuristic(gemm_problem(p, p.kernels[i], false), 132);
+    KernelEmitter(p, p.kernels[i], i, out, c).emit();
+  }
   return out.str();
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/kernel.h"
+#include "jit/cuda/gemm.h"
 
 namespace loom::jit::cuda {
 
@@ -48,8 +49,11 @@ LaunchDims launch_dims(const KernelPlan& plan, int multiprocessors);
 inline constexpr long long kErrorIntegerDivisionByZero = 1;
 inline constexpr long long kErrorIndexOutOfRange = 2;
 
-// The CUDA C of all kernels of `p`, kernel i named kernel_symbol(i).
-std::string emit_source(const ir::KernelProgram& p);
+// The CUDA C of all kernels of `p`, kernel i named kernel_symbol(i). A GEMM
+// kernel i (ir::Kernel::contraction) uses gemm[i] (runtime/cuda/gemm_tune.h
+// picks it); without one, gemm_heuristic for 132 SMs. Its launch is
+// gemm_threads / gemm_grid / gemm_shared_bytes, not launch_dims.
+std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm = {});
 std::string kernel_symbol(size_t i);
 // Changes whenever the generated code could: part of the disk-cache key.
 std::string build_id();

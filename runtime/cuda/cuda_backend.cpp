@@ -4,6 +4,7 @@
 #include "jit/cuda/codegen.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_executable.h"
+#include "runtime/cuda/gemm_tune.h"
 #include "runtime/cuda/library_module.h"
 #include "runtime/dump.h"
 #include "runtime/lower_program.h"
@@ -16,14 +17,31 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   context(index);  // fails early, with the reason, where there is no GPU
 
   std::string folder;
-  ir::KernelProgram program = lower_program(g, name(), folder);
+  // Floating-point products are GEMM kernels with their epilogues fused
+  // (jit/cuda/gemm.h); integer ones stay library calls.
+  ir::LowerOptions options;
+  options.gemm_kernels = true;
+  ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   LoadedModule module;
   if (!program.kernels.empty()) {
-    const std::string source = jit::cuda::emit_source(program);
+    // Each product's tile configuration, tuned once per problem (in memory
+    // and on disk). The cubin's key is the graph plus what the graph does
+    // not say: the configurations and the TF32 mode.
+    const bool tf32 = allow_tf32();
+    std::vector<uint64_t> key(g.canonical.begin(), g.canonical.end());
+    key.push_back(tf32);
+    module.gemm.resize(program.kernels.size());
+    for (size_t i = 0; i < program.kernels.size(); ++i) {
+      if (!program.kernels[i].contraction) continue;
+      const jit::cuda::GemmConfig& c = module.gemm[i] =
+          choose_gemm(jit::cuda::gemm_problem(program, program.kernels[i], tf32), index);
+      for (int w : {c.bm, c.bn, c.bk, c.p, c.q, c.stages, int(c.mma)}) key.push_back(static_cast<uint64_t>(w));
+    }
+    const std::string source = jit::cuda::emit_source(program, module.gemm);
     dump_file(folder, "kernels.cu", source);
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
-    module.module = load_module(cached_cubin(source, index, g.canonical, what, folder,
+    module.module = load_module(cached_cubin(source, index, key, what, folder,
                                              static_cast<int64_t>(program.kernels.size())),
                                 index, what);
     for (size_t i = 0; i < program.kernels.size(); ++i) {

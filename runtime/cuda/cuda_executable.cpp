@@ -54,6 +54,26 @@ void CudaExecutable::plan_launches() {
   const DeviceContext& ctx = context(device_);
   std::vector<int64_t> meta;
   for (const ir::Step& step : program_.steps) {
+    if (step.kind == ir::Step::Generated && program_.kernels[step.index].contraction) {
+      // A GEMM: one block per output tile (grid.x), the batch in grid.z,
+      // dynamic shared memory for the pipeline's stages.
+      const jit::cuda::GemmConfig& c = module_.gemm.at(step.index);
+      const jit::cuda::GemmProblem g = jit::cuda::gemm_problem(program_, program_.kernels[step.index], c.mma);
+      if (g.m == 0 || g.n == 0 || g.batch == 0) continue;
+      if (g.batch > 65535) throw Error("loom: a batched matrix product of " + std::to_string(g.batch) +
+                                       " matrices exceeds the 65535 a CUDA launch takes");
+      Launch l;
+      l.function = module_.kernels.at(step.index);
+      l.grid[0] = jit::cuda::gemm_grid(c, g);
+      l.grid[2] = static_cast<uint32_t>(g.batch);
+      l.block[0] = static_cast<uint32_t>(jit::cuda::gemm_threads(c));
+      l.shared = static_cast<uint32_t>(jit::cuda::gemm_shared_bytes(c, g));
+      if (l.shared > 48 * 1024)
+        check(driver().cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.shared)),
+              "cuFuncSetAttribute", program_.kernels[step.index].name);
+      launches_.push_back(l);
+      continue;
+    }
     if (step.kind == ir::Step::Generated) {
       const jit::cuda::KernelPlan plan = jit::cuda::plan_kernel(program_, program_.kernels[step.index]);
       if (plan.empty) continue;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/kernel.h"
+#include "jit/cuda/gemm.h"
 #include "runtime/backend.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/output_plan.h"
@@ -27,6 +28,7 @@ namespace loom::runtime::cuda {
 struct LoadedModule {
   CUmodule module = nullptr;
   std::vector<CUfunction> kernels;  // generated kernel i
+  std::vector<jit::cuda::GemmConfig> gemm;  // kernel i's tile configuration, if it is a GEMM
 };
 
 class CudaExecutable final : public Executable {

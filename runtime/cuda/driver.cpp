@@ -62,6 +62,8 @@ struct Driver {
     resolve(lib, api.cuEventRecord, "cuEventRecord", missing);
     resolve(lib, api.cuEventSynchronize, "cuEventSynchronize", missing);
     resolve(lib, api.cuEventDestroy, "cuEventDestroy_v2", missing);
+    resolve(lib, api.cuEventElapsedTime, "cuEventElapsedTime", missing);
+    resolve(lib, api.cuFuncSetAttribute, "cuFuncSetAttribute", missing);
     resolve(lib, api.cuModuleLoadData, "cuModuleLoadData", missing);
     resolve(lib, api.cuModuleGetFunction, "cuModuleGetFunction", missing);
     resolve(lib, api.cuLaunchKernel, "cuLaunchKernel", missing);

@@ -35,6 +35,7 @@ constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 constexpr int CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1;
 constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
 constexpr unsigned CU_MEMHOSTALLOC_PORTABLE = 1;
+constexpr int CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8;
 
 // Every entry point loom calls, resolved once. Members are named after the
 // C functions (without the version suffix the loader resolves them by).
@@ -66,6 +67,8 @@ struct DriverApi {
   CUresult (*cuEventRecord)(CUevent, CUstream);
   CUresult (*cuEventSynchronize)(CUevent);
   CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
   CUresult (*cuModuleLoadData)(CUmodule*, const void*);
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,

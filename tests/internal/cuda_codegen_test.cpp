@@ -150,4 +150,88 @@ TEST(CudaCodegen, WorkloadsCompileWithNvrtc) {
   expect_compiles(p, "W1-W3");
 }
 
+// GEMM kernels (jit/cuda/gemm.h): every candidate configuration of every
+// operand layout compiles for sm_90, with its epilogue fused.
+loom::ir::LowerOptions gemm_on() {
+  loom::ir::LowerOptions o;
+  o.gemm_kernels = true;
+  return o;
+}
+
+void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& what) {
+  size_t most = 0;
+  for (const auto& k : p.kernels)
+    if (k.contraction) most = std::max(most, jc::gemm_candidates(jc::gemm_problem(p, k, tf32)).size());
+  ASSERT_GT(most, 0u) << what << ": no GEMM kernel\n" << loom::ir::to_string(p);
+  for (size_t c = 0; c < most; ++c) {
+    std::vector<jc::GemmConfig> configs(p.kernels.size());
+    for (size_t i = 0; i < p.kernels.size(); ++i)
+      if (p.kernels[i].contraction) {
+        auto cs = jc::gemm_candidates(jc::gemm_problem(p, p.kernels[i], tf32));
+        configs[i] = cs[std::min(c, cs.size() - 1)];
+      }
+    const std::string src = jc::emit_source(p, configs);
+    if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(p) << src;
+    EXPECT_NE(src.find("LoomGemm<"), std::string::npos);
+    try {
+      loom::runtime::cuda::compile_cubin(src, "sm_90", what);
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << what << " (candidate " << c << "): " << e.what();
+    }
+  }
+}
+
+TEST(CudaCodegen, GemmLayoutsAndPlans) {
+  auto x = loom::randn({65, 63}), w = loom::randn({63, 33}), xt = loom::randn({63, 65});
+  loom::sync();
+  KernelProgram nn = lower_outputs({loom::matmul(x, w)}, gemm_on());
+  ASSERT_EQ(nn.kernels.size(), 1u);
+  jc::GemmProblem g = jc::gemm_problem(nn, nn.kernels[0], false);
+  EXPECT_EQ(g.m, 65);
+  EXPECT_EQ(g.n, 33);
+  EXPECT_EQ(g.k, 63);
+  EXPECT_FALSE(g.a_kmajor);  // A contiguous along k: its tile is [BM][BK]
+  EXPECT_FALSE(g.a_vec);     // 63 floats a row: rows are not 16-byte aligned
+  EXPECT_TRUE(g.b_kmajor);
+  EXPECT_FALSE(g.b_vec);
+  KernelProgram tn = lower_outputs({loom::matmul(xt.t(), w)}, gemm_on());
+  EXPECT_TRUE(jc::gemm_problem(tn, tn.kernels[0], false).a_kmajor);  // x.t(): contiguous along m
+  auto a = loom::randn({256, 784}), b = loom::randn({784, 1024});
+  loom::sync();
+  KernelProgram w4 = lower_outputs({loom::matmul(a, b)}, gemm_on());
+  g = jc::gemm_problem(w4, w4.kernels[0], false);
+  EXPECT_TRUE(g.a_vec && g.b_vec);
+  // Small products take small tiles: at least one block per SM of an H100.
+  const jc::GemmConfig c = jc::gemm_heuristic(g, 132);
+  EXPECT_GE(jc::gemm_grid(c, g), 132u) << c.str();
+  EXPECT_FALSE(c.mma);
+  EXPECT_TRUE(jc::gemm_heuristic(jc::gemm_problem(w4, w4.kernels[0], true), 132).mma);
+}
+
+TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
+  auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33}), r = loom::randn({65, 33});
+  auto bx = loom::randn({3, 64, 32}), xt = loom::randn({32, 64});
+  auto d = loom::randn({40, 24}, loom::kDouble), dw = loom::randn({24, 16}, loom::kDouble);
+  loom::sync();
+  // Aligned (16-byte copies) and odd (element copies) layouts, transposed
+  // and broadcast-batch operands, epilogues with bias, GELU, a residual, a
+  // scale and a cast.
+  const std::vector<loom::Tensor> outs = {
+      loom::gelu(loom::matmul(x, w) + b),
+      (loom::matmul(xo, wo) + r) * 0.5,
+      loom::matmul(xt.t(), w).to(loom::kDouble),
+      loom::matmul(x, xo.narrow(0, 0, 32).narrow(1, 0, 48) + 0).t().contiguous(),
+      loom::matmul(bx, w.expand({3, 32, 48})),
+      loom::matmul(x, w.t().contiguous().t()),
+      loom::matmul(x, xt) ,
+  };
+  KernelProgram p = lower_outputs(outs, gemm_on());
+  expect_gemm_compiles(p, false, "float32 GEMMs");
+  expect_gemm_compiles(p, true, "TF32 GEMMs");
+  expect_gemm_compiles(lower_outputs({loom::relu(loom::matmul(d, dw)), loom::matmul(dw.t(), d.t())}, gemm_on()), false,
+                       "float64 GEMMs");
+}
+
 }  // namespace

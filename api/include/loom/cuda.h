@@ -19,6 +19,13 @@ void synchronize(int device = 0);
 // Returns the caching allocator's free blocks to the driver.
 void empty_cache(int device = 0);
 
+// Whether float32 matrix products may use TF32 tensor cores (10-bit
+// mantissa inputs, float32 accumulation), as torch.backends.cuda.matmul.
+// allow_tf32. Off by default: products are exact float32 (FFMA). Changing
+// it drops compiled executables, so no product of the other mode is replayed.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 // The caching device allocator's counters (runtime/cuda/device_allocator.h).
 struct MemoryStats {
   int64_t allocated_bytes = 0;       // held by live tensors and loom's arenas

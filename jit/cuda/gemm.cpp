@@ -1,0 +1,139 @@
+// Planning a GEMM kernel: the problem read off the kernel's contraction, the
+// candidate tile configurations, launch sizes, and the template instance.
+#include "jit/cuda/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+namespace loom::kernels::cuda::detail {
+extern const char kGemmSource[];
+}
+
+namespace loom::jit::cuda {
+
+std::string GemmConfig::str() const {
+  std::ostringstream o;
+  o << bm << "x" << bn << "x" << bk << (mma ? " mma warps " : " ffma ") << p << "x" << q << " stages " << stages;
+  return o.str();
+}
+
+std::vector<uint64_t> GemmProblem::key() const {
+  return {static_cast<uint64_t>(dtype), tf32, static_cast<uint64_t>(batch), static_cast<uint64_t>(m),
+          static_cast<uint64_t>(n), static_cast<uint64_t>(k), a_kmajor, a_vec, b_kmajor, b_vec};
+}
+
+namespace {
+
+// A buffer's base is 16-byte aligned: allocations are; arena temporaries
+// start where the buffer plan put them.
+bool base_aligned(const ir::KernelProgram& p, uint32_t b) {
+  const ir::BufferInfo& info = p.buffers[b];
+  return info.kind != ir::BufferKind::Temp || info.arena_offset % 32 == 0;
+}
+
+}  // namespace
+
+GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32) {
+  const ir::Contraction& c = *k.contraction;
+  GemmProblem g;
+  const int n = k.loop.n;  // 2, or 3 with a batch
+  for (const ir::Expr& e : k.exprs)
+    if (e.kind == ir::ExprKind::Contract) g.dtype = e.dtype;
+  g.tf32 = tf32 && g.dtype == kFloat;
+  g.batch = n == 3 ? k.loop[0] : 1;
+  g.m = k.loop[n - 2], g.n = k.loop[n - 1], g.k = c.k;
+  const ir::Access& a = k.accesses[c.a];
+  const ir::Access& b = k.accesses[c.b];
+  g.a_buffer = a.buffer, g.b_buffer = b.buffer;
+  g.a_off = a.offset, g.a_m = a.strides[n - 2], g.a_k = c.a_k, g.a_b = n == 3 ? a.strides[0] : 0;
+  g.b_off = b.offset, g.b_n = b.strides[n - 1], g.b_k = c.b_k, g.b_b = n == 3 ? b.strides[0] : 0;
+  // The contiguous dim of each operand is contiguous in its tile (a dim of
+  // extent 1 counts as contiguous); other strides copy element by element.
+  const int64_t v = 16 / static_cast<int64_t>(element_size(g.dtype));
+  auto vec = [&](bool contiguous, int64_t off, int64_t other, int64_t batch_stride, uint32_t buf) {
+    return contiguous && off % v == 0 && other % v == 0 && batch_stride % v == 0 && base_aligned(p, buf);
+  };
+  if (g.a_k == 1 || g.k == 1) {
+    g.a_kmajor = false;
+    g.a_vec = vec(true, g.a_off, g.a_m, g.a_b, g.a_buffer);
+  } else if (g.a_m == 1 || g.m == 1) {
+    g.a_kmajor = true;
+    g.a_vec = vec(true, g.a_off, g.a_k, g.a_b, g.a_buffer);
+  } else {
+    g.a_kmajor = std::llabs(g.a_m) <= std::llabs(g.a_k);
+  }
+  if (g.b_n == 1 || g.n == 1) {
+    g.b_kmajor = true;
+    g.b_vec = vec(true, g.b_off, g.b_k, g.b_b, g.b_buffer);
+  } else if (g.b_k == 1 || g.k == 1) {
+    g.b_kmajor = false;
+    g.b_vec = vec(true, g.b_off, g.b_n, g.b_b, g.b_buffer);
+  } else {
+    g.b_kmajor = std::llabs(g.b_n) <= std::llabs(g.b_k);
+  }
+  // Strides of a dim of extent 1 never matter; set them to 0 so that a
+  // vector copy's address arithmetic stays inside the buffer.
+  if (g.m == 1) g.a_m = 0;
+  if (g.n == 1) g.b_n = 0;
+  if (g.k == 1) g.a_k = g.b_k = 0;
+  return g;
+}
+
+std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
+  if (g.tf32)
+    return {{128, 128, 32, 2, 4, 3, true}, {64, 64, 32, 2, 2, 3, true}, {32, 32, 32, 1, 2, 3, true}};
+  if (g.dtype == kDouble) return {{64, 64, 16, 4, 4, 3}, {64, 32, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
+  // Large products: 128x128 blocks, deeper or wider K slices; small ones
+  // (a batch-256 MLP layer) need small tiles to give 132 SMs a block each.
+  return {{128, 128, 16, 8, 8, 3}, {128, 128, 16, 8, 8, 4}, {128, 128, 32, 8, 8, 3}, {128, 64, 16, 8, 8, 3},
+          {64, 64, 16, 4, 4, 3},   {64, 32, 16, 4, 4, 3},   {32, 32, 32, 4, 4, 3}};
+}
+
+GemmConfig gemm_heuristic(const GemmProblem& g, int multiprocessors) {
+  const std::vector<GemmConfig> cs = gemm_candidates(g);
+  for (const GemmConfig& c : cs)
+    if (int64_t(gemm_grid(c, g)) * g.batch >= multiprocessors) return c;
+  return cs.back();
+}
+
+int gemm_threads(const GemmConfig& c) { return c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q); }
+
+int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g) {
+  const int64_t v = 16 / static_cast<int64_t>(element_size(g.dtype));
+  const int64_t a = g.a_kmajor ? c.bk * (c.bm + 8) : c.bm * (c.bk + v);
+  const int64_t b = g.b_kmajor ? c.bk * (c.bn + 8) : c.bn * (c.bk + v);
+  return c.stages * (a + b) * static_cast<int64_t>(element_size(g.dtype));
+}
+
+uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g) {
+  const int64_t tiles = ((g.m + c.bm - 1) / c.bm) * ((g.n + c.bn - 1) / c.bn);
+  return static_cast<uint32_t>(std::max<int64_t>(tiles, 1));
+}
+
+std::string gemm_instance(const GemmConfig& c, const GemmProblem& g) {
+  auto b = [](bool x) { return x ? "true" : "false"; };
+  std::ostringstream o;
+  o << "LoomGemm<" << (g.dtype == kDouble ? "double" : "float") << ", " << c.bm << ", " << c.bn << ", " << c.bk << ", "
+    << c.p << ", " << c.q << ", " << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor)
+    << ", " << b(g.b_vec) << ", " << b(c.mma) << ">";
+  return o.str();
+}
+
+const char* gemm_template_source() { return kernels::cuda::detail::kGemmSource; }
+
+std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfig>& candidates) {
+  std::ostringstream o;
+  o << gemm_template_source();
+  const char* t = g.dtype == kDouble ? "double" : "float";
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    o << "extern \"C\" __global__ void __launch_bounds__(" << gemm_threads(candidates[i]) << ") loom_tune" << i
+      << "(const " << t << "* A, const " << t << "* B, " << t << "* C, LoomGemmArgs g) {\n  "
+      << gemm_instance(candidates[i], g) << "::run(A, B, g, [&](long long b, long long m, long long n, " << t
+      << " v) { C[(b * g.M + m) * g.N + n] = v; });\n}\n";
+  }
+  return o.str();
+}
+
+}  // namespace loom::jit::cuda

@@ -1,0 +1,60 @@
+// GEMM kernels (ir::Kernel::contraction) on a GPU: which instantiation of
+// the tiled template (kernels/cuda/gemm_template.cu) computes a kernel's
+// product, and how it is launched. The epilogue (the kernel's exprs and
+// stores) is emitted by the expression emitter of codegen.cpp, per element of
+// C; this file only plans the product. runtime/cuda/gemm_tune.cpp picks the
+// configuration by timing gemm_candidates() on the GPU.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/kernel.h"
+
+namespace loom::jit::cuda {
+
+// One tile configuration. FFMA: a block of (bm/p)*(bn/q) threads, each a
+// p x q tile of C; MMA (TF32 tensor cores): p x q warps.
+struct GemmConfig {
+  int bm = 0, bn = 0, bk = 0, p = 0, q = 0, stages = 0;
+  bool mma = false;
+  bool valid() const { return bm > 0; }
+  std::string str() const;
+  bool operator==(const GemmConfig&) const = default;
+};
+
+// What a kernel's product is, as the template and the tuner see it: sizes,
+// strides (elements) and how each operand can be copied into shared memory.
+struct GemmProblem {
+  ScalarType dtype = kFloat;
+  bool tf32 = false;  // float32 products may use TF32 tensor cores (user opt-in)
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t a_off = 0, a_m = 0, a_k = 0, a_b = 0;
+  int64_t b_off = 0, b_k = 0, b_n = 0, b_b = 0;
+  uint32_t a_buffer = 0, b_buffer = 0;
+  bool a_kmajor = false, a_vec = false;  // A's tile stored [BK][BM] (A contiguous along m); 16-byte copies
+  bool b_kmajor = false, b_vec = false;  // B's tile stored [BK][BN] (B contiguous along n)
+  // The tuning key: everything that changes which configuration is fastest.
+  std::vector<uint64_t> key() const;
+};
+GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32);
+
+// The configurations worth timing for a problem, the first the best guess.
+std::vector<GemmConfig> gemm_candidates(const GemmProblem& g);
+// A configuration chosen without timing: enough blocks for `multiprocessors`.
+GemmConfig gemm_heuristic(const GemmProblem& g, int multiprocessors);
+
+int gemm_threads(const GemmConfig& c);
+int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g);
+uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g);  // grid.x; grid.z is the batch
+
+// The template instantiation "LoomGemm<float, 128, ...>".
+std::string gemm_instance(const GemmConfig& c, const GemmProblem& g);
+// The template's CUDA C (embedded from kernels/cuda/gemm_template.cu).
+const char* gemm_template_source();
+
+// A module of one kernel per candidate, loom_tune<i>(A, B, C, args) with C
+// dense [batch, m, n], for the tuner to time.
+std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfig>& candidates);
+
+}  // namespace loom::jit::cuda

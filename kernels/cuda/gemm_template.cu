@@ -1,0 +1,312 @@
+// The tiled matrix product that every GEMM kernel instantiates (jit/cuda/gemm.cpp
+// emits the instantiation, jit/cuda/codegen.cpp the epilogue). Compiled only
+// by NVRTC, after the prelude, never by the host compiler.
+//
+//   C[b, m, n] = sum over k of A[b, m, k] * B[b, k, n], then epi(b, m, n, C)
+//
+// A block computes a BM x BN tile of C. K is walked in BK-wide slices that
+// cp.async copies into STAGES shared-memory buffers, so the copy of slice
+// k+STAGES-1 overlaps the arithmetic on slice k. Each operand is stored in
+// shared memory with its contiguous global dimension contiguous, so every
+// copy is one 16-byte cp.async (VEC: the fast path) or, for any other
+// strides or alignment, one element-wide cp.async (the general path).
+// Out-of-range elements are zero-filled by the copy itself (src-size 0),
+// so edges need no other branch until the epilogue.
+//
+// Arithmetic, two kinds:
+// - FFMA (exact float32 / float64): thread tile P x Q (4 or 8 each) in
+//   registers; per slice of V = 16/sizeof(T) k-steps each thread reads its
+//   A and B fragments with 16-byte shared loads and does V*P*Q fused
+//   multiply-adds. Rows and columns of a thread are 4-wide groups when the
+//   operand's tile is k-major (the 4 values are adjacent: one 16-byte load)
+//   and a stride-(threads) comb when it is m/n-major (the V k-values of one
+//   row are adjacent; neighbouring threads' rows land in different banks).
+// - MMA (float32 inputs rounded to TF32, only when the user allows it):
+//   P x Q warps, each a (BM/P) x (BN/Q) tile of m16n8k8 mma.sync.
+// The epilogue runs per element of C from registers, bounds-checked.
+typedef long long loom_i64;
+
+struct LoomGemmArgs {
+  loom_i64 M, N, K;
+  loom_i64 a_m, a_k, a_b;  // element strides of A along m, k, batch
+  loom_i64 b_k, b_n, b_b;  // of B along k, n, batch
+};
+
+__device__ __forceinline__ unsigned loom_smem_addr(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+// 16 bytes, of which `bytes` are read from global memory; the rest are zeros.
+__device__ __forceinline__ void loom_cp16(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(loom_smem_addr(dst)), "l"(src), "r"(bytes));
+}
+template <int S>
+__device__ __forceinline__ void loom_cp_elem(void* dst, const void* src, int bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(loom_smem_addr(dst)), "l"(src), "n"(S), "r"(bytes));
+}
+__device__ __forceinline__ void loom_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void loom_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ float loom_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double loom_fma(double a, double b, double c) { return __fma_rn(a, b, c); }
+
+// N consecutive elements (16-byte aligned) from shared memory.
+template <int N>
+__device__ __forceinline__ void loom_lds(float* d, const float* s) {
+#pragma unroll
+  for (int i = 0; i < N; i += 4) {
+    const float4 v = *reinterpret_cast<const float4*>(s + i);
+    d[i] = v.x, d[i + 1] = v.y, d[i + 2] = v.z, d[i + 3] = v.w;
+  }
+}
+template <int N>
+__device__ __forceinline__ void loom_lds(double* d, const double* s) {
+#pragma unroll
+  for (int i = 0; i < N; i += 2) {
+    const double2 v = *reinterpret_cast<const double2*>(s + i);
+    d[i] = v.x, d[i + 1] = v.y;
+  }
+}
+
+__device__ __forceinline__ unsigned loom_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// The accumulators: a P x Q thread tile (FFMA) or MI x NI mma fragments.
+template <class T, bool MMA, int P, int Q, int MI, int NI>
+struct LoomGemmAcc {
+  typedef T type[P][Q];
+  static __device__ __forceinline__ void zero(type& a) {
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+#pragma unroll
+      for (int j = 0; j < Q; ++j) a[i][j] = 0;
+  }
+};
+template <class T, int P, int Q, int MI, int NI>
+struct LoomGemmAcc<T, true, P, Q, MI, NI> {
+  typedef float type[MI][NI][4];
+  static __device__ __forceinline__ void zero(type& a) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NI; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) a[i][j][q] = 0.f;
+  }
+};
+
+// AK: A's tile is k-major ([BK][BM], A contiguous along m), else m-major
+// ([BM][BK]); BKM: B's tile is k-major ([BK][BN], B contiguous along n),
+// else n-major. AV/BV: 16-byte copies are allowed (contiguous dim stride 1,
+// the other strides and the offset multiples of V, the base aligned).
+template <class T, int BM, int BN, int BK, int P, int Q, int STAGES, bool AK, bool AV, bool BKM, bool BV, bool MMA>
+struct LoomGemm {
+  enum {
+    V = 16 / (int)sizeof(T),
+    THREADS = MMA ? 32 * P * Q : (BM / P) * (BN / Q),
+    // Padding keeps 16-byte alignment and spreads rows over the banks.
+    A_LD = AK ? BM + 8 : BK + V,
+    B_LD = BKM ? BN + 8 : BK + V,
+    A_ELEMS = AK ? BK * A_LD : BM * A_LD,
+    B_ELEMS = BKM ? BK * B_LD : BN * B_LD,
+    STAGE = A_ELEMS + B_ELEMS,
+  };
+  static __device__ __forceinline__ int a_at(int m, int k) { return AK ? k * A_LD + m : m * A_LD + k; }
+  static __device__ __forceinline__ int b_at(int k, int n) { return BKM ? k * B_LD + n : n * B_LD + k; }
+
+  // Copies the slice [k0, k0 + BK) of both operands into stage `s`.
+  static __device__ __forceinline__ void load(T* s, const T* A, const T* B, const LoomGemmArgs& g, loom_i64 m0,
+                                              loom_i64 n0, loom_i64 k0) {
+    T* as = s;
+    T* bs = s + A_ELEMS;
+    if (AV) {
+      constexpr int CM = AK ? BM / V : BM, CK = AK ? BK : BK / V;
+#pragma unroll
+      for (int c = threadIdx.x; c < CM * CK; c += THREADS) {
+        const int m = AK ? (c % CM) * V : c / CK, k = AK ? c / CM : (c % CK) * V;
+        const loom_i64 gm = m0 + m, gk = k0 + k;
+        const loom_i64 room = AK ? (gk < g.K ? g.M - gm : 0) : (gm < g.M ? g.K - gk : 0);
+        const int valid = room <= 0 ? 0 : room >= V ? V : (int)room;
+        loom_cp16(as + a_at(m, k), valid ? A + gm * g.a_m + gk * g.a_k : A, valid * (int)sizeof(T));
+      }
+    } else {
+#pragma unroll 4
+      for (int c = threadIdx.x; c < BM * BK; c += THREADS) {
+        const int m = AK ? c % BM : c / BK, k = AK ? c / BM : c % BK;
+        const loom_i64 gm = m0 + m, gk = k0 + k;
+        const bool ok = gm < g.M && gk < g.K;
+        loom_cp_elem<sizeof(T)>(as + a_at(m, k), ok ? A + gm * g.a_m + gk * g.a_k : A, ok ? (int)sizeof(T) : 0);
+      }
+    }
+    if (BV) {
+      constexpr int CN = BKM ? BN / V : BN, CK = BKM ? BK : BK / V;
+#pragma unroll
+      for (int c = threadIdx.x; c < CN * CK; c += THREADS) {
+        const int n = BKM ? (c % CN) * V : c / CK, k = BKM ? c / CN : (c % CK) * V;
+        const loom_i64 gn = n0 + n, gk = k0 + k;
+        const loom_i64 room = BKM ? (gk < g.K ? g.N - gn : 0) : (gn < g.N ? g.K - gk : 0);
+        const int valid = room <= 0 ? 0 : room >= V ? V : (int)room;
+        loom_cp16(bs + b_at(k, n), valid ? B + gk * g.b_k + gn * g.b_n : B, valid * (int)sizeof(T));
+      }
+    } else {
+#pragma unroll 4
+      for (int c = threadIdx.x; c < BN * BK; c += THREADS) {
+        const int n = BKM ? c % BN : c / BK, k = BKM ? c / BN : c % BK;
+        const loom_i64 gn = n0 + n, gk = k0 + k;
+        const bool ok = gn < g.N && gk < g.K;
+        loom_cp_elem<sizeof(T)>(bs + b_at(k, n), ok ? B + gk * g.b_k + gn * g.b_n : B, ok ? (int)sizeof(T) : 0);
+      }
+    }
+  }
+
+  // FFMA thread tile: row i / column j of this thread within the block tile.
+  static __device__ __forceinline__ int row(int i) {
+    const int ty = threadIdx.x / (BN / Q);
+    return AK ? ty * 4 + (i % 4) + (i / 4) * (BM / (P / 4)) : ty + i * (BM / P);
+  }
+  static __device__ __forceinline__ int col(int j) {
+    const int tx = threadIdx.x % (BN / Q);
+    return BKM ? tx * 4 + (j % 4) + (j / 4) * (BN / (Q / 4)) : tx + j * (BN / Q);
+  }
+
+  static __device__ __forceinline__ void ffma_slice(const T* s, T (&acc)[P][Q]) {
+    const T* as = s;
+    const T* bs = s + A_ELEMS;
+#pragma unroll
+    for (int kc = 0; kc < BK; kc += V) {
+      T a[V][P], b[V][Q];
+      if (AK) {
+#pragma unroll
+        for (int kk = 0; kk < V; ++kk)
+#pragma unroll
+          for (int i = 0; i < P; i += 4) loom_lds<4>(&a[kk][i], as + a_at(row(i), kc + kk));
+      } else {
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+          T v[V];
+          loom_lds<V>(v, as + a_at(row(i), kc));
+#pragma unroll
+          for (int kk = 0; kk < V; ++kk) a[kk][i] = v[kk];
+        }
+      }
+      if (BKM) {
+#pragma unroll
+        for (int kk = 0; kk < V; ++kk)
+#pragma unroll
+          for (int j = 0; j < Q; j += 4) loom_lds<4>(&b[kk][j], bs + b_at(kc + kk, col(j)));
+      } else {
+#pragma unroll
+        for (int j = 0; j < Q; ++j) {
+          T v[V];
+          loom_lds<V>(v, bs + b_at(kc, col(j)));
+#pragma unroll
+          for (int kk = 0; kk < V; ++kk) b[kk][j] = v[kk];
+        }
+      }
+#pragma unroll
+      for (int kk = 0; kk < V; ++kk)
+#pragma unroll
+        for (int i = 0; i < P; ++i)
+#pragma unroll
+          for (int j = 0; j < Q; ++j) acc[i][j] = loom_fma(a[kk][i], b[kk][j], acc[i][j]);
+    }
+  }
+
+  // TF32 warp tile: MI x NI m16n8k8 products; fragment layout as in the PTX
+  // ISA (g = lane / 4, t = lane % 4).
+  enum { WM = BM / P, WN = BN / Q, MI = WM / 16 > 0 ? WM / 16 : 1, NI = WN / 8 > 0 ? WN / 8 : 1 };
+  static __device__ __forceinline__ void mma_slice(const T* s, float (&acc)[MI][NI][4]) {
+    const float* as = (const float*)s;
+    const float* bs = (const float*)(s + A_ELEMS);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wm = (warp / Q) * WM, wn = (warp % Q) * WN;
+#pragma unroll
+    for (int kc = 0; kc < BK; kc += 8) {
+      unsigned a[MI][4], b[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        const int r = wm + mi * 16 + g;
+        a[mi][0] = loom_tf32(as[a_at(r, kc + t)]);
+        a[mi][1] = loom_tf32(as[a_at(r + 8, kc + t)]);
+        a[mi][2] = loom_tf32(as[a_at(r, kc + t + 4)]);
+        a[mi][3] = loom_tf32(as[a_at(r + 8, kc + t + 4)]);
+      }
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni) {
+        const int c = wn + ni * 8 + g;
+        b[ni][0] = loom_tf32(bs[b_at(kc + t, c)]);
+        b[ni][1] = loom_tf32(bs[b_at(kc + t + 4, c)]);
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+          asm volatile(
+              "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+              "{%0,%1,%2,%3};\n"
+              : "+f"(acc[mi][ni][0]), "+f"(acc[mi][ni][1]), "+f"(acc[mi][ni][2]), "+f"(acc[mi][ni][3])
+              : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]), "r"(a[mi][3]), "r"(b[ni][0]), "r"(b[ni][1]));
+    }
+  }
+
+  // The whole block: tile (grouped so that neighbouring blocks share
+  // operand panels in L2), pipelined main loop, epilogue.
+  template <class Epi>
+  static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& g, Epi epi) {
+    extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
+    T* smem = reinterpret_cast<T*>(loom_gemm_smem);
+    const loom_i64 tiles_m = (g.M + BM - 1) / BM, tiles_n = (g.N + BN - 1) / BN;
+    const loom_i64 pid = blockIdx.x, group = 8 * tiles_n, first_m = (pid / group) * 8;
+    const loom_i64 group_m = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
+    const loom_i64 m0 = (first_m + (pid % group) % group_m) * BM, n0 = ((pid % group) / group_m) * BN;
+    const loom_i64 batch = blockIdx.z;
+    A += batch * g.a_b;
+    B += batch * g.b_b;
+    const loom_i64 KT = (g.K + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < KT) load(smem + s * STAGE, A, B, g, m0, n0, (loom_i64)s * BK);
+      loom_cp_commit();
+    }
+    typedef typename LoomGemmAcc<T, MMA, P, Q, MI, NI>::type Acc;
+    Acc acc;
+    LoomGemmAcc<T, MMA, P, Q, MI, NI>::zero(acc);
+    for (loom_i64 kt = 0; kt < KT; ++kt) {
+      loom_cp_wait<STAGES - 2>();
+      __syncthreads();  // slice kt is in; every thread is done with slice kt-1's stage
+      const loom_i64 next = kt + STAGES - 1;
+      if (next < KT) load(smem + (next % STAGES) * STAGE, A, B, g, m0, n0, next * BK);
+      loom_cp_commit();
+      if constexpr (MMA) mma_slice(smem + (kt % STAGES) * STAGE, acc);
+      else ffma_slice(smem + (kt % STAGES) * STAGE, acc);
+    }
+    loom_cp_wait<0>();
+    if constexpr (MMA) {
+      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
+      const int wm = (warp / Q) * WM, wn = (warp % Q) * WN;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const loom_i64 gm = m0 + wm + mi * 16 + gq + (q >= 2 ? 8 : 0), gn = n0 + wn + ni * 8 + 2 * t + (q & 1);
+            if (gm < g.M && gn < g.N) epi(batch, gm, gn, (T)acc[mi][ni][q]);
+          }
+    } else {
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const loom_i64 gm = m0 + row(i);
+        if (gm >= g.M) continue;
+#pragma unroll
+        for (int j = 0; j < Q; ++j) {
+          const loom_i64 gn = n0 + col(j);
+          if (gn < g.N) epi(batch, gm, gn, acc[i][j]);
+        }
+      }
+    }
+  }
+};

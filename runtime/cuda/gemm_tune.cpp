@@ -1,0 +1,146 @@
+// Times the GEMM candidates of a problem on the GPU and remembers the winner.
+//
+// The tuning kernels are the same template as the generated ones with a
+// plain store as epilogue and the sizes as run-time arguments, one module
+// per (problem layout, candidate list); their operands are scratch buffers
+// of the problem's extents filled with a non-zero byte pattern (zeros can
+// run faster than real data). Each candidate runs once to warm up, then is
+// timed over a few launches with CUDA events; the fastest wins.
+#include "runtime/cuda/gemm_tune.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <mutex>
+
+#include <loom/error.h>
+
+#include "jit/cuda/codegen.h"
+#include "runtime/buffer.h"
+#include "runtime/cuda/context.h"
+#include "runtime/cuda/library_module.h"
+#include "runtime/disk_cache.h"
+#include "runtime/executable_cache.h"
+#include "runtime/log.h"
+
+#ifndef LOOM_VERSION
+#define LOOM_VERSION "dev"
+#endif
+
+namespace loom::runtime::cuda {
+
+namespace jc = jit::cuda;
+
+namespace {
+
+std::atomic<bool> g_allow_tf32{false};
+
+// Elements an operand spans from its offset (strides are never negative in
+// a product's operands; a negative one makes the problem untunable).
+int64_t extent(int64_t batch, int64_t rows, int64_t cols, int64_t sb, int64_t sr, int64_t sc) {
+  if (sb < 0 || sr < 0 || sc < 0) return -1;
+  return (batch - 1) * sb + (rows - 1) * sr + (cols - 1) * sc + 1;
+}
+
+std::vector<uint64_t> words(const std::string& s) {
+  std::vector<uint64_t> w((s.size() + 7) / 8 + 1, 0);
+  w[0] = s.size();
+  std::memcpy(w.data() + 1, s.data(), s.size());
+  return w;
+}
+
+jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
+  const DeviceContext& ctx = context(device);
+  const DriverApi& d = driver();
+  const std::vector<jc::GemmConfig> cs = jc::gemm_candidates(g);
+  const size_t es = element_size(g.dtype);
+  const int64_t a_n = extent(g.batch, g.m, g.k, g.a_b, g.a_m, g.a_k), b_n = extent(g.batch, g.k, g.n, g.b_b, g.b_k, g.b_n);
+  const int64_t c_n = g.batch * g.m * g.n;
+  if (a_n < 0 || b_n < 0 || c_n == 0 || (g.a_off + a_n + g.b_off + b_n + c_n) * int64_t(es) > (int64_t(2) << 30))
+    return jc::gemm_heuristic(g, ctx.multiprocessors);
+  const std::string source = jc::gemm_tuning_source(g, cs);
+  const std::string what = "GEMM tuning kernels";
+  CUmodule module = load_module(cached_cubin(source, device, words(source), what, "", 0), device, what);
+  const Device dev(kCUDA, static_cast<int8_t>(device));
+  BufferPtr A = Buffer::allocate(dev, (g.a_off + a_n) * es), B = Buffer::allocate(dev, (g.b_off + b_n) * es);
+  BufferPtr C = Buffer::allocate(dev, c_n * es);
+  check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(A->data()), 0x3c, (g.a_off + a_n) * es, ctx.stream), "cuMemsetD8Async", what);
+  check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(B->data()), 0x3c, (g.b_off + b_n) * es, ctx.stream), "cuMemsetD8Async", what);
+  CUdeviceptr a = reinterpret_cast<CUdeviceptr>(A->data()) + g.a_off * es, b = reinterpret_cast<CUdeviceptr>(B->data()) + g.b_off * es;
+  CUdeviceptr c = reinterpret_cast<CUdeviceptr>(C->data());
+  struct Args {
+    int64_t M, N, K, a_m, a_k, a_b, b_k, b_n, b_b;
+  } args{g.m, g.n, g.k, g.a_m, g.a_k, g.a_b, g.b_k, g.b_n, g.b_b};  // LoomGemmArgs
+  CUevent e0 = nullptr, e1 = nullptr;
+  check(d.cuEventCreate(&e0, 0), "cuEventCreate", what);
+  check(d.cuEventCreate(&e1, 0), "cuEventCreate", what);
+  float best_ms = std::numeric_limits<float>::max();
+  jc::GemmConfig best;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    CUfunction f = nullptr;
+    check(d.cuModuleGetFunction(&f, module, ("loom_tune" + std::to_string(i)).c_str()), "cuModuleGetFunction", what);
+    const int64_t shared = jc::gemm_shared_bytes(cs[i], g);
+    if (shared > 48 * 1024 && d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared)))
+      continue;  // more shared memory than this GPU gives a block
+    void* params[] = {&a, &b, &c, &args};
+    auto launch = [&] {
+      return d.cuLaunchKernel(f, jc::gemm_grid(cs[i], g), 1, static_cast<unsigned>(g.batch), jc::gemm_threads(cs[i]), 1,
+                              1, static_cast<unsigned>(shared), ctx.stream, params, nullptr);
+    };
+    if (launch() != CUDA_SUCCESS) continue;
+    constexpr int kRuns = 5;
+    check(d.cuEventRecord(e0, ctx.stream), "cuEventRecord", what);
+    for (int r = 0; r < kRuns; ++r) check(launch(), "cuLaunchKernel", what);
+    check(d.cuEventRecord(e1, ctx.stream), "cuEventRecord", what);
+    check(d.cuEventSynchronize(e1), "cuEventSynchronize", what);
+    float ms = 0;
+    check(d.cuEventElapsedTime(&ms, e0, e1), "cuEventElapsedTime", what);
+    if (log_enabled(LogTopic::Kernels))
+      log_line(LogTopic::Kernels, "gemm tune [%lld x] %lld x %lld x %lld %s: %.4f ms", (long long)g.batch, (long long)g.m,
+               (long long)g.n, (long long)g.k, cs[i].str().c_str(), ms / kRuns);
+    if (ms < best_ms) best_ms = ms, best = cs[i];
+  }
+  d.cuEventDestroy(e0);
+  d.cuEventDestroy(e1);
+  if (!best.valid()) throw Error("loom: no GEMM configuration could be launched on " + ctx.name);
+  return best;
+}
+
+}  // namespace
+
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+
+void set_allow_tf32(bool on) {
+  if (g_allow_tf32.exchange(on) != on) executable_cache().clear();
+}
+
+jc::GemmConfig choose_gemm(const jc::GemmProblem& g, int device) {
+  static std::mutex mu;
+  static auto* chosen = new std::map<std::vector<uint64_t>, jc::GemmConfig>;  // leaked: used until exit
+  const DeviceContext& ctx = context(device);
+  if (const char* e = std::getenv("LOOM_GEMM_TUNE"); e && std::strcmp(e, "0") == 0)
+    return jc::gemm_heuristic(g, ctx.multiprocessors);
+  std::vector<uint64_t> key = g.key();
+  key.push_back(static_cast<uint64_t>(device));
+  std::lock_guard lock(mu);
+  if (auto it = chosen->find(key); it != chosen->end()) return it->second;
+  // On disk, per GPU model: the same architecture with another SM count
+  // (an H100 PCIe against an SXM) may prefer other tiles.
+  const std::string ns = "cuda-gemm-tune-" + ctx.arch() + "-" + std::to_string(ctx.multiprocessors) + "sm";
+  static const std::string version = std::string(LOOM_VERSION) + ", " + jc::build_id();
+  const std::vector<uint64_t> disk_key = g.key();
+  DiskCache::Key dk{ns, version, disk_key};
+  jc::GemmConfig c;
+  if (auto hit = DiskCache::instance().load(dk); hit && hit->size() == sizeof(c)) {
+    std::memcpy(&c, hit->data(), sizeof(c));
+  } else {
+    c = tune(g, device);
+    DiskCache::instance().store(dk, std::span<const char>(reinterpret_cast<const char*>(&c), sizeof(c)));
+  }
+  chosen->emplace(std::move(key), c);
+  return c;
+}
+
+}  // namespace loom::runtime::cuda

@@ -1,0 +1,152 @@
+// GEMM kernels on the GPU (jit/cuda/gemm.h, runtime/cuda/gemm_tune.h): odd
+// shapes, strided, transposed and broadcast operands, float32 and float64,
+// fused epilogues, the TF32 opt-in, and the tuning cache. Every product is
+// checked against the same product in float64 on the CPU, by the relative
+// norm of the error (float32 lands far under 1e-5, TF32 near 1e-3). Every
+// test skips, saying why, on a machine without a GPU.
+#include <cmath>
+
+#include "test_util.h"
+
+namespace {
+
+using loom::Tensor;
+
+class CudaGemm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
+  }
+  void TearDown() override {
+    if (loom::cuda::is_available()) loom::cuda::set_allow_tf32(false);
+  }
+};
+
+// ||got - want|| / ||want|| over all elements; infinity on a NaN.
+double rel_err(const Tensor& got, const Tensor& want) {
+  EXPECT_EQ(got.sizes().vec(), want.sizes().vec());
+  const std::vector<double> g = got.to(loom::kCPU).to(loom::kDouble).to_vector<double>();
+  const std::vector<double> w = want.to(loom::kCPU).to(loom::kDouble).to_vector<double>();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < g.size() && i < w.size(); ++i) {
+    if (std::isnan(g[i]) != std::isnan(w[i])) return INFINITY;
+    num += (g[i] - w[i]) * (g[i] - w[i]);
+    den += w[i] * w[i];
+  }
+  return den == 0 ? std::sqrt(num) : std::sqrt(num / den);
+}
+
+Tensor f64(const Tensor& t) { return t.to(loom::kDouble); }
+Tensor gpu(const Tensor& t) { return t.to(loom::kCUDA); }
+
+constexpr double kF32 = 1e-5;  // exact float32 arithmetic (TF32 would be ~1e-3)
+
+TEST_F(CudaGemm, OddShapesMatchFloat64) {
+  const int64_t shapes[][3] = {{1, 1, 1},    {7, 5, 3},   {63, 65, 1},  {65, 63, 7},   {1, 1000, 63},
+                               {1000, 1, 65}, {257, 129, 1000}, {128, 128, 128}, {33, 200, 17}, {300, 7, 513}};
+  for (const auto& s : shapes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    Tensor a = loom::randn({M, K}), b = loom::randn({K, N});
+    loom::sync();
+    Tensor got = loom::matmul(gpu(a), gpu(b));
+    EXPECT_LT(rel_err(got, loom::matmul(f64(a), f64(b))), kF32) << M << "x" << N << "x" << K;
+  }
+}
+
+TEST_F(CudaGemm, TransposedAndStridedOperands) {
+  for (int64_t n : {1, 7, 64, 65, 130}) {
+    Tensor at = loom::randn({97, 65}), bt = loom::randn({n, 97});  // a = at.t() [65, 97], b = bt.t() [97, n]
+    Tensor big = loom::randn({70, 101});
+    loom::sync();
+    Tensor a = at.t(), b = bt.t();
+    Tensor sub = big.narrow(0, 3, 65).narrow(1, 2, 97);  // rows 101 apart, offset 305: element copies
+    Tensor want = loom::matmul(f64(a), f64(b));
+    EXPECT_LT(rel_err(loom::matmul(gpu(at).t(), gpu(b)), want), kF32) << "A transposed, n=" << n;
+    EXPECT_LT(rel_err(loom::matmul(gpu(a), gpu(bt).t()), want), kF32) << "B transposed, n=" << n;
+    EXPECT_LT(rel_err(loom::matmul(gpu(at).t(), gpu(bt).t()), want), kF32) << "both transposed, n=" << n;
+    EXPECT_LT(rel_err(loom::matmul(gpu(big).narrow(0, 3, 65).narrow(1, 2, 97), gpu(b)),
+                      loom::matmul(f64(sub), f64(b))),
+              kF32)
+        << "strided A, n=" << n;
+  }
+}
+
+TEST_F(CudaGemm, BatchedAndBroadcastBatch) {
+  Tensor x = loom::randn({5, 33, 70}), w = loom::randn({70, 41}), wb = loom::randn({5, 70, 41});
+  loom::sync();
+  EXPECT_LT(rel_err(loom::bmm(gpu(x), gpu(wb)), loom::bmm(f64(x), f64(wb))), kF32);
+  EXPECT_LT(rel_err(loom::bmm(gpu(x), gpu(w).expand({5, 70, 41})), loom::bmm(f64(x), f64(w).expand({5, 70, 41}))), kF32);
+  EXPECT_LT(rel_err(loom::bmm(gpu(x).transpose(1, 2).transpose(1, 2), gpu(wb).transpose(1, 2).contiguous().transpose(1, 2)),
+                    loom::bmm(f64(x), f64(wb))),
+            kF32);
+}
+
+TEST_F(CudaGemm, Float64) {
+  Tensor a = loom::randn({129, 65}, loom::kDouble), b = loom::randn({65, 31}, loom::kDouble);
+  loom::sync();
+  Tensor want = loom::matmul(a, b);
+  EXPECT_LT(rel_err(loom::matmul(gpu(a), gpu(b)), want), 1e-13);
+  EXPECT_LT(rel_err(loom::matmul(gpu(a.t().contiguous()).t(), gpu(b)), want), 1e-13);
+}
+
+TEST_F(CudaGemm, FusedEpilogues) {
+  Tensor x = loom::randn({100, 70}), w = loom::randn({50, 70}), b = loom::randn({50}), r = loom::randn({100, 50});
+  loom::sync();
+  Tensor X = gpu(x), W = gpu(w), B = gpu(b), R = gpu(r);
+  Tensor want = loom::matmul(f64(x), f64(w).t());
+  loom::sync();  // `want` runs on the CPU now, not in the counted sync below
+  // One kernel each: the product and its pointwise consumers.
+  loom::reset_metrics();
+  Tensor y = loom::gelu(loom::linear(X, W, B));
+  loom::sync();
+  EXPECT_EQ(loom::metrics().kernels_launched, 1);
+  EXPECT_LT(rel_err(y, loom::gelu(want + f64(b))), kF32);
+  EXPECT_LT(rel_err((loom::matmul(X, W.t()) + R) * 0.25, (want + f64(r)) * 0.25), kF32);
+  Tensor as_double = loom::matmul(X, W.t()).to(loom::kDouble);
+  EXPECT_EQ(as_double.dtype(), loom::kDouble);
+  EXPECT_LT(rel_err(as_double, want), kF32);
+  // Two outputs stored by one epilogue.
+  Tensor pre = loom::linear(X, W, B);
+  Tensor act = loom::relu(pre);
+  loom::sync();
+  EXPECT_LT(rel_err(pre, want + f64(b)), kF32);
+  EXPECT_LT(rel_err(act, loom::relu(want + f64(b))), kF32);
+}
+
+TEST_F(CudaGemm, Tf32OnlyWhenAllowed) {
+  Tensor a = loom::randn({256, 512}), b = loom::randn({512, 192});
+  loom::sync();
+  Tensor want = loom::matmul(f64(a), f64(b));
+  Tensor A = gpu(a), B = gpu(b);
+  EXPECT_FALSE(loom::cuda::allow_tf32());
+  const double exact = rel_err(loom::matmul(A, B), want);
+  EXPECT_LT(exact, kF32);
+  loom::cuda::set_allow_tf32(true);
+  const double tf32 = rel_err(loom::matmul(A, B), want);
+  EXPECT_LT(tf32, 5e-3);
+  EXPECT_GT(tf32, 1e-5) << "TF32 should round the inputs to 10-bit mantissas";
+  loom::cuda::set_allow_tf32(false);  // the TF32 executable must not be replayed
+  EXPECT_LT(rel_err(loom::matmul(A, B), want), kF32);
+  // Odd sizes and a transposed operand on the tensor cores too.
+  loom::cuda::set_allow_tf32(true);
+  Tensor c = loom::randn({77, 45}), d = loom::randn({31, 45});
+  loom::sync();
+  EXPECT_LT(rel_err(loom::matmul(gpu(c), gpu(d).t()), loom::matmul(f64(c), f64(d).t())), 5e-3);
+}
+
+TEST_F(CudaGemm, WarmCachesCompileAndTuneNothing) {
+  Tensor a = loom::randn({96, 80}), b = loom::randn({80, 112});
+  loom::sync();
+  Tensor A = gpu(a), B = gpu(b);
+  (loom::matmul(A, B) * 3).to(loom::kCPU);  // tuned and compiled (or found on disk)
+  loom::clear_executable_cache();
+  loom::reset_metrics();
+  Tensor again = (loom::matmul(A, B) * 3).to(loom::kCPU);
+  const loom::Metrics m = loom::metrics();
+  EXPECT_EQ(m.cache_misses, 1);
+  if (m.disk_cache_hits == 0 && m.disk_cache_misses == 0) GTEST_SKIP() << "the disk cache is off (LOOM_CACHE_DIR)";
+  EXPECT_EQ(m.nvrtc_compiles, 0) << "the cubin and the tuning came from the caches";
+  EXPECT_LT(rel_err(again, loom::matmul(f64(a), f64(b)) * 3), kF32);
+}
+
+}  // namespace
