@@ -51,6 +51,17 @@ class TileEmitter {
 
   void emit() {
     for (auto* a : acc_) b_.CreateStore(llvm::Constant::getNullValue(vt_), a);
+    // The partial sums' rows are read and written after the K loop: fetch
+    // them now, so that the misses (the C block is far larger than L2)
+    // overlap the FMAs instead of stalling after them.
+    if_else(b_.CreateIsNotNull(partial_), [&] {
+      const int lines = s_.nr * (dt_ == kDouble ? 8 : 4) / 64;
+      for (int r = 0; r < s_.mr; ++r)
+        for (int l = 0; l < lines; ++l) {
+          Value* at = b_.CreateGEP(t_, partial_, b_.CreateAdd(b_.CreateMul(b_.getInt64(r), ldp_), b_.getInt64(l * 64 / (dt_ == kDouble ? 8 : 4))));
+          b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {at, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+        }
+    }, [] {});
     Value* direct = flag(kGemmDirect);
     if_else(direct, [&] { direct_loops(); }, [&] {
       packed_loop();

@@ -122,6 +122,14 @@ void pack_b(const T* b, int64_t sk, int64_t sn, int64_t kc, int64_t nc, int64_t 
   for (int64_t s = s0; s < s1; ++s) {
     const int64_t j = s * nr, w = std::min(nr, nc - j);
     T* out = dst + s * kc * nr;
+    if (sk == 1 && sn != 1) {  // a transposed B (Linear's x W^T): read columns contiguously, write into the strip (L1)
+      for (int64_t c = 0; c < w; ++c) {
+        const T* src = b + (j + c) * sn;
+        for (int64_t t = 0; t < kc; ++t) out[t * nr + c] = src[t];
+      }
+      for (int64_t t = 0; t < kc; ++t) std::fill(out + t * nr + w, out + (t + 1) * nr, T(0));
+      continue;
+    }
     for (int64_t t = 0; t < kc; ++t) {
       const T* src = b + t * sk + j * sn;
       T* o = out + t * nr;
