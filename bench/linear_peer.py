@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""torch's side of loom-bench's L0/L1 rows: nn.Linear's layout at 4096.
+"""torch's side of loom-bench's G1 rows: nn.Linear's layout at 4096.
 
 Times, each as the median wall time of one call ending in
 torch.cuda.synchronize() (as peers.py and loom-bench do), float32 without
 TF32:
-  L0  y = x @ W.t()                       the vendor GEMM (cuBLAS) alone
-  L1e gelu(y + b) on a ready y            the separate epilogue: one more
+  G0  y = x @ W.t()                       the vendor GEMM (cuBLAS) alone
+  G1e gelu(y + b) on a ready y            the separate epilogue: one more
                                           pass over y (read 64 MiB, write 64 MiB)
-  L1  gelu(F.linear(x, W, b))             eager: GEMM (bias in cuBLAS's
+  G1  gelu(F.linear(x, W, b))             eager: GEMM (bias in cuBLAS's
                                           epilogue) + a GELU kernel
-and prints L0 + L1e, the cost of "vendor GEMM + separate epilogue", so the
+and prints G0 + G1e, the cost of "vendor GEMM + separate epilogue", so the
 fused loom kernel can be compared with both.
 Usage: python3 linear_peer.py [--device cuda]
 """
@@ -45,11 +45,11 @@ def main():
     y = x @ W.t()
     flops = 2.0 * n ** 3
     rows = [
-        ("L0 linear-nobias 4096 f32", "torch-eager", median_time(lambda: x @ W.t()), flops),
-        ("L1e gelu(y+b) epilogue 4096", "torch-eager", median_time(lambda: F.gelu(y + b)), None),
-        ("L1 linear-bias-gelu 4096 f32", "torch-eager", median_time(lambda: F.gelu(F.linear(x, W, b))), flops),
+        ("G0 linear-nobias 4096 f32", "torch-eager", median_time(lambda: x @ W.t()), flops),
+        ("G1 epilogue-pass 4096 f32", "torch-eager", median_time(lambda: F.gelu(y + b)), None),
+        ("G1 linear-gelu 4096 f32", "torch-eager", median_time(lambda: F.gelu(F.linear(x, W, b))), flops),
     ]
-    rows.append(("L1 = L0 + L1e (sum)", "torch-eager", rows[0][2] + rows[1][2], flops))
+    rows.append(("G1 = G0 + epilogue-pass (sum)", "torch-eager", rows[0][2] + rows[1][2], flops))
     for name, peer, t, f in rows:
         extra = f"GFLOP/s={f / t / 1e9:.1f}" if f else f"GB/s={2 * 4 * n * n / t / 1e9:.1f}"
         print(f"{name:<28} {peer:<18} cuda  {t * 1e3:10.4f} ms  {extra}")

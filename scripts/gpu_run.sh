@@ -7,7 +7,7 @@
 #                  out-of-memory test, whose failing cuMemAlloc it would report,
 #                  and the resident-memory test, which its own memory breaks)
 #   bench.log      loom-bench --device cuda beside peers.py --device cuda
-#                  (and linear_peer.py when BENCH_ONLY names L1)
+#                  (and linear_peer.py when BENCH_ONLY names G1)
 #   coldstart.log  a second process with a warm disk cache: NVRTC compiles
 # Steps to run are chosen by $STEPS (default: all of them).
 set -uo pipefail
@@ -37,7 +37,7 @@ for step in $STEPS; do
     bench)
       { "$bin/loom-bench" --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"
         python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"
-        case ",${BENCH_ONLY:-}," in *,L1,*) python3 $carry/linear_peer.py ;; esac; } > "$OUT/bench.log" 2>&1
+        case ",${BENCH_ONLY:-}," in *,G1,*) python3 $carry/linear_peer.py ;; esac; } > "$OUT/bench.log" 2>&1
       cat "$OUT/bench.log" | grep -v "^#" | head -60 ;;
     coldstart)
       rm -rf /tmp/loom-coldstart

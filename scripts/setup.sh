@@ -9,6 +9,7 @@ packages=(
   cmake ninja-build pkg-config g++
   libtbb-dev libxxhash-dev
   googletest libgtest-dev libbenchmark-dev
+  libopenblas-dev  # loom-bench's vendor rows (W6, G1) only; loom links no BLAS
   llvm-16-dev
   # What a static link against LLVM 16 pulls in (llvm-config --system-libs,
   # and CURL::libcurl named by LLVM's exported CMake targets).

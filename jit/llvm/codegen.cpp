@@ -17,7 +17,10 @@
 #include <map>
 #include <limits>
 
+#include <loom/error.h>
+
 #include "ir/lower.h"
+#include "jit/llvm/gemm.h"
 #include "jit/llvm/math.h"
 #include "jit/llvm/memory_hints.h"
 
@@ -47,7 +50,7 @@ const Target& host_target() {
 
 std::string build_id() {
   return std::string("codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id() + ", " + math_build_id() + ", " +
-         memory_hints_build_id();
+         memory_hints_build_id() + ", " + gemm_build_id();
 }
 
 std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
@@ -60,7 +63,7 @@ using ir::Op;
 class KernelEmitter {
  public:
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, llvm::Module& m, const Target& t, size_t index)
-      : p_(p), k_(k), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)) {
+      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)) {
     // Non-temporal stores: x86 only (the sfence below), and only where a
     // whole unrolled step is a multiple of a cache line, so one aligned
     // address keeps every later step aligned.
@@ -70,15 +73,19 @@ class KernelEmitter {
         hints_.stream[a] = false;
     auto* i64 = b_.getInt64Ty();
     auto* ptr = b_.getPtrTy();
-    auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, ptr, ptr, ptr, ptr}, false);
+    // A GEMM kernel's function is its tile function (GemmFn): the driver
+    // owns the loops around it.
+    auto* fty = k.contraction ? llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false)
+                              : llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, ptr, ptr, ptr, ptr}, false);
     fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, kernel_symbol(index), m);
     fn_->addFnAttr("target-cpu", t.cpu);
     fn_->addFnAttr("target-features", t.features);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);
-    for (unsigned a = 2; a < 6; ++a) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
+    for (unsigned a = k.contraction ? 0 : 2; a < fty->getNumParams(); ++a) fn_->addParamAttr(a, llvm::Attribute::NoAlias);
   }
 
   void emit() {
+    if (k_.contraction) return emit_gemm();
     auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
     b_.SetInsertPoint(entry);
     auto args = fn_->arg_begin();
@@ -111,6 +118,53 @@ class KernelEmitter {
     if (std::find(hints_.stream.begin(), hints_.stream.end(), true) != hints_.stream.end())
       b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
     // Report bad data once, after all loops.
+    Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+    auto* set = llvm::BasicBlock::Create(ctx_, "set_err", fn_);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
+    b_.CreateCondBr(b_.CreateICmpNE(e, b_.getInt32(0)), set, done);
+    b_.SetInsertPoint(set);
+    b_.CreateStore(e, err_);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    b_.CreateRetVoid();
+  }
+
+  // A GEMM kernel: gemm.cpp emits the tile loop; the epilogue is this
+  // kernel's one store phase, evaluated by eval() at each position the tile
+  // hands back, with the Contract expr reading the tile's sums.
+  void emit_gemm() {
+    const ScalarType dt = p_.buffers[k_.accesses[k_.contraction->a].buffer].dtype;
+    for (uint32_t a : {k_.contraction->a, k_.contraction->b})
+      if (p_.buffers[k_.accesses[a].buffer].dtype != dt || !is_floating_point(dt))
+        throw Error("loom: llvm: matrix product (node %" + std::to_string(k_.contraction->node) +
+                    ") with operands of different or non-floating dtypes");
+    auto* entry = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+    b_.SetInsertPoint(entry);
+    auto args = fn_->arg_begin();
+    Value* tile = &*args++;
+    bufs_ = &*args++;
+    fs_ = &*args++;
+    is_ = &*args++;
+    err_ = &*args++;
+    for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
+    err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
+    b_.CreateStore(b_.getInt32(0), err_acc_);
+    for (const ir::Access& a : k_.accesses)
+      base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
+    plan_stash();
+    phase_ = 0;
+    const ir::Phase& ph = k_.phases.at(0);
+    std::vector<bool> need(k_.exprs.size(), false);
+    for (auto [a, e] : ph.stores) mark(e, need);
+    const int n = k_.loop.n;
+    emit_gemm_tile(b_, fn_, tile, dt, gemm_shape(target_, dt), [&](Value* batch, Value* i, Value* j, Value* product, int w) {
+      if (n == 3) b_.CreateStore(batch, idx_[0]);
+      b_.CreateStore(i, idx_[n - 2]);
+      b_.CreateStore(j, idx_[n - 1]);
+      contract_ = product;
+      auto vals = eval(need, w);
+      for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
+    });
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
     auto* set = llvm::BasicBlock::Create(ctx_, "set_err", fn_);
     auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
@@ -511,6 +565,7 @@ class KernelEmitter {
         }
         return i;
       }
+      case ExprKind::Contract: return contract_;
       case ExprKind::Op: break;
     }
     const ir::Family f = ir::op_family(x.op);
@@ -718,6 +773,8 @@ class KernelEmitter {
 
   const ir::KernelProgram& p_;
   const ir::Kernel& k_;
+  const Target& target_;
+  Value* contract_ = nullptr;  // a GEMM's sums at the epilogue's position
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   IRBuilder<> b_;

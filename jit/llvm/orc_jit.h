@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "jit/llvm/codegen.h"
+#include "jit/llvm/gemm.h"
 
 namespace llvm {
 class LLVMContext;
@@ -31,6 +32,8 @@ class LoadedKernels {
   LoadedKernels(const LoadedKernels&) = delete;
   LoadedKernels& operator=(const LoadedKernels&) = delete;
   KernelFn kernel(size_t i) const { return kernels_[i]; }
+  // A GEMM kernel's symbol is its tile function (gemm.h), of another type.
+  GemmFn gemm(size_t i) const { return reinterpret_cast<GemmFn>(reinterpret_cast<void*>(kernels_[i])); }
   size_t size() const { return kernels_.size(); }
 
  private:

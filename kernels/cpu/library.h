@@ -1,5 +1,5 @@
 // Precompiled CPU kernels for the ops the code generator does not emit
-// (ir::LibraryCall, see ir/kernel.h): matmul, cat, gathers and scatters,
+// (ir::LibraryCall, see ir/kernel.h): integer matmul, cat, gathers and scatters,
 // strided writes, copies, random numbers and linspace.
 //
 // Each kernel reads whole contiguous buffers and writes one. The semantics
@@ -38,9 +38,10 @@ struct LibraryError {
 void run_library(const ir::LibraryCall& call, std::span<const View> inputs, const View& out,
                  std::span<const ir::RtScalar> scalars);
 
-// [B,M,K] x [B,K,N] -> [B,M,N], all of one dtype (matmul.cpp). Float32
-// accumulates in float32 in K panels, float64 in double, integers in their
-// own type with wrap-around, bool as an or of ands.
+// [B,M,K] x [B,K,N] -> [B,M,N], all of one integer or bool dtype
+// (matmul.cpp): integers in their own type with wrap-around, bool as an or
+// of ands. Floating-point products are GEMM kernels (jit/llvm/gemm.h); a
+// float dtype here is a LibraryError.
 void matmul(const View& a, const View& b, const View& out);
 
 }  // namespace loom::kernels::cpu

@@ -19,7 +19,10 @@ constexpr double kParallelWork = 1 << 16;
 
 CpuExecutable::CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels)
     : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_, /*library_stops_on_failure=*/true) {
-  for (const ir::Kernel& k : program_.kernels) launches_.push_back(plan_launch(k));
+  for (const ir::Kernel& k : program_.kernels) {
+    launches_.push_back(plan_launch(k));
+    gemms_.push_back(k.contraction ? plan_gemm(program_, k) : GemmPlan{});
+  }
 }
 
 BufferPtr CpuExecutable::take_arena() {
@@ -60,9 +63,11 @@ CpuExecutable::Launch CpuExecutable::plan_launch(const ir::Kernel& k) {
 
 void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, const int64_t* is) {
   const Launch& l = launches_[ki];
-  jit::llvm_cpu::KernelFn fn = kernels_->kernel(ki);
   int32_t err = 0;
-  if (l.serial) {  // small: on this thread, no TBB dispatch
+  jit::llvm_cpu::KernelFn fn = kernels_->kernel(ki);
+  if (program_.kernels[ki].contraction) {
+    run_gemm(gemms_[ki], kernels_->gemm(ki), bufs, fs, is, err);
+  } else if (l.serial) {  // small: on this thread, no TBB dispatch
     fn(0, l.extent, bufs, fs, is, &err);
   } else {
     std::atomic<int32_t> shared_err{0};

@@ -9,6 +9,7 @@
 #include "ir/kernel.h"
 #include "jit/llvm/orc_jit.h"
 #include "runtime/backend.h"
+#include "runtime/cpu/gemm_driver.h"
 #include "runtime/output_plan.h"
 
 namespace loom::runtime::cpu {
@@ -22,7 +23,8 @@ class CpuExecutable final : public Executable {
  private:
   // How a kernel is launched, decided once: inline on the calling thread
   // (small work: a TBB dispatch would cost more than the kernel) or split
-  // over loop 0 in chunks of `grain`.
+  // over loop 0 in chunks of `grain`. GEMM kernels have their own driver
+  // (gemm_driver.h), which splits them by tiles.
   struct Launch {
     int64_t extent = 1;
     int64_t grain = 1;
@@ -36,6 +38,7 @@ class CpuExecutable final : public Executable {
   ir::KernelProgram program_;
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels_;
   std::vector<Launch> launches_;  // per kernel
+  std::vector<GemmPlan> gemms_;   // per kernel; used by GEMM kernels only
   std::mutex arena_mu_;
   std::vector<BufferPtr> arenas_;  // free arenas: one per concurrent run at most
   OutputPlan outputs_;  // donation and result list (runtime/output_plan.h)

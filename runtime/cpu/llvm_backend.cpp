@@ -24,7 +24,11 @@ namespace loom::runtime::cpu {
 
 std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
   std::string folder;
-  ir::KernelProgram program = lower_program(g, name(), folder);
+  // Floating-point products are GEMM kernels with fused epilogues
+  // (jit/llvm/gemm.h, runtime/cpu/gemm_driver.h).
+  ir::LowerOptions options;
+  options.gemm_kernels = true;
+  ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels;
   if (!program.kernels.empty()) {

@@ -1,14 +1,11 @@
 // The CPU library kernels (kernels/cpu) against the reference backend's
 // evaluators on the same inputs: bit-equal for data movement, random numbers
-// and linspace; within a K-scaled tolerance for floating-point matmul.
+// and linspace, integer and bool matmul.
 #include <gtest/gtest.h>
-#include <tbb/global_control.h>
 
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstring>
-#include <optional>
 #include <random>
 #include <vector>
 
@@ -275,35 +272,8 @@ TEST(Library, LinspaceIsBitIdentical) {
       }
 }
 
-// Floating matmul: within 1e-5 * sqrt(K) (float) of the reference's
-// double-accumulated value, relative to the size of the terms.
-template <class T>
-void expect_matmul_close(int64_t B, int64_t M, int64_t K, int64_t N, double rel) {
-  constexpr ScalarType t = loom::dtype_of<T>;
-  Data a = random_data(t, dims({B, M, K})), b = random_data(t, dims({B, K, N}));
-  Result want = run_reference(Op::MatMul, t, dims({B, M, N}), {}, {&a, &b});
-  Result got = run_library(Op::MatMul, t, dims({B, M, N}), {}, {&a, &b});
-  ASSERT_EQ(got.error, "");
-  const double tol = rel * std::sqrt(static_cast<double>(std::max<int64_t>(K, 1)));
-  int64_t bad = 0;
-  for (int64_t i = 0; i < B * M * N; ++i) {
-    const double w = want.out.as<T>()[i], g = got.out.as<T>()[i];
-    if (!(std::abs(w - g) <= tol * (1 + std::abs(w)))) {
-      if (bad++ < 5) ADD_FAILURE() << "matmul " << B << "x" << M << "x" << K << "x" << N << " [" << i << "] " << g << " vs " << w;
-    }
-  }
-  EXPECT_EQ(bad, 0);
-}
-
 const int64_t kShapes[][4] = {{1, 1, 1, 1},   {1, 7, 63, 65},  {3, 65, 7, 63},    {2, 100, 300, 129}, {1, 1000, 17, 3},
                               {5, 33, 513, 31}, {1, 1, 1000, 1}, {1, 130, 260, 2100}, {4, 2, 0, 3},      {2, 0, 5, 3}};
-
-TEST(Library, MatMulFloat) {
-  for (auto& s : kShapes) {
-    expect_matmul_close<float>(s[0], s[1], s[2], s[3], 1e-5);
-    expect_matmul_close<double>(s[0], s[1], s[2], s[3], 1e-13);
-  }
-}
 
 TEST(Library, MatMulExactTypes) {
   for (auto& s : kShapes) {
@@ -317,11 +287,11 @@ TEST(Library, MatMulExactTypes) {
 }
 
 // A product of two matrices ([M,K] x [K,N], what mm records) is the same
-// product as the batch of one, bit for bit, on both sides of the tiny-product
-// threshold, and the reference agrees on the 2-D form too.
+// product as the batch of one, bit for bit, and the reference agrees on the
+// 2-D form too. (Floating-point products are GEMM kernels: tests/gemm_test.cpp.)
 TEST(Library, MatMulOfTwoMatricesIsTheBatchOfOne) {
   for (auto [M, K, N] : {std::array<int64_t, 3>{1, 64, 64}, {3, 5, 7}, {1, 64, 65}, {40, 300, 70}}) {
-    for (ScalarType t : {ScalarType::Float, ScalarType::Double, ScalarType::Long}) {
+    for (ScalarType t : {ScalarType::Int, ScalarType::Long}) {
       Data a3 = random_data(t, dims({1, M, K})), b3 = random_data(t, dims({1, K, N}));
       Data a2(t, dims({M, K})), b2(t, dims({K, N}));
       a2.bytes = a3.bytes;
@@ -339,50 +309,6 @@ TEST(Library, MatMulOfTwoMatricesIsTheBatchOfOne) {
       EXPECT_TRUE(ref_flat.same_bits(ref3.out)) << M << "x" << K << "x" << N;
     }
   }
-}
-
-// Tiny products (a control loop's [1,64] x [64,64]) run a vectorized row
-// loop whose every element is ((0 + a0*b0) + a1*b1) + ... in k order, one
-// rounding per multiply and per add: exactly this scalar loop, bit for bit,
-// whatever the vector width of the machine.
-TEST(Library, TinyMatMulSumsInKOrder) {
-  for (auto [B, M, K, N] : {std::array<int64_t, 4>{1, 1, 64, 64}, {1, 2, 64, 67}, {2, 3, 17, 33}, {1, 1, 512, 64}}) {
-    Data a = random_data(ScalarType::Float, dims({B, M, K})), b = random_data(ScalarType::Float, dims({B, K, N}));
-    Result got = run_library(Op::MatMul, ScalarType::Float, dims({B, M, N}), {}, {&a, &b});
-    ASSERT_EQ(got.error, "");
-    for (int64_t bi = 0; bi < B; ++bi)
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          float acc = 0;
-          for (int64_t k = 0; k < K; ++k) {
-            const volatile float p = a.as<float>()[(bi * M + i) * K + k] * b.as<float>()[(bi * K + k) * N + j];  // rounded: no FMA
-            acc = acc + p;
-          }
-          const float g = got.out.as<float>()[(bi * M + i) * N + j];
-          ASSERT_EQ(std::memcmp(&g, &acc, sizeof g), 0) << B << "x" << M << "x" << K << "x" << N << " at " << i << "," << j;
-        }
-  }
-}
-
-// Not an assertion: the throughput of float32 matmul on this machine, on
-// every core and on one.
-TEST(Library, MatMulTiming) {
-  for (int threads : {0, 1})
-    for (int64_t n : {512, 1024}) {
-      std::optional<tbb::global_control> limit;
-      if (threads) limit.emplace(tbb::global_control::max_allowed_parallelism, threads);
-      Data a = random_data(ScalarType::Float, dims({1, n, n})), b = random_data(ScalarType::Float, dims({1, n, n}));
-      Data c(ScalarType::Float, dims({1, n, n}));
-      cpu::matmul(a.view(), b.view(), c.view());  // warm up
-      double best = 1e30;
-      for (int rep = 0; rep < 3; ++rep) {
-        auto t0 = std::chrono::steady_clock::now();
-        cpu::matmul(a.view(), b.view(), c.view());
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      }
-      std::printf("[ timing   ] matmul float32 %lld^3, %s: %.2f ms, %.1f GFLOP/s\n", static_cast<long long>(n),
-                  threads ? "1 thread" : "all cores", best * 1e3, 2.0 * n * n * n / best * 1e-9);
-    }
 }
 
 }  // namespace

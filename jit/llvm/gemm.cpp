@@ -1,0 +1,241 @@
+// The GEMM tile function's body (see gemm.h): the K loop of broadcast-FMAs
+// over MR x NV accumulator vectors, then partial sums or the epilogue.
+//
+// Accumulators and loop counters are allocas, as in codegen.cpp: mem2reg
+// keeps the 24 accumulators in registers through the K loop. The sums leave
+// the registers through a stack tile (MR x NR, in L1): that one path serves
+// full tiles (a loop over rows, NV vectors each) and edge tiles (a scalar
+// loop over the valid part), and keeps the epilogue's code out of the
+// unrolled FMA body.
+#include "jit/llvm/gemm.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+namespace loom::jit::llvm_cpu {
+
+using llvm::Value;
+
+GemmShape gemm_shape(const Target& t, ScalarType dt) {
+  const int bytes = dt == kDouble ? 8 : 4;
+  const int lanes = t.vector_width * 4 / bytes;  // vector_width counts float lanes
+  const int mr = t.vector_width >= 16 ? 12 : t.vector_width >= 8 ? 6 : 4;
+  return {mr, 2 * lanes, lanes};
+}
+
+std::string gemm_build_id() { return std::string("gemm ") + __DATE__ " " __TIME__; }
+
+namespace {
+
+class TileEmitter {
+ public:
+  TileEmitter(llvm::IRBuilderBase& b, llvm::Function* fn, Value* tile, ScalarType dt, const GemmShape& s,
+              const GemmEpilogue& epi)
+      : b_(b), fn_(fn), ctx_(fn->getContext()), dt_(dt), s_(s), nv_(s.nr / s.lanes), epi_(epi) {
+    t_ = dt == kDouble ? b_.getDoubleTy() : b_.getFloatTy();
+    vt_ = llvm::FixedVectorType::get(t_, s.lanes);
+    auto field = [&](int f, bool ptr) {
+      Value* at = b_.CreateConstGEP1_64(b_.getInt64Ty(), tile, f);
+      return b_.CreateLoad(ptr ? static_cast<llvm::Type*>(b_.getPtrTy()) : b_.getInt64Ty(), at);
+    };
+    a_ = field(0, true), bp_ = field(1, true), kc_ = field(2, false);
+    a_rs_ = field(3, false), a_ks_ = field(4, false), b_ks_ = field(5, false);
+    batch_ = field(6, false), i_ = field(7, false), j_ = field(8, false);
+    rows_ = field(9, false), cols_ = field(10, false);
+    partial_ = field(11, true), ldp_ = field(12, false), flags_ = field(13, false);
+    for (int r = 0; r < s.mr; ++r)
+      for (int q = 0; q < nv_; ++q) acc_.push_back(b_.CreateAlloca(vt_));
+    tile_ = b_.CreateAlloca(t_, b_.getInt64(s.mr * s.nr), "tile");
+    tile_->setAlignment(llvm::Align(64));
+  }
+
+  void emit() {
+    for (auto* a : acc_) b_.CreateStore(llvm::Constant::getNullValue(vt_), a);
+    // The partial sums' rows are read and written after the K loop: fetch
+    // them now, so that the misses (the C block is far larger than L2)
+    // overlap the FMAs instead of stalling after them.
+    if_else(b_.CreateIsNotNull(partial_), [&] {
+      const int lines = s_.nr * (dt_ == kDouble ? 8 : 4) / 64;
+      for (int r = 0; r < s_.mr; ++r)
+        for (int l = 0; l < lines; ++l) {
+          Value* at = b_.CreateGEP(t_, partial_, b_.CreateAdd(b_.CreateMul(b_.getInt64(r), ldp_), b_.getInt64(l * 64 / (dt_ == kDouble ? 8 : 4))));
+          b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {at, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+        }
+    }, [] {});
+    Value* direct = flag(kGemmDirect);
+    if_else(direct, [&] { direct_loops(); }, [&] {
+      packed_loop();
+      spill();
+    });
+    Value* full = b_.CreateAnd(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), b_.CreateICmpEQ(cols_, b_.getInt64(s_.nr)));
+    // Earlier K blocks' sums.
+    if_else(flag(kGemmAddPartial), [&] {
+      each(full, [&](Value* r, Value* c, int w) { put(r, c, w, b_.CreateFAdd(get(r, c, w), partial(r, c, w, nullptr))); });
+    }, [] {});
+    if_else(flag(kGemmLast), [&] {
+      each(full, [&](Value* r, Value* c, int w) {
+        epi_(batch_, b_.CreateAdd(i_, r), b_.CreateAdd(j_, c), get(r, c, w), w);
+      });
+    }, [&] { each(full, [&](Value* r, Value* c, int w) { partial(r, c, w, get(r, c, w)); }); });
+  }
+
+ private:
+  Value* flag(int64_t f) { return b_.CreateICmpNE(b_.CreateAnd(flags_, b_.getInt64(f)), b_.getInt64(0)); }
+
+  // Packed panels: A is kc x MR (one k after another), B kc x NR, both
+  // zero padded, so every tile computes all MR x NR and no load is masked.
+  void packed_loop() {
+    for_range(b_.getInt64(0), kc_, [&](Value* k) {
+      std::vector<Value*> bv;
+      Value* brow = b_.CreateGEP(t_, bp_, b_.CreateMul(k, b_.getInt64(s_.nr)));
+      for (int q = 0; q < nv_; ++q)
+        bv.push_back(b_.CreateAlignedLoad(vt_, b_.CreateConstGEP1_64(t_, brow, q * s_.lanes), align(s_.lanes)));
+      Value* arow = b_.CreateGEP(t_, a_, b_.CreateMul(k, b_.getInt64(s_.mr)));
+      for (int r = 0; r < s_.mr; ++r) {
+        Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateConstGEP1_64(t_, arow, r)));
+        for (int q = 0; q < nv_; ++q) fma(acc_[r * nv_ + q], av, bv[q]);
+      }
+    });
+  }
+
+  // Unpacked A (small products: packing would cost more than it saves),
+  // read through its strides; B's columns past `cols` are masked off. A
+  // full-height tile runs MR rows per k; a short one (M = 1: a control
+  // loop's state times a matrix) one row at a time, so it pays for no
+  // padding rows.
+  void direct_loops() {
+    std::vector<Value*> mask;
+    for (int q = 0; q < nv_; ++q) {
+      std::vector<llvm::Constant*> lane;
+      for (int l = 0; l < s_.lanes; ++l) lane.push_back(b_.getInt64(q * s_.lanes + l));
+      mask.push_back(b_.CreateICmpSLT(llvm::ConstantVector::get(lane), b_.CreateVectorSplat(s_.lanes, cols_)));
+    }
+    auto bload = [&](Value* k, int q) {
+      Value* at = b_.CreateGEP(t_, bp_, b_.CreateAdd(b_.CreateMul(k, b_ks_), b_.getInt64(q * s_.lanes)));
+      return b_.CreateMaskedLoad(vt_, at, llvm::Align(dt_ == kDouble ? 8 : 4), mask[q], llvm::Constant::getNullValue(vt_));
+    };
+    if_else(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), [&] {
+      std::vector<Value*> row;
+      for (int r = 0; r < s_.mr; ++r) row.push_back(b_.CreateGEP(t_, a_, b_.CreateMul(b_.getInt64(r), a_rs_)));
+      for_range(b_.getInt64(0), kc_, [&](Value* k) {
+        std::vector<Value*> bv;
+        for (int q = 0; q < nv_; ++q) bv.push_back(bload(k, q));
+        Value* ak = b_.CreateMul(k, a_ks_);
+        for (int r = 0; r < s_.mr; ++r) {
+          Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, row[r], ak)));
+          for (int q = 0; q < nv_; ++q) fma(acc_[r * nv_ + q], av, bv[q]);
+        }
+      });
+      spill();
+    }, [&] {
+      for_range(b_.getInt64(0), rows_, [&](Value* r) {
+        Value* arow = b_.CreateGEP(t_, a_, b_.CreateMul(r, a_rs_));
+        for (int q = 0; q < nv_; ++q) b_.CreateStore(llvm::Constant::getNullValue(vt_), acc_[q]);
+        for_range(b_.getInt64(0), kc_, [&](Value* k) {
+          Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, arow, b_.CreateMul(k, a_ks_))));
+          for (int q = 0; q < nv_; ++q) fma(acc_[q], av, bload(k, q));
+        });
+        for (int q = 0; q < nv_; ++q) put(r, b_.getInt64(q * s_.lanes), s_.lanes, b_.CreateLoad(vt_, acc_[q]));
+      });
+    });
+  }
+
+  void fma(llvm::AllocaInst* acc, Value* a, Value* bv) {
+    Value* sum = b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vt_}, {a, bv, b_.CreateLoad(vt_, acc)});
+    b_.CreateStore(sum, acc);
+  }
+
+  // The accumulators into the stack tile.
+  void spill() {
+    for (int r = 0; r < s_.mr; ++r)
+      for (int q = 0; q < nv_; ++q) put(b_.getInt64(r), b_.getInt64(q * s_.lanes), s_.lanes, b_.CreateLoad(vt_, acc_[r * nv_ + q]));
+  }
+
+  // The tile's element (r, c), w lanes.
+  Value* tile_at(Value* r, Value* c) { return b_.CreateGEP(t_, tile_, b_.CreateAdd(b_.CreateMul(r, b_.getInt64(s_.nr)), c)); }
+  Value* get(Value* r, Value* c, int w) {
+    return b_.CreateAlignedLoad(w == 1 ? t_ : static_cast<llvm::Type*>(vt_), tile_at(r, c), align(w));
+  }
+  void put(Value* r, Value* c, int w, Value* v) { b_.CreateAlignedStore(v, tile_at(r, c), align(w)); }
+  // Tile rows are NR elements and vectors start at multiples of `lanes`.
+  llvm::Align align(int w) const { return llvm::Align(w * (dt_ == kDouble ? 8 : 4)); }
+  // Loads (v null) or stores partial[r * ldp + c], w lanes.
+  Value* partial(Value* r, Value* c, int w, Value* v) {
+    Value* at = b_.CreateGEP(t_, partial_, b_.CreateAdd(b_.CreateMul(r, ldp_), c));
+    const llvm::Align al(dt_ == kDouble ? 8 : 4);
+    if (!v) return b_.CreateAlignedLoad(w == 1 ? t_ : static_cast<llvm::Type*>(vt_), at, al);
+    b_.CreateAlignedStore(v, at, al);
+    return v;
+  }
+
+  // body(r, c, w) over the tile: a full tile row by row, NV vectors each;
+  // an edge tile element by element over its valid rows x cols.
+  void each(Value* full, const std::function<void(Value*, Value*, int)>& body) {
+    if_else(full, [&] {
+      for_range(b_.getInt64(0), b_.getInt64(s_.mr), [&](Value* r) {
+        for (int q = 0; q < nv_; ++q) body(r, b_.getInt64(q * s_.lanes), s_.lanes);
+      });
+    }, [&] {
+      for_range(b_.getInt64(0), rows_, [&](Value* r) {
+        for_range(b_.getInt64(0), cols_, [&](Value* c) { body(r, c, 1); });
+      });
+    });
+  }
+
+  // for (i = lo; i < hi; ++i) body(i), with the counter in an alloca.
+  void for_range(Value* lo, Value* hi, const std::function<void(Value*)>& body) {
+    llvm::IRBuilderBase::InsertPoint here = b_.saveIP();
+    b_.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::AllocaInst* i = b_.CreateAlloca(b_.getInt64Ty());
+    b_.restoreIP(here);
+    b_.CreateStore(lo, i);
+    auto* cond = llvm::BasicBlock::Create(ctx_, "g_loop", fn_);
+    auto* inner = llvm::BasicBlock::Create(ctx_, "g_body", fn_);
+    auto* after = llvm::BasicBlock::Create(ctx_, "g_after", fn_);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(cond);
+    Value* iv = b_.CreateLoad(b_.getInt64Ty(), i);
+    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), inner, after);
+    b_.SetInsertPoint(inner);
+    body(iv);
+    b_.CreateStore(b_.CreateAdd(iv, b_.getInt64(1)), i);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(after);
+  }
+
+  void if_else(Value* c, const std::function<void()>& then, const std::function<void()>& otherwise) {
+    auto* t = llvm::BasicBlock::Create(ctx_, "g_then", fn_);
+    auto* e = llvm::BasicBlock::Create(ctx_, "g_else", fn_);
+    auto* join = llvm::BasicBlock::Create(ctx_, "g_join", fn_);
+    b_.CreateCondBr(c, t, e);
+    b_.SetInsertPoint(t);
+    then();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(e);
+    otherwise();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  }
+
+  llvm::IRBuilderBase& b_;
+  llvm::Function* fn_;
+  llvm::LLVMContext& ctx_;
+  const ScalarType dt_;
+  const GemmShape s_;
+  const int nv_;  // vectors per tile row
+  const GemmEpilogue& epi_;
+  llvm::Type* t_;
+  llvm::FixedVectorType* vt_;
+  Value *a_, *bp_, *kc_, *a_rs_, *a_ks_, *b_ks_, *batch_, *i_, *j_, *rows_, *cols_, *partial_, *ldp_, *flags_;
+  std::vector<llvm::AllocaInst*> acc_;
+  llvm::AllocaInst* tile_;
+};
+
+}  // namespace
+
+void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, Value* tile, ScalarType dt, const GemmShape& s,
+                    const GemmEpilogue& epilogue) {
+  TileEmitter(b, fn, tile, dt, s, epilogue).emit();
+}
+
+}  // namespace loom::jit::llvm_cpu

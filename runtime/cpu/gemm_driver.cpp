@@ -1,0 +1,335 @@
+#include "runtime/cpu/gemm_driver.h"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "runtime/host_allocator.h"
+
+namespace loom::runtime::cpu {
+
+namespace {
+
+using jit::llvm_cpu::GemmFn;
+using jit::llvm_cpu::GemmTile;
+
+int64_t sys_cache(int level) {
+  // /sys/devices/system/cpu/cpu0/cache/index<i>: level, type, size ("32K").
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream lf(dir + "level"), tf(dir + "type"), sf(dir + "size");
+    int lv = 0;
+    std::string type, size;
+    if (!(lf >> lv) || !(tf >> type) || !(sf >> size)) break;
+    if (lv != level || type == "Instruction" || size.empty()) continue;
+    int64_t v = std::stoll(size);
+    const char unit = size.back();
+    return unit == 'K' ? v << 10 : unit == 'M' ? v << 20 : v;
+  }
+  return 0;
+}
+
+}  // namespace
+
+const CacheSizes& host_caches() {
+  static const CacheSizes c = [] {
+    auto size = [](int name, int level, int64_t fallback) {
+      int64_t v = sysconf(name);
+      if (v <= 0) v = sys_cache(level);
+      return v > 0 ? v : fallback;
+    };
+    return CacheSizes{size(_SC_LEVEL1_DCACHE_SIZE, 1, 32 << 10), size(_SC_LEVEL2_CACHE_SIZE, 2, 1 << 20),
+                      size(_SC_LEVEL3_CACHE_SIZE, 3, 8 << 20)};
+  }();
+  return c;
+}
+
+GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
+  GemmPlan g;
+  const ir::Contraction& c = *k.contraction;
+  const int n = k.loop.n;
+  const ir::Access& a = k.accesses[c.a];
+  const ir::Access& b = k.accesses[c.b];
+  g.dtype = p.buffers[a.buffer].dtype;
+  g.shape = jit::llvm_cpu::gemm_shape(jit::llvm_cpu::host_target(), g.dtype);
+  g.batch = n == 3 ? k.loop[0] : 1;
+  g.m = k.loop[n - 2], g.n = k.loop[n - 1], g.k = c.k;
+  g.a_buf = a.buffer, g.a_off = a.offset, g.a_sb = n == 3 ? a.strides[0] : 0, g.a_sm = a.strides[n - 2], g.a_sk = c.a_k;
+  g.b_buf = b.buffer, g.b_off = b.offset, g.b_sb = n == 3 ? b.strides[0] : 0, g.b_sn = b.strides[n - 1], g.b_sk = c.b_k;
+  const int64_t e = element_size(g.dtype);
+
+  std::vector<bool> stored(k.accesses.size(), false);
+  for (const ir::Phase& ph : k.phases)
+    for (auto [ai, x] : ph.stores) stored[ai] = true;
+  for (size_t ai = 0; ai < k.accesses.size(); ++ai) {
+    const uint32_t buf = k.accesses[ai].buffer;
+    if (!stored[ai]) g.reads.push_back({buf, p.buffers[buf].numel * element_size(p.buffers[buf].dtype)});
+  }
+  for (auto [ai, x] : k.phases.at(0).stores) {
+    const ir::Access& o = k.accesses[ai];
+    const ir::BufferInfo& info = p.buffers[o.buffer];
+    const bool read_too = std::any_of(g.reads.begin(), g.reads.end(), [&](auto r) { return r.first == o.buffer; });
+    if (info.dtype != g.dtype || k.exprs[x].dtype != g.dtype || o.strides[n - 1] != 1 || o.strides[n - 2] < g.n ||
+        read_too || !ir::never_overlaps(k.loop, o.strides.begin()))
+      continue;
+    g.out_buf = o.buffer, g.out_off = o.offset, g.out_sb = n == 3 ? o.strides[0] : 0, g.out_sm = o.strides[n - 2];
+    g.out_bytes = info.numel * e;
+    break;
+  }
+
+  // Blocks from the caches: a KC x NR strip of B, reused by every A panel
+  // of the block, is L1's size (the A panel streaming past it comes from
+  // L2 with the hardware prefetcher's help: on Zen 4, KC = 256 for float
+  // ran W6 ~10% faster than a KC leaving L1 room for both, 136); an
+  // MC x KC block of A takes half of L2; a KC x NC panel of B a quarter of
+  // L3 (shared by the threads).
+  const CacheSizes& cs = host_caches();
+  const int64_t mr = g.shape.mr, nr = g.shape.nr;
+  g.kc = std::clamp<int64_t>(cs.l1 / (nr * e) / 8 * 8, 64, 512);
+  g.mc = std::max<int64_t>(mr, cs.l2 / 2 / (g.kc * e) / mr * mr);
+  g.nc = std::max<int64_t>(nr, cs.l3 / 4 / (g.kc * e) / nr * nr);
+  // Packing pays when its panels are reused: skip it when A is no taller
+  // than a tile or B fits in half of L2 (it stays there as it is).
+  g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
+  return g;
+}
+
+namespace {
+
+// 64-byte aligned scratch from the caching host allocator (no page faults
+// once warm).
+struct Scratch {
+  void* p = nullptr;
+  size_t bytes = 0;
+  explicit Scratch(size_t n) : p(n ? host_allocate(n) : nullptr), bytes(n) {}
+  ~Scratch() {
+    if (p) host_free(p, bytes);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+// B[k0:k0+kc, j0:j0+nc] (strides sk, sn) -> strips of nr columns, k-major
+// inside a strip, zero padded to whole strips.
+template <class T>
+void pack_b(const T* b, int64_t sk, int64_t sn, int64_t kc, int64_t nc, int64_t nr, T* dst, int64_t s0, int64_t s1) {
+  for (int64_t s = s0; s < s1; ++s) {
+    const int64_t j = s * nr, w = std::min(nr, nc - j);
+    T* out = dst + s * kc * nr;
+    if (sk == 1 && sn != 1) {  // a transposed B (Linear's x W^T): read columns contiguously, write into the strip (L1)
+      for (int64_t c = 0; c < w; ++c) {
+        const T* src = b + (j + c) * sn;
+        for (int64_t t = 0; t < kc; ++t) out[t * nr + c] = src[t];
+      }
+      for (int64_t t = 0; t < kc; ++t) std::fill(out + t * nr + w, out + (t + 1) * nr, T(0));
+      continue;
+    }
+    for (int64_t t = 0; t < kc; ++t) {
+      const T* src = b + t * sk + j * sn;
+      T* o = out + t * nr;
+      if (sn == 1) {
+        std::memcpy(o, src, w * sizeof(T));
+      } else {
+        for (int64_t c = 0; c < w; ++c) o[c] = src[c * sn];
+      }
+      std::fill(o + w, o + nr, T(0));
+    }
+  }
+}
+
+// A[i0:i0+mc, k0:k0+kc] (strides sm, sk) -> panels of mr rows, k-major
+// inside a panel, zero padded.
+template <class T>
+void pack_a(const T* a, int64_t sm, int64_t sk, int64_t mc, int64_t kc, int64_t mr, T* dst) {
+  for (int64_t i = 0; i < mc; i += mr) {
+    const int64_t h = std::min(mr, mc - i);
+    T* out = dst + i * kc;
+    if (sm == 1) {  // a transposed A: each k's rows are contiguous
+      for (int64_t t = 0; t < kc; ++t) {
+        std::memcpy(out + t * mr, a + i + t * sk, h * sizeof(T));
+        std::fill(out + t * mr + h, out + (t + 1) * mr, T(0));
+      }
+      continue;
+    }
+    for (int64_t r = 0; r < mr; ++r) {
+      if (r < h) {
+        const T* src = a + (i + r) * sm;
+        for (int64_t t = 0; t < kc; ++t) out[t * mr + r] = src[t * sk];
+      } else {
+        for (int64_t t = 0; t < kc; ++t) out[t * mr + r] = T(0);
+      }
+    }
+  }
+}
+
+struct Ctx {
+  const GemmPlan& g;
+  GemmFn fn;
+  void* const* bufs;
+  const double* fs;
+  const int64_t* is;
+  std::atomic<int32_t>& err;
+  int threads;
+  void call(GemmTile& t) const {
+    int32_t e = 0;
+    fn(&t, bufs, fs, is, &e);
+    if (e) err.store(e, std::memory_order_relaxed);
+  }
+};
+
+template <class T>
+const T* elem(void* const* bufs, uint32_t b, int64_t off) {
+  return static_cast<const T*>(bufs[b]) + off;
+}
+
+// Small products: A in place; B in place when its rows are contiguous,
+// else packed whole (it is small, or A is a single tile high).
+template <class T>
+void run_direct(const Ctx& x) {
+  const GemmPlan& g = x.g;
+  const int64_t mr = g.shape.mr, nr = g.shape.nr;
+  const int64_t mt = (g.m + mr - 1) / mr, nt = (g.n + nr - 1) / nr;
+  const bool pack = g.b_sn != 1 && g.k > 0;
+  const int64_t strip = g.k * nr;
+  Scratch packed(pack ? static_cast<size_t>(g.batch * nt * strip) * sizeof(T) : 0);
+  T* bp = static_cast<T*>(packed.p);
+  const T* A = elem<T>(x.bufs, g.a_buf, g.a_off);
+  const T* B = elem<T>(x.bufs, g.b_buf, g.b_off);
+  if (pack)
+    for (int64_t bi = 0; bi < g.batch; ++bi) pack_b(B + bi * g.b_sb, g.b_sk, g.b_sn, g.k, g.n, nr, bp + bi * nt * strip, 0, nt);
+  auto rows = [&](int64_t r) {  // r: (batch, row tile)
+    const int64_t bi = r / mt, i = r % mt * mr;
+    GemmTile t{};
+    t.a = A + bi * g.a_sb + i * g.a_sm;
+    t.kc = g.k, t.a_rs = g.a_sm, t.a_ks = g.a_sk, t.b_ks = pack ? nr : g.b_sk;
+    t.batch = bi, t.i = i, t.rows = std::min(mr, g.m - i);
+    t.flags = jit::llvm_cpu::kGemmDirect | jit::llvm_cpu::kGemmLast;
+    for (int64_t j = 0; j < g.n; j += nr) {
+      t.b = pack ? static_cast<const T*>(bp + bi * nt * strip + j / nr * strip) : B + bi * g.b_sb + j;
+      t.j = j, t.cols = std::min(nr, g.n - j);
+      x.call(t);
+    }
+  };
+  const int64_t tasks = g.batch * mt;
+  const double work = static_cast<double>(g.batch) * g.m * g.n * std::max<int64_t>(g.k, 1);
+  if (tasks > 1 && work >= (1 << 18))
+    tbb::parallel_for(int64_t(0), tasks, rows);
+  else
+    for (int64_t r = 0; r < tasks; ++r) rows(r);
+}
+
+// One product of the batch, packed. `parallel`: split it over the threads
+// (false when the batch's products run one per task).
+template <class T>
+void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
+  const GemmPlan& g = x.g;
+  const int64_t mr = g.shape.mr, nr = g.shape.nr;
+  const T* A = elem<T>(x.bufs, g.a_buf, g.a_off) + bi * g.a_sb;
+  const T* B = elem<T>(x.bufs, g.b_buf, g.b_off) + bi * g.b_sb;
+  T* part;
+  int64_t ldp;
+  if (scratch) {
+    part = scratch + bi * g.m * g.n, ldp = g.n;
+  } else if (g.out_buf >= 0) {
+    part = static_cast<T*>(x.bufs[g.out_buf]) + g.out_off + bi * g.out_sb, ldp = g.out_sm;
+  } else {  // one K block: no partial sums
+    part = nullptr, ldp = 0;
+  }
+  // MC balanced over the threads: a whole number of blocks per thread.
+  int64_t mblocks = (g.m + g.mc - 1) / g.mc;
+  const int64_t threads = parallel ? x.threads : 1;
+  if (threads > 1 && mblocks >= threads) mblocks = (mblocks + threads - 1) / threads * threads;
+  const int64_t mc = std::min(g.m, (g.m + mblocks - 1) / mblocks + mr - 1) / mr * mr;
+  const int64_t mb = (g.m + mc - 1) / mc;
+  const int64_t nc_max = std::min(g.nc, (g.n + nr - 1) / nr * nr);
+  const int64_t kc_max = std::min(g.kc, g.k);
+  Scratch bpanel(static_cast<size_t>(nc_max * kc_max) * sizeof(T));
+  T* bp = static_cast<T*>(bpanel.p);
+  for (int64_t jc = 0; jc < g.n; jc += g.nc) {
+    const int64_t nc = std::min(g.nc, g.n - jc);
+    const int64_t strips = (nc + nr - 1) / nr;
+    // A short M leaves threads idle: split the strips into groups too.
+    const int64_t groups = threads > 1 && mb < 2 * threads ? std::min(strips, (2 * threads + mb - 1) / mb) : 1;
+    for (int64_t pc = 0; pc < g.k; pc += g.kc) {
+      const int64_t kc = std::min(g.kc, g.k - pc);
+      const T* bsrc = B + pc * g.b_sk + jc * g.b_sn;
+      if (threads > 1 && strips > 1)
+        tbb::parallel_for(int64_t(0), strips, [&](int64_t s) { pack_b(bsrc, g.b_sk, g.b_sn, kc, nc, nr, bp, s, s + 1); });
+      else
+        pack_b(bsrc, g.b_sk, g.b_sn, kc, nc, nr, bp, 0, strips);
+      const int64_t flags = (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) | (pc + kc >= g.k ? jit::llvm_cpu::kGemmLast : 0);
+      auto task = [&](int64_t task_index) {
+        const int64_t ib = task_index / groups, gi = task_index % groups;
+        const int64_t ic = ib * mc, mcur = std::min(mc, g.m - ic);
+        const int64_t s0 = strips * gi / groups, s1 = strips * (gi + 1) / groups;
+        if (s0 >= s1) return;
+        Scratch ablock(static_cast<size_t>((mcur + mr - 1) / mr * mr * kc) * sizeof(T));
+        T* ap = static_cast<T*>(ablock.p);
+        pack_a(A + ic * g.a_sm + pc * g.a_sk, g.a_sm, g.a_sk, mcur, kc, mr, ap);
+        GemmTile t{};
+        t.kc = kc, t.b_ks = nr, t.batch = bi, t.ldp = ldp, t.flags = flags;
+        for (int64_t s = s0; s < s1; ++s) {  // a B strip stays in L1 while the A panels pass
+          const int64_t j = s * nr;
+          t.b = bp + s * kc * nr, t.j = jc + j, t.cols = std::min(nr, nc - j);
+          for (int64_t i = 0; i < mcur; i += mr) {
+            t.a = ap + i * kc, t.i = ic + i, t.rows = std::min(mr, mcur - i);
+            t.partial = part ? part + (ic + i) * ldp + jc + j : nullptr;
+            x.call(t);
+          }
+        }
+      };
+      const int64_t tasks = mb * groups;
+      if (threads > 1 && tasks > 1)
+        tbb::parallel_for(int64_t(0), tasks, task);
+      else
+        for (int64_t ti = 0; ti < tasks; ++ti) task(ti);
+    }
+  }
+}
+
+template <class T>
+void run_packed(const Ctx& x) {
+  const GemmPlan& g = x.g;
+  // Partial sums of earlier K blocks: in the output, unless the output is
+  // not of the accumulation dtype or shares memory with a buffer the kernel
+  // reads (a donated input); then in a scratch of the product's size.
+  bool in_out = g.out_buf >= 0;
+  if (g.out_buf >= 0) {
+    const char* o = static_cast<const char*>(x.bufs[g.out_buf]);
+    for (auto [b, bytes] : x.g.reads) {
+      const char* r = static_cast<const char*>(x.bufs[b]);
+      if (r < o + g.out_bytes && o < r + bytes) in_out = false;
+    }
+  }
+  const bool need_scratch = !in_out && g.k > g.kc;
+  Scratch scratch(need_scratch ? static_cast<size_t>(g.batch * g.m * g.n) * sizeof(T) : 0);
+  T* sp = need_scratch ? static_cast<T*>(scratch.p) : nullptr;
+  const double each = static_cast<double>(g.m) * g.n * g.k;
+  if (g.batch > 1 && each < (1 << 21)) {  // many small products: one per task
+    tbb::parallel_for(int64_t(0), g.batch, [&](int64_t bi) { run_packed_one<T>(x, bi, false, sp); });
+    return;
+  }
+  for (int64_t bi = 0; bi < g.batch; ++bi) run_packed_one<T>(x, bi, each >= (1 << 18), sp);
+}
+
+}  // namespace
+
+void run_gemm(const GemmPlan& g, GemmFn fn, void* const* bufs, const double* fs, const int64_t* is, int32_t& error) {
+  if (g.batch == 0 || g.m == 0 || g.n == 0) return;
+  std::atomic<int32_t> err{0};
+  Ctx x{g, fn, bufs, fs, is, err, tbb::this_task_arena::max_concurrency()};
+  const bool dbl = g.dtype == kDouble;
+  if (g.direct)
+    dbl ? run_direct<double>(x) : run_direct<float>(x);
+  else
+    dbl ? run_packed<double>(x) : run_packed<float>(x);
+  error = err.load();
+}
+
+}  // namespace loom::runtime::cpu

@@ -1,0 +1,214 @@
+// Matrix products as GEMM kernels (ir::Kernel::contraction) with their fused
+// epilogues, on every backend, against float64 products computed here.
+// Shapes are odd on purpose: 1, 7, 63, 65, 1000 and non-multiples of every
+// tile (MR x NR) and block (MC, KC, NC) size, so edge tiles, several K
+// blocks (partial sums), the unpacked small-product path and the packed
+// path all run. Tolerances grow with K: |error| <= c * K * eps * sum |a||b|.
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using loom::Tensor;
+using Shape = std::vector<int64_t>;
+
+class GemmTest : public loom_test::BackendTest {};
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+// Random normal values (a fixed seed per call site), as a tensor and as
+// the doubles it holds (rounded to its dtype).
+struct Operand {
+  Tensor t;
+  std::vector<double> v;
+  Shape shape;
+};
+Operand make(const Shape& shape, loom::ScalarType dt, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<double> nd;
+  std::vector<double> v(numel(shape));
+  for (double& x : v) x = dt == loom::kFloat ? static_cast<double>(static_cast<float>(nd(gen))) : nd(gen);
+  return {loom::tensor(v, dt).reshape(shape), v, shape};
+}
+
+// A strided operand as a function of its element: (b, i, j) -> value.
+using At = std::function<double(int64_t, int64_t, int64_t)>;
+
+// The float64 product and the bound sum_k |a||b| for each element.
+struct Expected {
+  std::vector<double> value, bound;
+};
+Expected product(const At& a, const At& b, int64_t B, int64_t M, int64_t N, int64_t K) {
+  Expected e{std::vector<double>(B * M * N), std::vector<double>(B * M * N)};
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0, m = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double x = a(bi, i, k) * b(bi, k, j);
+          s += x, m += std::abs(x);
+        }
+        e.value[(bi * M + i) * N + j] = s;
+        e.bound[(bi * M + i) * N + j] = m;
+      }
+  return e;
+}
+At row_major(const Operand& o) {
+  const int64_t r = o.shape[o.shape.size() - 2], c = o.shape.back();
+  const bool batched = o.shape.size() == 3 && o.shape[0] > 1;  // [1, r, c]: broadcast over the batch
+  return [&o, r, c, batched](int64_t b, int64_t i, int64_t j) { return o.v[((batched ? b : 0) * r + i) * c + j]; };
+}
+
+// got vs want with f(product) applied to the expectation, within
+// c * K * eps * bound (eps of the product's dtype) plus a relative slack for
+// the epilogue's own rounding.
+::testing::AssertionResult close(const Tensor& got_t, const Expected& e, int64_t K, loom::ScalarType dt,
+                                 const std::function<double(double, int64_t)>& f = nullptr) {
+  const std::vector<double> got = got_t.to_vector<double>();
+  if (got.size() != e.value.size())
+    return ::testing::AssertionFailure() << "size " << got.size() << " != " << e.value.size();
+  const double eps = dt == loom::kFloat ? 0x1p-24 : 0x1p-53;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double want = f ? f(e.value[i], static_cast<int64_t>(i)) : e.value[i];
+    // the epilogue's derivative is at most ~1.2 (gelu), so the product's error carries over
+    const double tol = 2.0 * (K + 2) * eps * e.bound[i] * 1.2 + 8 * eps * std::abs(want) + 1e-300;
+    if (!(std::abs(got[i] - want) <= tol))
+      return ::testing::AssertionFailure() << "element " << i << ": got " << got[i] << ", expected " << want
+                                           << " (tolerance " << tol << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+struct Mnk {
+  int64_t m, n, k;
+};
+// Tiles are 12 x 32 (f32, AVX-512), 12 x 16 (f64), 6 x 16 / 6 x 8 (AVX2);
+// KC is 256 with a 32 KiB L1 (512 with AVX2); packing starts where B
+// outgrows half of L2 and A is taller than a tile.
+const std::vector<Mnk> kShapes = {
+    {1, 1, 1},     {1, 64, 64},    {7, 63, 65},    {65, 7, 63},  {63, 65, 1000}, {1000, 33, 17},
+    {13, 1000, 7}, {1, 1000, 300}, {257, 513, 300}, {65, 1000, 1000}, {100, 31, 2000}, {200, 300, 1100},
+};
+
+TEST_P(GemmTest, OddShapesFloatAndDouble) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble})
+    for (const Mnk& s : kShapes) {
+      Operand a = make({s.m, s.k}, dt, 1), b = make({s.k, s.n}, dt, 2);
+      Expected e = product(row_major(a), row_major(b), 1, s.m, s.n, s.k);
+      EXPECT_TRUE(close(loom::matmul(a.t, b.t), e, s.k, dt))
+          << s.m << "x" << s.k << " @ " << s.k << "x" << s.n << " " << loom::to_string(dt);
+    }
+}
+
+// x.t() @ g (the weight gradient), a @ w.t() (Linear's forward) and both
+// transposed: only strides, read by packing.
+TEST_P(GemmTest, TransposedOperands) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble})
+    for (const Mnk& s : {Mnk{65, 63, 7}, Mnk{257, 513, 300}, Mnk{1, 700, 300}, Mnk{130, 20, 900}}) {
+      Operand at = make({s.k, s.m}, dt, 3), bt = make({s.n, s.k}, dt, 4);
+      Operand a = make({s.m, s.k}, dt, 5), b = make({s.k, s.n}, dt, 6);
+      auto A_t = [&](int64_t, int64_t i, int64_t k) { return at.v[k * s.m + i]; };
+      auto B_t = [&](int64_t, int64_t k, int64_t j) { return bt.v[j * s.k + k]; };
+      EXPECT_TRUE(close(loom::matmul(at.t.t(), b.t), product(A_t, row_major(b), 1, s.m, s.n, s.k), s.k, dt));
+      EXPECT_TRUE(close(loom::matmul(a.t, bt.t.t()), product(row_major(a), B_t, 1, s.m, s.n, s.k), s.k, dt));
+      EXPECT_TRUE(close(loom::matmul(at.t.t(), bt.t.t()), product(A_t, B_t, 1, s.m, s.n, s.k), s.k, dt));
+    }
+}
+
+// Slices with steps in both dims and an offset.
+TEST_P(GemmTest, SteppedSlices) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble}) {
+    const int64_t M = 70, K = 610, N = 300;
+    Operand big_a = make({2 * M + 1, 2 * K + 3}, dt, 7), big_b = make({3 * K + 2, N + 5}, dt, 8);
+    Tensor a = big_a.t.slice(0, 1, std::nullopt, 2).slice(1, 3, 3 + 2 * K, 2);  // [M, K]
+    Tensor b = big_b.t.slice(0, 2, std::nullopt, 3).slice(1, 5);                // [K, N]
+    ASSERT_EQ(loom_test::sizes_of(a), (Shape{M, K}));
+    ASSERT_EQ(loom_test::sizes_of(b), (Shape{K, N}));
+    auto A = [&](int64_t, int64_t i, int64_t k) { return big_a.v[(1 + 2 * i) * (2 * K + 3) + 3 + 2 * k]; };
+    auto B = [&](int64_t, int64_t k, int64_t j) { return big_b.v[(2 + 3 * k) * (N + 5) + 5 + j]; };
+    EXPECT_TRUE(close(loom::matmul(a, b), product(A, B, 1, M, N, K), K, dt));
+  }
+}
+
+// [B,M,K] x [B,K,N]: many small products, a few large ones, and a batch
+// broadcast (a [K,N] matrix against every batch: batch stride 0).
+TEST_P(GemmTest, Batched) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble}) {
+    for (auto [B, s] : {std::pair<int64_t, Mnk>{64, {15, 17, 19}}, {3, {130, 300, 600}}, {5, {7, 40, 1}}}) {
+      Operand a = make({B, s.m, s.k}, dt, 9), b = make({B, s.k, s.n}, dt, 10);
+      EXPECT_TRUE(close(loom::matmul(a.t, b.t), product(row_major(a), row_major(b), B, s.m, s.n, s.k), s.k, dt));
+    }
+    const int64_t B = 4, M = 33, K = 700, N = 260;
+    Operand a = make({B, M, K}, dt, 11), w = make({K, N}, dt, 12);
+    EXPECT_TRUE(close(loom::matmul(a.t, w.t), product(row_major(a), row_major(w), B, M, N, K), K, dt));
+    Operand x = make({1, M, K}, dt, 13);
+    Tensor xe = x.t.expand({B, M, K});
+    Operand wb = make({B, K, N}, dt, 14);
+    EXPECT_TRUE(close(loom::matmul(xe, wb.t), product(row_major(x), row_major(wb), B, M, N, K), K, dt));
+  }
+}
+
+double gelu(double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }
+
+// Epilogues fused into the product's store, with K deep enough for several
+// K blocks (partial sums kept between them).
+TEST_P(GemmTest, FusedEpilogues) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble})
+    for (const Mnk& s : {Mnk{7, 65, 63}, Mnk{257, 513, 1000}}) {
+      Operand a = make({s.m, s.k}, dt, 15), b = make({s.k, s.n}, dt, 16);
+      Operand bias = make({s.n}, dt, 17), res = make({s.m, s.n}, dt, 18);
+      Expected e = product(row_major(a), row_major(b), 1, s.m, s.n, s.k);
+      auto col = [&](int64_t i) { return bias.v[i % s.n]; };
+      Tensor p = loom::matmul(a.t, b.t);
+      EXPECT_TRUE(close(loom::gelu(p + bias.t), e, s.k, dt, [&](double v, int64_t i) { return gelu(v + col(i)); }));
+      EXPECT_TRUE(close(loom::relu(loom::matmul(a.t, b.t)), e, s.k, dt, [](double v, int64_t) { return v > 0 ? v : 0; }));
+      EXPECT_TRUE(close(loom::matmul(a.t, b.t) + res.t, e, s.k, dt, [&](double v, int64_t i) { return v + res.v[i]; }));
+      EXPECT_TRUE(close(loom::matmul(a.t, b.t) * 0.125, e, s.k, dt, [](double v, int64_t) { return v * 0.125; }));
+      EXPECT_TRUE(close(loom::linear(a.t, b.t.t(), bias.t), e, s.k, dt, [&](double v, int64_t i) { return v + col(i); }));
+      // cast to double: the sums stay in the product's dtype
+      Tensor d = loom::matmul(a.t, b.t).to(loom::kDouble);
+      EXPECT_EQ(d.dtype(), loom::kDouble);
+      EXPECT_TRUE(close(d, e, s.k, dt));
+      // the product kept as an output and consumed in the same sync
+      Tensor h = loom::matmul(a.t, b.t);
+      Tensor r = loom::relu(h) + bias.t;
+      loom::sync();
+      EXPECT_TRUE(close(h, e, s.k, dt));
+      EXPECT_TRUE(close(r, e, s.k, dt, [&](double v, int64_t i) { return (v > 0 ? v : 0) + col(i); }));
+    }
+}
+
+// In-place accumulation y += x @ w: y's buffer may be donated to the kernel
+// that reads it in its epilogue; the partial sums must not land there.
+TEST_P(GemmTest, AccumulateIntoOperandOfEpilogue) {
+  const int64_t M = 130, K = 900, N = 300;
+  Operand x = make({M, K}, loom::kFloat, 19), w = make({K, N}, loom::kFloat, 20), y0 = make({M, N}, loom::kFloat, 21);
+  Tensor y = y0.t.clone();
+  loom::sync();
+  y.add_(loom::matmul(x.t, w.t));
+  Expected e = product(row_major(x), row_major(w), 1, M, N, K);
+  EXPECT_TRUE(close(y, e, K, loom::kFloat, [&](double v, int64_t i) { return v + y0.v[i]; }));
+}
+
+// Linear + bias + GELU is one kernel on the llvm backend.
+TEST_P(GemmTest, LinearBiasGeluIsOneKernel) {
+  if (GetParam() != "llvm") GTEST_SKIP() << "a kernel count of the llvm backend";
+  Tensor x = loom::randn({64, 96}), w = loom::randn({80, 96}), b = loom::randn({80});
+  loom::sync();
+  const int64_t before = loom::metrics().kernels_launched;
+  Tensor y = loom::gelu(loom::linear(x, w, b));
+  loom::sync();
+  EXPECT_EQ(loom::metrics().kernels_launched - before, 1);
+}
+
+LOOM_INSTANTIATE_BACKENDS(GemmTest);
+
+}  // namespace
