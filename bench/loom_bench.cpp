@@ -333,6 +333,42 @@ void w4(const std::string& peer) {
   host_us.erase(host_us.begin(), host_us.begin() + r.warmup);  // the first step compiled
   row_value("W4 host-per-step", "us", median(host_us));
   row_value("W4 host-share", "pct", 100.0 * median(host_us) / (t * 1e6));
+  // Where the host time goes: the same step again, timed by phase (medians
+  // of 20 steps). zero_grad; forward and loss (recording); backward
+  // (recording); optimizer step minus the time inside Executable::run
+  // (recording the update, the sync's graph build, hash, lookup, binding,
+  // results and the release of the graph); dropping the loss (the rest of
+  // the autograd graph).
+  std::vector<double> ph[5];
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = Clock::now();
+    w.opt->zero_grad();
+    const auto t1 = Clock::now();
+    Clock::time_point t2, t3, t4;
+    int64_t exec_ns = 0;
+    {
+      loom::Tensor loss = F::cross_entropy(w.model->forward(w.x), w.y);
+      t2 = Clock::now();
+      loss.backward();
+      t3 = Clock::now();
+      const int64_t exec0 = loom::metrics().execute_ns;
+      w.opt->step();
+      exec_ns = loom::metrics().execute_ns - exec0;
+      t4 = Clock::now();
+    }
+    const auto t5 = Clock::now();
+    auto us = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+    ph[0].push_back(us(t0, t1));
+    ph[1].push_back(us(t1, t2));
+    ph[2].push_back(us(t2, t3));
+    ph[3].push_back(us(t3, t4) - exec_ns / 1e3);
+    ph[4].push_back(us(t4, t5));
+  }
+  row_value("W4 host zero_grad", "us", median(ph[0]));
+  row_value("W4 host forward+loss", "us", median(ph[1]));
+  row_value("W4 host backward", "us", median(ph[2]));
+  row_value("W4 host step-outside-run", "us", median(ph[3]));
+  row_value("W4 host release", "us", median(ph[4]));
 }
 
 // C1 / C2: the first W4 step of a new process (this binary, run again with
@@ -343,21 +379,35 @@ std::string g_self;  // this executable
 
 int first_step_child() {
   W4 w;
+  const loom::Metrics m0 = loom::metrics();
   const auto t0 = Clock::now();
   w.step();
-  std::printf("first_step_ms=%.3f\n", seconds_since(t0) * 1e3);
+  const double ms = seconds_since(t0) * 1e3;
+  const loom::Metrics m1 = loom::metrics();
+  // The split: time inside Executable::run (the step's kernels, first run),
+  // time in Backend::compile (lowering, disk-cache read, LLVM if it missed,
+  // link), and the rest (recording, graph build, hash, results).
+  std::printf("first_step_ms=%.3f run_ms=%.3f compile_ms=%.3f jit_compiles=%lld\n", ms,
+              (m1.execute_ns - m0.execute_ns) / 1e6, (m1.compile_ns - m0.compile_ns) / 1e6,
+              static_cast<long long>(m1.jit_compiles - m0.jit_compiles));
   return 0;
 }
 
-double first_step_in_new_process(const std::string& cache_dir, const std::string& backend) {
+struct FirstStepSplit {
+  double run_ms = -1, compile_ms = -1;
+};
+
+double first_step_in_new_process(const std::string& cache_dir, const std::string& backend,
+                                 FirstStepSplit* split = nullptr) {
   const std::string cmd = "LOOM_CACHE_DIR='" + cache_dir + "' '" + g_self + "' --first-step --backend " + backend;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw loom::Error("cannot start " + g_self);
   char line[256];
-  double ms = -1;
+  double ms = -1, run_ms = -1, compile_ms = -1;
   while (std::fgets(line, sizeof line, p))
-    if (std::sscanf(line, "first_step_ms=%lf", &ms) == 1) break;
+    if (std::sscanf(line, "first_step_ms=%lf run_ms=%lf compile_ms=%lf", &ms, &run_ms, &compile_ms) >= 1) break;
   if (pclose(p) != 0 || ms < 0) throw loom::Error("the first-step child process failed: " + cmd);
+  if (split) *split = {run_ms, compile_ms};
   return ms;
 }
 
@@ -372,8 +422,14 @@ void c_rows(const std::string& peer, bool warm) {
   }
   if (warm) first_step_in_new_process(g_cache_dir, backend);  // make sure it is filled
   else std::system(("rm -rf '" + g_cache_dir + "' && mkdir -p '" + g_cache_dir + "'").c_str());
-  const double ms = first_step_in_new_process(g_cache_dir, backend);
+  FirstStepSplit split;
+  const double ms = first_step_in_new_process(g_cache_dir, backend, &split);
   row_ms(warm ? "C2 first-step-warm-cache" : "C1 first-step-cold-cache", peer, ms / 1e3);
+  // The same step split: inside Executable::run (its kernels) and outside.
+  const char* id = warm ? "C2" : "C1";
+  row_value(std::string(id) + " in-run", "ms", split.run_ms);
+  row_value(std::string(id) + " outside-run", "ms", ms - split.run_ms);
+  row_value(std::string(id) + " compile", "ms", split.compile_ms);
 }
 
 // ---------------------------------------------------------------- O rows
