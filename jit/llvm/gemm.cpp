@@ -2,11 +2,10 @@
 // over MR x NV accumulator vectors, then partial sums or the epilogue.
 //
 // Accumulators and loop counters are allocas, as in codegen.cpp: mem2reg
-// keeps the 24 accumulators in registers through the K loop. The sums leave
-// the registers through a stack tile (MR x NR, in L1): that one path serves
-// full tiles (a loop over rows, NV vectors each) and edge tiles (a scalar
-// loop over the valid part), and keeps the epilogue's code out of the
-// unrolled FMA body.
+// keeps the 24 accumulators in registers through the K loop. A full packed
+// tile's sums go from the registers to the partial sums or the epilogue
+// (unrolled, MR x NV vectors); edge tiles and the unpacked path go through
+// a stack tile (MR x NR, in L1), whose scalar loops stop at the valid part.
 #include "jit/llvm/gemm.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -62,13 +61,53 @@ class TileEmitter {
           b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {at, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
         }
     }, [] {});
-    Value* direct = flag(kGemmDirect);
-    if_else(direct, [&] { direct_loops(); }, [&] {
-      packed_loop();
-      spill();
-    });
     Value* full = b_.CreateAnd(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), b_.CreateICmpEQ(cols_, b_.getInt64(s_.nr)));
-    // Earlier K blocks' sums.
+    if_else(flag(kGemmDirect), [&] {
+      direct_loops();
+      through_tile(full);
+    }, [&] {
+      packed_loop();
+      // A full tile (all but the edges of a large product) leaves straight
+      // from the registers; an edge tile through the stack tile, whose
+      // scalar loops stop at its valid part.
+      if_else(full, [&] { from_registers(); }, [&] {
+        spill();
+        through_tile(full);
+      });
+    });
+  }
+
+ private:
+  // The accumulators of a full packed tile: earlier K blocks' sums added
+  // and the result stored as partial sums or handed to the epilogue, one
+  // vector at a time, with no round trip through the stack tile.
+  void from_registers() {
+    Value* add = flag(kGemmAddPartial);
+    Value* last = flag(kGemmLast);
+    std::vector<Value*> v;
+    for (auto* a : acc_) v.push_back(b_.CreateLoad(vt_, a));
+    if_else(add, [&] {
+      for (int r = 0; r < s_.mr; ++r)
+        for (int q = 0; q < nv_; ++q) {
+          Value* sum = b_.CreateFAdd(v[r * nv_ + q], partial(b_.getInt64(r), b_.getInt64(q * s_.lanes), s_.lanes, nullptr));
+          b_.CreateStore(sum, acc_[r * nv_ + q]);
+        }
+    }, [] {});
+    v.clear();
+    for (auto* a : acc_) v.push_back(b_.CreateLoad(vt_, a));
+    if_else(last, [&] {
+      for (int r = 0; r < s_.mr; ++r)
+        for (int q = 0; q < nv_; ++q)
+          epi_(batch_, b_.CreateAdd(i_, b_.getInt64(r)), b_.CreateAdd(j_, b_.getInt64(q * s_.lanes)), v[r * nv_ + q], s_.lanes);
+    }, [&] {
+      for (int r = 0; r < s_.mr; ++r)
+        for (int q = 0; q < nv_; ++q) partial(b_.getInt64(r), b_.getInt64(q * s_.lanes), s_.lanes, v[r * nv_ + q]);
+    });
+  }
+
+  // The sums, in the stack tile: earlier K blocks' added, then the
+  // epilogue or the partial sums.
+  void through_tile(Value* full) {
     if_else(flag(kGemmAddPartial), [&] {
       each(full, [&](Value* r, Value* c, int w) { put(r, c, w, b_.CreateFAdd(get(r, c, w), partial(r, c, w, nullptr))); });
     }, [] {});
@@ -79,13 +118,19 @@ class TileEmitter {
     }, [&] { each(full, [&](Value* r, Value* c, int w) { partial(r, c, w, get(r, c, w)); }); });
   }
 
- private:
   Value* flag(int64_t f) { return b_.CreateICmpNE(b_.CreateAnd(flags_, b_.getInt64(f)), b_.getInt64(0)); }
 
   // Packed panels: A is kc x MR (one k after another), B kc x NR, both
   // zero padded, so every tile computes all MR x NR and no load is masked.
+  // Four k per step: 96 FMAs around one loop branch, and one software
+  // prefetch per cache line of A, kPrefetchA k ahead. The A panel comes
+  // from L2 (the B strip, reused by every panel of the block, stays
+  // nearer); prefetching past the panel's end fetches the next panel, the
+  // one the next tile reads.
+  static constexpr int kUnroll = 4, kPrefetchA = 16;
   void packed_loop() {
-    for_range(b_.getInt64(0), kc_, [&](Value* k) {
+    const int64_t eb = dt_ == kDouble ? 8 : 4;
+    auto step = [&](Value* k) {
       std::vector<Value*> bv;
       Value* brow = b_.CreateGEP(t_, bp_, b_.CreateMul(k, b_.getInt64(s_.nr)));
       for (int q = 0; q < nv_; ++q)
@@ -95,7 +140,16 @@ class TileEmitter {
         Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateConstGEP1_64(t_, arow, r)));
         for (int q = 0; q < nv_; ++q) fma(acc_[r * nv_ + q], av, bv[q]);
       }
-    });
+    };
+    Value* kmain = b_.CreateAnd(kc_, b_.getInt64(~int64_t{kUnroll - 1}));
+    for_range(b_.getInt64(0), kmain, [&](Value* k) {
+      Value* ahead = b_.CreateGEP(t_, a_, b_.CreateMul(b_.CreateAdd(k, b_.getInt64(kPrefetchA)), b_.getInt64(s_.mr)));
+      for (int64_t off = 0; off < kUnroll * s_.mr * eb; off += 64)
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                           {b_.CreateConstGEP1_64(b_.getInt8Ty(), ahead, off), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      for (int u = 0; u < kUnroll; ++u) step(b_.CreateAdd(k, b_.getInt64(u)));
+    }, kUnroll);
+    for_range(kmain, kc_, step);
   }
 
   // Unpacked A (small products: packing would cost more than it saves),
@@ -182,8 +236,8 @@ class TileEmitter {
     });
   }
 
-  // for (i = lo; i < hi; ++i) body(i), with the counter in an alloca.
-  void for_range(Value* lo, Value* hi, const std::function<void(Value*)>& body) {
+  // for (i = lo; i < hi; i += stride) body(i), with the counter in an alloca.
+  void for_range(Value* lo, Value* hi, const std::function<void(Value*)>& body, int64_t stride = 1) {
     llvm::IRBuilderBase::InsertPoint here = b_.saveIP();
     b_.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
     llvm::AllocaInst* i = b_.CreateAlloca(b_.getInt64Ty());
@@ -198,7 +252,7 @@ class TileEmitter {
     b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), inner, after);
     b_.SetInsertPoint(inner);
     body(iv);
-    b_.CreateStore(b_.CreateAdd(iv, b_.getInt64(1)), i);
+    b_.CreateStore(b_.CreateAdd(iv, b_.getInt64(stride)), i);
     b_.CreateBr(cond);
     b_.SetInsertPoint(after);
   }
