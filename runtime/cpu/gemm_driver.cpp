@@ -6,9 +6,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <type_traits>
+#ifdef __SSE2__
+#include <xmmintrin.h>
+#endif
 
 #include "runtime/host_allocator.h"
 
@@ -92,11 +97,22 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   const CacheSizes& cs = host_caches();
   const int64_t mr = g.shape.mr, nr = g.shape.nr;
   g.kc = std::clamp<int64_t>(cs.l1 / (nr * e) / 8 * 8, 64, 512);
+  if (const char* v = std::getenv("LOOM_GEMM_KC")) g.kc = std::atoll(v);  // tuning experiments
+  // K split evenly: no thin last block paying a full pass over the
+  // partial sums for a few k (K = 1000, KC 256: 3 x 252 + 244, not
+  // 3 x 256 + 232), a multiple of the tile function's K unroll (4).
+  if (g.k > 0) {
+    const int64_t blocks = (g.k + g.kc - 1) / g.kc;
+    g.kc = ((g.k + blocks - 1) / blocks + 3) / 4 * 4;
+  }
   g.mc = std::max<int64_t>(mr, cs.l2 / 2 / (g.kc * e) / mr * mr);
   g.nc = std::max<int64_t>(nr, cs.l3 / 4 / (g.kc * e) / nr * nr);
   // Packing pays when its panels are reused: skip it when A is no taller
   // than a tile or B fits in half of L2 (it stays there as it is).
   g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
+  // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC above).
+  if (const char* v = std::getenv("LOOM_GEMM_MC")) g.mc = std::atoll(v) / mr * mr;
+  if (const char* v = std::getenv("LOOM_GEMM_NC")) g.nc = std::atoll(v) / nr * nr;
   return g;
 }
 
@@ -115,6 +131,38 @@ struct Scratch {
   Scratch& operator=(const Scratch&) = delete;
 };
 
+// dst[t * ld + r] = src[r * rs + t] for r < h, t < kc, rows h..ld zero:
+// a panel (or strip) packed k-major from rows that are contiguous along K
+// (A row-major, or Linear's W read as B = W^T). Floats go four rows by four
+// k at a time through SSE's 4x4 transpose (x86-64's baseline: no run-time
+// dispatch), reading four streams and writing whole 16-byte pieces, where
+// the scalar loop wrote one element per instruction at stride `ld`.
+template <class T>
+void pack_transposed(const T* src, int64_t rs, int64_t h, int64_t kc, int64_t ld, T* dst) {
+  int64_t r = 0;
+#ifdef __SSE2__
+  if constexpr (std::is_same_v<T, float>) {
+    for (; r + 4 <= h; r += 4) {
+      const float* s0 = src + r * rs;
+      const float *s1 = s0 + rs, *s2 = s1 + rs, *s3 = s2 + rs;
+      int64_t t = 0;
+      for (; t + 4 <= kc; t += 4) {
+        __m128 x0 = _mm_loadu_ps(s0 + t), x1 = _mm_loadu_ps(s1 + t), x2 = _mm_loadu_ps(s2 + t), x3 = _mm_loadu_ps(s3 + t);
+        _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+        float* d = dst + t * ld + r;
+        _mm_storeu_ps(d, x0), _mm_storeu_ps(d + ld, x1), _mm_storeu_ps(d + 2 * ld, x2), _mm_storeu_ps(d + 3 * ld, x3);
+      }
+      for (; t < kc; ++t)
+        for (int q = 0; q < 4; ++q) dst[t * ld + r + q] = src[(r + q) * rs + t];
+    }
+  }
+#endif
+  for (; r < h; ++r)
+    for (int64_t t = 0; t < kc; ++t) dst[t * ld + r] = src[r * rs + t];
+  if (h < ld)
+    for (int64_t t = 0; t < kc; ++t) std::fill(dst + t * ld + h, dst + (t + 1) * ld, T(0));
+}
+
 // B[k0:k0+kc, j0:j0+nc] (strides sk, sn) -> strips of nr columns, k-major
 // inside a strip, zero padded to whole strips.
 template <class T>
@@ -122,12 +170,8 @@ void pack_b(const T* b, int64_t sk, int64_t sn, int64_t kc, int64_t nc, int64_t 
   for (int64_t s = s0; s < s1; ++s) {
     const int64_t j = s * nr, w = std::min(nr, nc - j);
     T* out = dst + s * kc * nr;
-    if (sk == 1 && sn != 1) {  // a transposed B (Linear's x W^T): read columns contiguously, write into the strip (L1)
-      for (int64_t c = 0; c < w; ++c) {
-        const T* src = b + (j + c) * sn;
-        for (int64_t t = 0; t < kc; ++t) out[t * nr + c] = src[t];
-      }
-      for (int64_t t = 0; t < kc; ++t) std::fill(out + t * nr + w, out + (t + 1) * nr, T(0));
+    if (sk == 1 && sn != 1) {  // a transposed B (Linear's x W^T): W's rows are B's columns
+      pack_transposed(b + j * sn, sn, w, kc, nr, out);
       continue;
     }
     for (int64_t t = 0; t < kc; ++t) {
@@ -155,6 +199,10 @@ void pack_a(const T* a, int64_t sm, int64_t sk, int64_t mc, int64_t kc, int64_t 
         std::memcpy(out + t * mr, a + i + t * sk, h * sizeof(T));
         std::fill(out + t * mr + h, out + (t + 1) * mr, T(0));
       }
+      continue;
+    }
+    if (sk == 1) {  // row-major A
+      pack_transposed(a + i * sm, sm, h, kc, mr, out);
       continue;
     }
     for (int64_t r = 0; r < mr; ++r) {
