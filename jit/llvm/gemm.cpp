@@ -168,29 +168,39 @@ class TileEmitter {
       Value* at = b_.CreateGEP(t_, bp_, b_.CreateAdd(b_.CreateMul(k, b_ks_), b_.getInt64(q * s_.lanes)));
       return b_.CreateMaskedLoad(vt_, at, llvm::Align(dt_ == kDouble ? 8 : 4), mask[q], llvm::Constant::getNullValue(vt_));
     };
-    if_else(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), [&] {
+    // nv vectors of B per k: a product at most one vector wide (N = 10: a
+    // classifier's last layer and its weight gradient) runs half the FMAs
+    // of a full tile; its unused accumulators stay zero.
+    auto full_height = [&](int nv) {
       std::vector<Value*> row;
       for (int r = 0; r < s_.mr; ++r) row.push_back(b_.CreateGEP(t_, a_, b_.CreateMul(b_.getInt64(r), a_rs_)));
       for_range(b_.getInt64(0), kc_, [&](Value* k) {
         std::vector<Value*> bv;
-        for (int q = 0; q < nv_; ++q) bv.push_back(bload(k, q));
+        for (int q = 0; q < nv; ++q) bv.push_back(bload(k, q));
         Value* ak = b_.CreateMul(k, a_ks_);
         for (int r = 0; r < s_.mr; ++r) {
           Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, row[r], ak)));
-          for (int q = 0; q < nv_; ++q) fma(acc_[r * nv_ + q], av, bv[q]);
+          for (int q = 0; q < nv; ++q) fma(acc_[r * nv_ + q], av, bv[q]);
         }
       });
       spill();
-    }, [&] {
+    };
+    auto row_by_row = [&](int nv) {
       for_range(b_.getInt64(0), rows_, [&](Value* r) {
         Value* arow = b_.CreateGEP(t_, a_, b_.CreateMul(r, a_rs_));
         for (int q = 0; q < nv_; ++q) b_.CreateStore(llvm::Constant::getNullValue(vt_), acc_[q]);
         for_range(b_.getInt64(0), kc_, [&](Value* k) {
           Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, arow, b_.CreateMul(k, a_ks_))));
-          for (int q = 0; q < nv_; ++q) fma(acc_[q], av, bload(k, q));
+          for (int q = 0; q < nv; ++q) fma(acc_[q], av, bload(k, q));
         });
         for (int q = 0; q < nv_; ++q) put(r, b_.getInt64(q * s_.lanes), s_.lanes, b_.CreateLoad(vt_, acc_[q]));
       });
+    };
+    Value* narrow = b_.CreateICmpSLE(cols_, b_.getInt64(s_.lanes));
+    if_else(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), [&] {
+      if_else(narrow, [&] { full_height(1); }, [&] { full_height(nv_); });
+    }, [&] {
+      if_else(narrow, [&] { row_by_row(1); }, [&] { row_by_row(nv_); });
     });
   }
 
