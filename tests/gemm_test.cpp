@@ -212,3 +212,28 @@ TEST_P(GemmTest, LinearBiasGeluIsOneKernel) {
 LOOM_INSTANTIATE_BACKENDS(GemmTest);
 
 }  // namespace
+
+// A long dot product of same-signed terms: summed in one register chain, its
+// error grows with K (a random-graph seed with K = 35640 lost ~1800 ulp);
+// summed in K blocks whose sums are added (the CPU GEMM, packed or not), it
+// stays within ~(KC + K / KC) ulp. The bound here is 700 ulp of the sum.
+TEST_P(GemmTest, LongSameSignedSumsStayAccurate) {
+  if (GetParam() == "cuda") GTEST_SKIP() << "the GPU GEMM sums all of K in one chain per output, as cuBLAS does";
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> ud(1.1, 1.1001);  // nearly equal terms: rounding errors add up
+  for (Mnk s : {Mnk{1, 1, 40000}, Mnk{3, 5, 40000}, Mnk{40, 70, 20000}}) {
+    std::vector<double> va(s.m * s.k), vb(s.k * s.n);
+    for (double& x : va) x = static_cast<float>(ud(gen));
+    for (double& x : vb) x = static_cast<float>(ud(gen));
+    Tensor c = loom::matmul(loom::tensor(va, loom::kFloat).reshape({s.m, s.k}),
+                            loom::tensor(vb, loom::kFloat).reshape({s.k, s.n}));
+    const std::vector<double> got = c.to_vector<double>();
+    for (int64_t i = 0; i < s.m; ++i)
+      for (int64_t j = 0; j < s.n; ++j) {
+        double want = 0;
+        for (int64_t k = 0; k < s.k; ++k) want += va[i * s.k + k] * vb[k * s.n + j];
+        EXPECT_LE(std::abs(got[i * s.n + j] - want), 700 * 0x1p-24 * want)
+            << s.m << "x" << s.k << " @ " << s.k << "x" << s.n << " element " << i << "," << j;
+      }
+  }
+}

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <vector>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -251,17 +252,29 @@ void run_direct(const Ctx& x) {
   const T* B = elem<T>(x.bufs, g.b_buf, g.b_off);
   if (pack)
     for (int64_t bi = 0; bi < g.batch; ++bi) pack_b(B + bi * g.b_sb, g.b_sk, g.b_sn, g.k, g.n, nr, bp + bi * nt * strip, 0, nt);
+  // A long K is summed in blocks of KC, each block's sum added to the
+  // tile's running total (kept in `part`), as the packed path does: one
+  // register chain over all of K (a dot product of 35640 terms) loses
+  // ~K ulp where blocks lose ~(KC + K/KC).
+  const int64_t b_ks = pack ? nr : g.b_sk;
   auto rows = [&](int64_t r) {  // r: (batch, row tile)
     const int64_t bi = r / mt, i = r % mt * mr;
+    std::vector<T> part(g.k > g.kc ? static_cast<size_t>(mr * nr) : 0);
     GemmTile t{};
-    t.a = A + bi * g.a_sb + i * g.a_sm;
-    t.kc = g.k, t.a_rs = g.a_sm, t.a_ks = g.a_sk, t.b_ks = pack ? nr : g.b_sk;
+    t.a_rs = g.a_sm, t.a_ks = g.a_sk, t.b_ks = b_ks;
     t.batch = bi, t.i = i, t.rows = std::min(mr, g.m - i);
-    t.flags = jit::llvm_cpu::kGemmDirect | jit::llvm_cpu::kGemmLast;
+    t.partial = part.empty() ? nullptr : part.data(), t.ldp = nr;
     for (int64_t j = 0; j < g.n; j += nr) {
-      t.b = pack ? static_cast<const T*>(bp + bi * nt * strip + j / nr * strip) : B + bi * g.b_sb + j;
+      const T* b0 = pack ? static_cast<const T*>(bp + bi * nt * strip + j / nr * strip) : B + bi * g.b_sb + j;
       t.j = j, t.cols = std::min(nr, g.n - j);
-      x.call(t);
+      for (int64_t pc = 0; pc < g.k || pc == 0; pc += g.kc) {
+        t.kc = std::min(g.kc, g.k - pc);
+        t.a = A + bi * g.a_sb + i * g.a_sm + pc * g.a_sk;
+        t.b = b0 + pc * b_ks;
+        t.flags = jit::llvm_cpu::kGemmDirect | (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) |
+                  (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0);
+        x.call(t);
+      }
     }
   };
   const int64_t tasks = g.batch * mt;
