@@ -37,6 +37,22 @@ const Target& host_target() {
     r.cpu = llvm::sys::getHostCPUName().str();
     llvm::StringMap<bool> feats;
     llvm::sys::getHostCPUFeatures(feats);
+    // LOOM_CPU_ISA=avx2 or baseline compiles for less than the host has, so
+    // the AVX2 and SSE2 code paths (tiles, math, vector widths) can be run
+    // and tested on an AVX-512 machine.
+    const char* isa = std::getenv("LOOM_CPU_ISA");
+    const std::string want = isa ? isa : "";
+    if (want == "avx2" || want == "baseline") {
+      r.cpu = want == "avx2" ? "x86-64-v3" : "x86-64";
+      for (auto& f : feats) {
+        const std::string name = f.first().str();
+        const bool wide = name.rfind("avx512", 0) == 0 || name == "evex512" || name.rfind("avx10", 0) == 0 ||
+                          name.rfind("amx", 0) == 0;
+        const bool avx = name.rfind("avx", 0) == 0 || name == "fma" || name == "f16c" || name.rfind("vaes", 0) == 0 ||
+                         name == "vpclmulqdq" || name == "gfni";
+        if (wide || (want == "baseline" && avx)) f.second = false;
+      }
+    }
     std::vector<std::string> on;
     for (auto& f : feats)
       if (f.second) on.push_back("+" + f.first().str());
