@@ -5,6 +5,7 @@
 // norm of the error (float32 lands far under 1e-5, TF32 near 1e-3). Every
 // test skips, saying why, on a machine without a GPU.
 #include <cmath>
+#include <cstdlib>
 
 #include "test_util.h"
 
@@ -132,6 +133,49 @@ TEST_F(CudaGemm, Tf32OnlyWhenAllowed) {
   Tensor c = loom::randn({77, 45}), d = loom::randn({31, 45});
   loom::sync();
   EXPECT_LT(rel_err(loom::matmul(gpu(c), gpu(d).t()), loom::matmul(f64(c), f64(d).t())), 5e-3);
+}
+
+// Split-K forced on every product (LOOM_GEMM_SPLIT, untuned): partial sums
+// in the executable's workspace, then the reduce kernel runs the epilogue.
+TEST_F(CudaGemm, SplitKForced) {
+  struct Unset {
+    ~Unset() {
+      unsetenv("LOOM_GEMM_SPLIT");
+      loom::clear_executable_cache();
+    }
+  } unset;
+  for (const char* splits : {"2", "5", "16"}) {
+    setenv("LOOM_GEMM_SPLIT", splits, 1);
+    loom::clear_executable_cache();
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {65, 63, 700}, {256, 10, 1024}, {33, 200, 97}};
+    for (const auto& s : shapes) {
+      const int64_t M = s[0], N = s[1], K = s[2];
+      Tensor a = loom::randn({M, K}), b = loom::randn({K, N}), bias = loom::randn({N}), r = loom::randn({M, N});
+      loom::sync();
+      Tensor want = loom::matmul(f64(a), f64(b));
+      EXPECT_LT(rel_err(loom::matmul(gpu(a), gpu(b)), want), kF32) << M << "x" << N << "x" << K << " split " << splits;
+      // Fused epilogues, a transposed operand, two outputs.
+      Tensor pre = loom::linear(gpu(a), gpu(b).t().contiguous(), gpu(bias));
+      Tensor act = loom::gelu(pre) + gpu(r);
+      EXPECT_LT(rel_err(pre, want + f64(bias)), kF32) << M << "x" << N << "x" << K << " split " << splits;
+      EXPECT_LT(rel_err(act, loom::gelu(want + f64(bias)) + f64(r)), kF32) << M << "x" << N << "x" << K;
+    }
+    Tensor x = loom::randn({3, 33, 300}), w = loom::randn({3, 300, 41});
+    loom::sync();
+    EXPECT_LT(rel_err(loom::bmm(gpu(x), gpu(w)) * 2, loom::bmm(f64(x), f64(w)) * 2), kF32) << "batched, split " << splits;
+  }
+}
+
+// The W4 shapes: long K and few output tiles, where the tuner may pick
+// split-K; the weight gradient's operands are transposed views.
+TEST_F(CudaGemm, MlpShapesWithTunedSplit) {
+  Tensor h = loom::randn({256, 1024}), w = loom::randn({10, 1024}), g = loom::randn({256, 10}), x = loom::randn({256, 784});
+  Tensor d = loom::randn({256, 1024});
+  loom::sync();
+  EXPECT_LT(rel_err(loom::matmul(gpu(h), gpu(w).t()), loom::matmul(f64(h), f64(w).t())), kF32);
+  EXPECT_LT(rel_err(loom::matmul(gpu(g).t(), gpu(h)), loom::matmul(f64(g).t(), f64(h))), kF32);
+  EXPECT_LT(rel_err(loom::matmul(gpu(d).t(), gpu(x)), loom::matmul(f64(d).t(), f64(x))), kF32);
+  EXPECT_LT(rel_err(loom::relu(loom::matmul(gpu(h), gpu(d).t())), loom::relu(loom::matmul(f64(h), f64(d).t()))), kF32);
 }
 
 TEST_F(CudaGemm, WarmCachesCompileAndTuneNothing) {

@@ -139,14 +139,22 @@ class KernelEmitter {
   void emit_gemm() {
     const GemmProblem g = gemm_problem(p_, k_, gemm_.mma);
     const char* t = ctype(g.dtype);
+    const bool split = gemm_.split > 1;
     o_ << "\n// " << k_.name << ": gemm [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k << ", "
        << gemm_.str() << "\n";
-    o_ << "extern \"C\" __global__ void __launch_bounds__(" << gemm_threads(gemm_) << ") " << kernel_symbol(index_)
-       << "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
+    // Split-K: this kernel writes partial sums to the workspace (its fifth
+    // parameter) and kernel_symbol(i)_reduce adds them up and runs the
+    // epilogue.
+    o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << kernel_symbol(index_)
+       << "(void* const* bufs, const double* fs, const long long* is, long long* err"
+       << (split ? std::string(", ") + t + "* ws" : std::string()) << ") {\n";
     std::vector<bool> used(p_.buffers.size(), false);
-    for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
-    for (size_t b = 0; b < used.size(); ++b)
-      if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
+    if (split) {
+      used[g.a_buffer] = used[g.b_buffer] = true;
+    } else {
+      for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
+    }
+    emit_buffer_pointers(used);
     o_ << "  (void)fs; (void)is;\n";
     o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
     o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
@@ -154,6 +162,19 @@ class KernelEmitter {
     o_ << "  " << gemm_instance(gemm_, g) << "::run((const " << t << "*)b" << g.a_buffer << " + " << g.a_off << "LL, (const "
        << t << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, " << t
        << " acc) {\n";
+    if (split) {
+      o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
+      o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL);\n}\n";
+      o_ << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") " << kernel_symbol(index_)
+         << "_reduce(void* const* bufs, const double* fs, const long long* is, long long* err, const " << t << "* ws) {\n";
+      std::fill(used.begin(), used.end(), false);
+      for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
+      emit_buffer_pointers(used);
+      o_ << "  (void)fs; (void)is;\n";
+      o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
+      o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << g.batch << "LL, " << g.m << "LL, " << g.n
+         << "LL,\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
+    }
     if (k_.loop.n == 3) o_ << "        const long long i0 = bz, i1 = gm, i2 = gn;\n";
     else o_ << "        const long long i0 = gm, i1 = gn; (void)bz;\n";
     const ir::Phase& ph = k_.phases[0];
@@ -162,6 +183,11 @@ class KernelEmitter {
     body(need, "        ");
     for (auto [a, e] : ph.stores) store(a, e, "        ");
     o_ << "      });\n}\n";
+  }
+
+  void emit_buffer_pointers(const std::vector<bool>& used) {
+    for (size_t b = 0; b < used.size(); ++b)
+      if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
   }
 
   // ---------------------------------------------------------------- pointwise

@@ -15,7 +15,10 @@ namespace loom::jit::cuda {
 
 std::string GemmConfig::str() const {
   std::ostringstream o;
-  o << bm << "x" << bn << "x" << bk << (mma ? " mma warps " : " ffma ") << p << "x" << q << " stages " << stages;
+  o << bm << "x" << bn << "x" << bk << (mma ? " mma warps " : warp ? " ffma-warp " : " ffma ") << p << "x" << q
+    << " stages " << stages;
+  if (minb) o << " minb " << minb;
+  if (split > 1) o << " split " << split;
   return o.str();
 }
 
@@ -85,25 +88,50 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   if (g.tf32)
     return {{128, 128, 32, 2, 4, 3, true}, {64, 64, 32, 2, 2, 3, true}, {32, 32, 32, 1, 2, 3, true}};
   if (g.dtype == kDouble) return {{64, 64, 16, 4, 4, 3}, {64, 32, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
-  // Large products: 128x128 blocks, deeper or wider K slices; small ones
-  // (a batch-256 MLP layer) need small tiles to give 132 SMs a block each.
-  return {{128, 128, 16, 8, 8, 3}, {128, 128, 16, 8, 8, 4}, {128, 128, 32, 8, 8, 3}, {128, 64, 16, 8, 8, 3},
-          {64, 64, 16, 4, 4, 3},   {64, 32, 16, 4, 4, 3},   {32, 32, 32, 4, 4, 3}};
+  auto warp = [](int bm, int bn, int bk, int p, int q, int stages, int minb = 0, int split = 1) {
+    return GemmConfig{bm, bn, bk, p, q, stages, false, true, minb, split};
+  };
+  const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
+  // Large products (a wave of 128x128 blocks or more): a warp-tiled 128x256
+  // block (8x16 per thread, one per SM: 3.59 ms for W6 on an H100), 128x128
+  // blocks two per SM (<= 128 registers: 3.65, 3.79 ms), the plain FFMA
+  // loop (3.84 ms) and 128x64 for products just past the threshold.
+  if (tiles128 >= 132)
+    return {warp(128, 256, 16, 8, 16, 3), warp(128, 128, 16, 8, 8, 4, 2), warp(128, 128, 32, 8, 8, 3, 2),
+            {128, 128, 32, 8, 8, 3}, warp(128, 64, 32, 8, 8, 3, 2)};
+  // Small ones (a batch-256 MLP layer) need small tiles to give 132 SMs a
+  // block each, and with a long K split-K: (m/32)(n/32) blocks walking
+  // K = 1024 alone are latency-bound.
+  std::vector<GemmConfig> cs = {warp(64, 64, 32, 4, 4, 3), warp(64, 32, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)};
+  for (const GemmConfig& c : {warp(64, 64, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)}) {
+    const int64_t tiles = ((g.m + c.bm - 1) / c.bm) * ((g.n + c.bn - 1) / c.bn) * g.batch;
+    for (int s : {2, 4, 8, 16}) {
+      if (g.k / s < 64 || tiles * (s / 2) >= 132) break;
+      GemmConfig x = c;
+      x.split = s;
+      cs.push_back(x);
+    }
+  }
+  return cs;
 }
 
 GemmConfig gemm_heuristic(const GemmProblem& g, int multiprocessors) {
   const std::vector<GemmConfig> cs = gemm_candidates(g);
   for (const GemmConfig& c : cs)
-    if (int64_t(gemm_grid(c, g)) * g.batch >= multiprocessors) return c;
+    if (int64_t(gemm_grid(c, g)) * g.batch * c.split >= multiprocessors) return c;
   return cs.back();
+}
+
+std::string gemm_launch_bounds(const GemmConfig& c) {
+  return "__launch_bounds__(" + std::to_string(gemm_threads(c)) + (c.minb > 0 ? ", " + std::to_string(c.minb) : "") + ")";
 }
 
 int gemm_threads(const GemmConfig& c) { return c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q); }
 
 int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g) {
   const int64_t v = 16 / static_cast<int64_t>(element_size(g.dtype));
-  const int64_t a = g.a_kmajor ? c.bk * (c.bm + 8) : c.bm * (c.bk + v);
-  const int64_t b = g.b_kmajor ? c.bk * (c.bn + 8) : c.bn * (c.bk + v);
+  const int64_t a = c.warp ? c.bk * (c.bm + 4) : g.a_kmajor ? c.bk * (c.bm + 8) : c.bm * (c.bk + v);
+  const int64_t b = c.warp ? c.bk * (c.bn + 4) : g.b_kmajor ? c.bk * (c.bn + 8) : c.bn * (c.bk + v);
   return c.stages * (a + b) * static_cast<int64_t>(element_size(g.dtype));
 }
 
@@ -112,12 +140,27 @@ uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g) {
   return static_cast<uint32_t>(std::max<int64_t>(tiles, 1));
 }
 
+int64_t gemm_split_chunk(const GemmConfig& c, const GemmProblem& g) {
+  if (c.split <= 1) return 0;
+  const int64_t per = (g.k + c.split - 1) / c.split;
+  return std::max<int64_t>((per + c.bk - 1) / c.bk, 1) * c.bk;
+}
+
+int64_t gemm_workspace_elems(const GemmConfig& c, const GemmProblem& g) {
+  return c.split > 1 ? int64_t(c.split) * g.batch * g.m * g.n : 0;
+}
+
+uint32_t gemm_reduce_grid(const GemmProblem& g, int multiprocessors) {
+  const int64_t blocks = (g.batch * g.m * g.n + kGemmReduceThreads - 1) / kGemmReduceThreads;
+  return static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, int64_t(multiprocessors) * 8));
+}
+
 std::string gemm_instance(const GemmConfig& c, const GemmProblem& g) {
   auto b = [](bool x) { return x ? "true" : "false"; };
   std::ostringstream o;
   o << "LoomGemm<" << (g.dtype == kDouble ? "double" : "float") << ", " << c.bm << ", " << c.bn << ", " << c.bk << ", "
     << c.p << ", " << c.q << ", " << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor)
-    << ", " << b(g.b_vec) << ", " << b(c.mma) << ">";
+    << ", " << b(g.b_vec) << ", " << b(c.mma) << ", " << b(c.warp) << ">";
   return o.str();
 }
 
@@ -128,10 +171,16 @@ std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfi
   o << gemm_template_source();
   const char* t = g.dtype == kDouble ? "double" : "float";
   for (size_t i = 0; i < candidates.size(); ++i) {
-    o << "extern \"C\" __global__ void __launch_bounds__(" << gemm_threads(candidates[i]) << ") loom_tune" << i
-      << "(const " << t << "* A, const " << t << "* B, " << t << "* C, LoomGemmArgs g) {\n  "
-      << gemm_instance(candidates[i], g) << "::run(A, B, g, [&](long long b, long long m, long long n, " << t
-      << " v) { C[(b * g.M + m) * g.N + n] = v; });\n}\n";
+    const GemmConfig& c = candidates[i];
+    o << "extern \"C\" __global__ void " << gemm_launch_bounds(c) << " loom_tune" << i << "(const " << t << "* A, const "
+      << t << "* B, " << t << "* C, LoomGemmArgs g) {\n  " << gemm_instance(c, g)
+      << "::run(A, B, g, [&](long long b, long long m, long long n, " << t << " v) { C[((blockIdx.y * "
+      << g.batch << "LL + b) * g.M + m) * g.N + n] = v; }, " << gemm_split_chunk(c, g) << "LL);\n}\n";
+    if (c.split > 1)
+      o << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") loom_tune" << i << "_r(const "
+        << t << "* W, " << t << "* C, LoomGemmArgs g) {\n  LoomGemmReduce<" << t << ">::run(W, " << c.split << ", "
+        << g.batch << "LL, g.M, g.N, [&](long long b, long long m, long long n, " << t
+        << " v) { C[(b * g.M + m) * g.N + n] = v; });\n}\n";
   }
   return o.str();
 }

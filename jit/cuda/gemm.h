@@ -14,10 +14,17 @@
 namespace loom::jit::cuda {
 
 // One tile configuration. FFMA: a block of (bm/p)*(bn/q) threads, each a
-// p x q tile of C; MMA (TF32 tensor cores): p x q warps.
+// p x q tile of C; MMA (TF32 tensor cores): p x q warps. warp: the
+// warp-tiled FFMA loop (both tiles k-major in shared memory, fragments
+// double-buffered); minb: blocks per SM promised to ptxas through
+// __launch_bounds__ (0: none); split > 1: split-K, grid.y = split partial
+// products into a workspace, then a reduce kernel that applies the epilogue.
 struct GemmConfig {
   int bm = 0, bn = 0, bk = 0, p = 0, q = 0, stages = 0;
   bool mma = false;
+  bool warp = false;
+  int minb = 0;
+  int split = 1;
   bool valid() const { return bm > 0; }
   std::string str() const;
   bool operator==(const GemmConfig&) const = default;
@@ -45,8 +52,15 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g);
 GemmConfig gemm_heuristic(const GemmProblem& g, int multiprocessors);
 
 int gemm_threads(const GemmConfig& c);
+std::string gemm_launch_bounds(const GemmConfig& c);  // "__launch_bounds__(threads[, minb])"
 int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g);
-uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g);  // grid.x; grid.z is the batch
+uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g);  // grid.x; grid.y the split; grid.z the batch
+// Split-K: the K range of one split (a multiple of bk), 0 without split;
+// the workspace's elements (split * batch * m * n); the reduce launch.
+int64_t gemm_split_chunk(const GemmConfig& c, const GemmProblem& g);
+int64_t gemm_workspace_elems(const GemmConfig& c, const GemmProblem& g);
+constexpr int kGemmReduceThreads = 256;
+uint32_t gemm_reduce_grid(const GemmProblem& g, int multiprocessors);
 
 // The template instantiation "LoomGemm<float, 128, ...>".
 std::string gemm_instance(const GemmConfig& c, const GemmProblem& g);
@@ -54,7 +68,9 @@ std::string gemm_instance(const GemmConfig& c, const GemmProblem& g);
 const char* gemm_template_source();
 
 // A module of one kernel per candidate, loom_tune<i>(A, B, C, args) with C
-// dense [batch, m, n], for the tuner to time.
+// dense [batch, m, n], for the tuner to time; a split-K candidate's kernel
+// writes its partial sums to W (loom_tune<i>(A, B, W, args)) and
+// loom_tune<i>_r(W, C, args) adds them up into C.
 std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfig>& candidates);
 
 }  // namespace loom::jit::cuda

@@ -102,27 +102,77 @@ struct LoomGemmAcc<T, true, P, Q, MI, NI> {
 // ([BM][BK]); BKM: B's tile is k-major ([BK][BN], B contiguous along n),
 // else n-major. AV/BV: 16-byte copies are allowed (contiguous dim stride 1,
 // the other strides and the offset multiples of V, the base aligned).
-template <class T, int BM, int BN, int BK, int P, int Q, int STAGES, bool AK, bool AV, bool BKM, bool BV, bool MMA>
+//
+// WT (warp-tiled FFMA, float32): both tiles are stored k-major in shared
+// memory whatever the global layout (an operand contiguous along k is
+// transposed by its element copies: 8 lanes along k, 4 along m/n, so a warp
+// reads 4 full 32-byte sectors and writes 32 distinct banks, rows padded to
+// BM+4 / BN+4). Each warp owns a (8P) x (4Q) sub-tile: lane = 4 * lm + ln,
+// thread rows wm + 32 * (i / 4) + 4 * lm + i % 4 (P/4 fragments of 4 rows,
+// one 16-byte load each), columns likewise with 16 and ln. Fragments for
+// step k+1 are loaded while step k's FMAs run (two register sets).
+//
+// Split-K: with kchunk > 0, block row blockIdx.y computes the K range
+// [y * kchunk, (y + 1) * kchunk) only; the caller's epilogue writes the
+// partial sums to a workspace and LoomGemmReduce adds them up in split order
+// and applies the real epilogue.
+template <class T, int BM, int BN, int BK, int P, int Q, int STAGES, bool AK, bool AV, bool BKM, bool BV, bool MMA,
+          bool WT = false>
 struct LoomGemm {
   enum {
     V = 16 / (int)sizeof(T),
     THREADS = MMA ? 32 * P * Q : (BM / P) * (BN / Q),
+    // Shared-memory tiles k-major? (WT: always.)
+    A_KM = AK || WT,
+    B_KM = BKM || WT,
     // Padding keeps 16-byte alignment and spreads rows over the banks.
-    A_LD = AK ? BM + 8 : BK + V,
-    B_LD = BKM ? BN + 8 : BK + V,
-    A_ELEMS = AK ? BK * A_LD : BM * A_LD,
-    B_ELEMS = BKM ? BK * B_LD : BN * B_LD,
+    A_LD = WT ? BM + 4 : AK ? BM + 8 : BK + V,
+    B_LD = WT ? BN + 4 : BKM ? BN + 8 : BK + V,
+    A_ELEMS = A_KM ? BK * A_LD : BM * A_LD,
+    B_ELEMS = B_KM ? BK * B_LD : BN * B_LD,
     STAGE = A_ELEMS + B_ELEMS,
+    // WT warp layout: 8 x 4 lanes, a warp tile of WTM x WTN.
+    WTM = 8 * P,
+    WTN = 4 * Q,
+    WARPS_N = WT ? BN / WTN : 1,
   };
-  static __device__ __forceinline__ int a_at(int m, int k) { return AK ? k * A_LD + m : m * A_LD + k; }
-  static __device__ __forceinline__ int b_at(int k, int n) { return BKM ? k * B_LD + n : n * B_LD + k; }
+  static_assert(!WT || (BM % WTM == 0 && BN % WTN == 0 && P % 4 == 0 && Q % 4 == 0 && BK % 8 == 0 &&
+                        (BM / WTM) * (BN / WTN) * 32 == THREADS && BM % (THREADS / 8) == 0 &&
+                        BN % (THREADS / 8) == 0),
+                "LoomGemm: bad warp-tiled configuration");
+  static __device__ __forceinline__ int a_at(int m, int k) { return A_KM ? k * A_LD + m : m * A_LD + k; }
+  static __device__ __forceinline__ int b_at(int k, int n) { return B_KM ? k * B_LD + n : n * B_LD + k; }
+
+  // Element copies of a k-contiguous operand into a k-major tile (WT only):
+  // chunk c = 8 * (row pass) + k % 8; rows tid / 8 + r * THREADS / 8.
+  template <int R>
+  static __device__ __forceinline__ void load_transposed(T* dst, int ld, const T* src, loom_i64 rows, loom_i64 r0,
+                                                         loom_i64 s_r, loom_i64 s_k, loom_i64 K, loom_i64 k0) {
+    constexpr int TR = THREADS / 8;
+    const int kl = threadIdx.x % 8, rl = threadIdx.x / 8;
+#pragma unroll
+    for (int r = 0; r < R / TR; ++r) {
+      const int rr = rl + r * TR;
+      const loom_i64 gr = r0 + rr;
+      const bool rok = gr < rows;
+      const T* row = src + (rok ? gr * s_r : 0);
+#pragma unroll
+      for (int k = kl; k < BK; k += 8) {
+        const loom_i64 gk = k0 + k;
+        const bool ok = rok && gk < K;
+        loom_cp_elem<sizeof(T)>(dst + k * ld + rr, ok ? row + gk * s_k : src, ok ? (int)sizeof(T) : 0);
+      }
+    }
+  }
 
   // Copies the slice [k0, k0 + BK) of both operands into stage `s`.
   static __device__ __forceinline__ void load(T* s, const T* A, const T* B, const LoomGemmArgs& g, loom_i64 m0,
                                               loom_i64 n0, loom_i64 k0) {
     T* as = s;
     T* bs = s + A_ELEMS;
-    if (AV) {
+    if (WT && !AK) {
+      load_transposed<BM>(as, A_LD, A, g.M, m0, g.a_m, g.a_k, g.K, k0);
+    } else if (AV) {
       constexpr int CM = AK ? BM / V : BM, CK = AK ? BK : BK / V;
 #pragma unroll
       for (int c = threadIdx.x; c < CM * CK; c += THREADS) {
@@ -141,7 +191,9 @@ struct LoomGemm {
         loom_cp_elem<sizeof(T)>(as + a_at(m, k), ok ? A + gm * g.a_m + gk * g.a_k : A, ok ? (int)sizeof(T) : 0);
       }
     }
-    if (BV) {
+    if (WT && !BKM) {
+      load_transposed<BN>(bs, B_LD, B, g.N, n0, g.b_n, g.b_k, g.K, k0);
+    } else if (BV) {
       constexpr int CN = BKM ? BN / V : BN, CK = BKM ? BK : BK / V;
 #pragma unroll
       for (int c = threadIdx.x; c < CN * CK; c += THREADS) {
@@ -164,10 +216,18 @@ struct LoomGemm {
 
   // FFMA thread tile: row i / column j of this thread within the block tile.
   static __device__ __forceinline__ int row(int i) {
+    if (WT) {
+      const int warp = threadIdx.x / 32, lm = (threadIdx.x % 32) / 4;
+      return (warp / WARPS_N) * WTM + (i / 4) * 32 + lm * 4 + i % 4;
+    }
     const int ty = threadIdx.x / (BN / Q);
     return AK ? ty * 4 + (i % 4) + (i / 4) * (BM / (P / 4)) : ty + i * (BM / P);
   }
   static __device__ __forceinline__ int col(int j) {
+    if (WT) {
+      const int warp = threadIdx.x / 32, ln = threadIdx.x % 4;
+      return (warp % WARPS_N) * WTN + (j / 4) * 16 + ln * 4 + j % 4;
+    }
     const int tx = threadIdx.x % (BN / Q);
     return BKM ? tx * 4 + (j % 4) + (j / 4) * (BN / (Q / 4)) : tx + j * (BN / Q);
   }
@@ -215,6 +275,29 @@ struct LoomGemm {
     }
   }
 
+  // Warp-tiled FFMA over one slice, fragments double-buffered in registers.
+  static __device__ __forceinline__ void wt_frag(const T* as, const T* bs, int k, int r0, int c0, T (&a)[P], T (&b)[Q]) {
+#pragma unroll
+    for (int i = 0; i < P; i += 4) loom_lds<4>(&a[i], as + k * A_LD + r0 + (i / 4) * 32);
+#pragma unroll
+    for (int j = 0; j < Q; j += 4) loom_lds<4>(&b[j], bs + k * B_LD + c0 + (j / 4) * 16);
+  }
+  static __device__ __forceinline__ void wt_slice(const T* s, T (&acc)[P][Q]) {
+    const T* as = s;
+    const T* bs = s + A_ELEMS;
+    const int r0 = row(0), c0 = col(0);
+    T a[2][P], b[2][Q];
+    wt_frag(as, bs, 0, r0, c0, a[0], b[0]);
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      if (k + 1 < BK) wt_frag(as, bs, k + 1, r0, c0, a[(k + 1) & 1], b[(k + 1) & 1]);
+#pragma unroll
+      for (int i = 0; i < P; ++i)
+#pragma unroll
+        for (int j = 0; j < Q; ++j) acc[i][j] = loom_fma(a[k & 1][i], b[k & 1][j], acc[i][j]);
+    }
+  }
+
   // TF32 warp tile: MI x NI m16n8k8 products; fragment layout as in the PTX
   // ISA (g = lane / 4, t = lane % 4).
   enum { WM = BM / P, WN = BN / Q, MI = WM / 16 > 0 ? WM / 16 : 1, NI = WN / 8 > 0 ? WN / 8 : 1 };
@@ -255,7 +338,15 @@ struct LoomGemm {
   // The whole block: tile (grouped so that neighbouring blocks share
   // operand panels in L2), pipelined main loop, epilogue.
   template <class Epi>
-  static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& g, Epi epi) {
+  static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
+                                             loom_i64 kchunk = 0) {
+    LoomGemmArgs g = ga;
+    if (kchunk > 0) {  // split-K: this block row's K range
+      const loom_i64 kb = (loom_i64)blockIdx.y * kchunk;
+      A += kb * g.a_k;
+      B += kb * g.b_k;
+      g.K = g.K - kb < kchunk ? g.K - kb : kchunk;
+    }
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
     T* smem = reinterpret_cast<T*>(loom_gemm_smem);
     const loom_i64 tiles_m = (g.M + BM - 1) / BM, tiles_n = (g.N + BN - 1) / BN;
@@ -274,14 +365,18 @@ struct LoomGemm {
     typedef typename LoomGemmAcc<T, MMA, P, Q, MI, NI>::type Acc;
     Acc acc;
     LoomGemmAcc<T, MMA, P, Q, MI, NI>::zero(acc);
+    int rd = 0, wr = STAGES - 1;  // stages of slice kt and of slice kt + STAGES - 1
     for (loom_i64 kt = 0; kt < KT; ++kt) {
       loom_cp_wait<STAGES - 2>();
       __syncthreads();  // slice kt is in; every thread is done with slice kt-1's stage
       const loom_i64 next = kt + STAGES - 1;
-      if (next < KT) load(smem + (next % STAGES) * STAGE, A, B, g, m0, n0, next * BK);
+      if (next < KT) load(smem + wr * STAGE, A, B, g, m0, n0, next * BK);
       loom_cp_commit();
-      if constexpr (MMA) mma_slice(smem + (kt % STAGES) * STAGE, acc);
-      else ffma_slice(smem + (kt % STAGES) * STAGE, acc);
+      if constexpr (MMA) mma_slice(smem + rd * STAGE, acc);
+      else if constexpr (WT) wt_slice(smem + rd * STAGE, acc);
+      else ffma_slice(smem + rd * STAGE, acc);
+      rd = rd + 1 == STAGES ? 0 : rd + 1;
+      wr = wr + 1 == STAGES ? 0 : wr + 1;
     }
     loom_cp_wait<0>();
     if constexpr (MMA) {
@@ -307,6 +402,23 @@ struct LoomGemm {
           if (gn < g.N) epi(batch, gm, gn, acc[i][j]);
         }
       }
+    }
+  }
+};
+
+// Split-K's second kernel: C = sum over the splits of the partial products
+// (in split order, so the result does not depend on scheduling), then the
+// epilogue, one element per thread of a grid-stride loop.
+template <class T>
+struct LoomGemmReduce {
+  template <class Epi>
+  static __device__ __forceinline__ void run(const T* ws, int split, loom_i64 batch, loom_i64 M, loom_i64 N, Epi epi) {
+    const loom_i64 mn = M * N, total = batch * mn;
+    for (loom_i64 i = (loom_i64)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (loom_i64)gridDim.x * blockDim.x) {
+      T v = ws[i];
+      for (int s = 1; s < split; ++s) v += ws[s * total + i];
+      const loom_i64 b = i / mn, r = i - b * mn, m = r / N;
+      epi(b, m, r - m * N, v);
     }
   }
 };

@@ -36,7 +36,8 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
       if (!program.kernels[i].contraction) continue;
       const jit::cuda::GemmConfig& c = module.gemm[i] =
           choose_gemm(jit::cuda::gemm_problem(program, program.kernels[i], tf32), index);
-      for (int w : {c.bm, c.bn, c.bk, c.p, c.q, c.stages, int(c.mma)}) key.push_back(static_cast<uint64_t>(w));
+      for (int w : {c.bm, c.bn, c.bk, c.p, c.q, c.stages, int(c.mma), int(c.warp), c.minb, c.split})
+        key.push_back(static_cast<uint64_t>(w));
     }
     const std::string source = jit::cuda::emit_source(program, module.gemm);
     dump_file(folder, "kernels.cu", source);
@@ -49,6 +50,11 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
       check(driver().cuModuleGetFunction(&f, module.module, jit::cuda::kernel_symbol(i).c_str()), "cuModuleGetFunction",
             program.kernels[i].name);
       module.kernels.push_back(f);
+      CUfunction r = nullptr;  // split-K's reduce kernel
+      if (program.kernels[i].contraction && module.gemm[i].split > 1)
+        check(driver().cuModuleGetFunction(&r, module.module, (jit::cuda::kernel_symbol(i) + "_reduce").c_str()),
+              "cuModuleGetFunction", program.kernels[i].name);
+      module.reduce.push_back(r);
     }
   }
   return std::make_unique<CudaExecutable>(std::move(program), index, std::move(module));

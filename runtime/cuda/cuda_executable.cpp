@@ -1,7 +1,10 @@
 #include "runtime/cuda/cuda_executable.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include <loom/error.h>
 
@@ -12,6 +15,41 @@
 #include "runtime/metrics.h"
 
 namespace loom::runtime::cuda {
+
+namespace {
+
+// LOOM_CUDA_KERNEL_TIMES=1: every run launches its kernels directly (no
+// graph replay), each between two CUDA events, and the time of each launch
+// is summed per label; the table goes to stderr at exit.
+bool kernel_times_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOOM_CUDA_KERNEL_TIMES");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
+struct KernelTimes {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, int64_t>> ms;  // label -> (total ms, launches)
+  ~KernelTimes() {
+    if (ms.empty()) return;
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (auto& [k, v] : ms) rows.emplace_back(v.first, k), total += v.first;
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "loom: kernel times (LOOM_CUDA_KERNEL_TIMES), total %.3f ms\n", total);
+    for (auto& [t, k] : rows)
+      std::fprintf(stderr, "  %10.3f ms %6.1f%%  %8.2f us/launch  %s\n", t, 100 * t / total, 1000 * t / ms[k].second,
+                   k.c_str());
+  }
+};
+KernelTimes& kernel_times() {
+  static KernelTimes t;
+  return t;
+}
+
+}  // namespace
 
 CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModule module)
     : program_(std::move(program)), device_(device), module_(std::move(module)), outputs_(program_, /*library_stops_on_failure=*/false) {
@@ -53,6 +91,7 @@ CudaExecutable::~CudaExecutable() {
 void CudaExecutable::plan_launches() {
   const DeviceContext& ctx = context(device_);
   std::vector<int64_t> meta;
+  int64_t workspace_bytes = 0;
   for (const ir::Step& step : program_.steps) {
     if (step.kind == ir::Step::Generated && program_.kernels[step.index].contraction) {
       // A GEMM: one block per output tile (grid.x), the batch in grid.z,
@@ -65,13 +104,30 @@ void CudaExecutable::plan_launches() {
       Launch l;
       l.function = module_.kernels.at(step.index);
       l.grid[0] = jit::cuda::gemm_grid(c, g);
+      l.grid[1] = static_cast<uint32_t>(std::max(c.split, 1));
       l.grid[2] = static_cast<uint32_t>(g.batch);
+      l.workspace = c.split > 1;
       l.block[0] = static_cast<uint32_t>(jit::cuda::gemm_threads(c));
       l.shared = static_cast<uint32_t>(jit::cuda::gemm_shared_bytes(c, g));
       if (l.shared > 48 * 1024)
         check(driver().cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.shared)),
               "cuFuncSetAttribute", program_.kernels[step.index].name);
+      l.label = program_.kernels[step.index].name + " gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" +
+                std::to_string(g.n) + "x" + std::to_string(g.k) + " " + c.str();
       launches_.push_back(l);
+      if (c.split > 1) {
+        // Split-K: partial sums in the workspace (one for all GEMMs of the
+        // program: they run one after the other), then the reduce kernel.
+        workspace_bytes = std::max<int64_t>(workspace_bytes, jit::cuda::gemm_workspace_elems(c, g) *
+                                                                 static_cast<int64_t>(element_size(g.dtype)));
+        Launch r;
+        r.function = module_.reduce.at(step.index);
+        r.grid[0] = jit::cuda::gemm_reduce_grid(g, ctx.multiprocessors);
+        r.block[0] = jit::cuda::kGemmReduceThreads;
+        r.workspace = true;
+        r.label = l.label + " (reduce)";
+        launches_.push_back(r);
+      }
       continue;
     }
     if (step.kind == ir::Step::Generated) {
@@ -82,6 +138,7 @@ void CudaExecutable::plan_launches() {
       l.function = module_.kernels.at(step.index);
       l.grid[0] = dims.grid;
       l.block[0] = dims.block;
+      l.label = program_.kernels[step.index].name;
       launches_.push_back(l);
       continue;
     }
@@ -93,10 +150,16 @@ void CudaExecutable::plan_launches() {
       std::copy(lib.block, lib.block + 3, l.block);
       l.shared = lib.shared_bytes;
       l.meta = static_cast<int64_t>(meta.size());
+      l.label = lib.function;
       meta.insert(meta.end(), lib.meta.begin(), lib.meta.end());
       launches_.push_back(l);
     }
   }
+  if (kernel_times_on()) {
+    timing_events_.resize(launches_.size() + 1);
+    for (CUevent& e : timing_events_) check(driver().cuEventCreate(&e, 0), "cuEventCreate", "kernel times");
+  }
+  if (workspace_bytes > 0) workspace_ = Buffer::allocate(Device(kCUDA, static_cast<int8_t>(device_)), workspace_bytes);
   if (!meta.empty()) {
     meta_ = Buffer::allocate(Device(kCUDA, static_cast<int8_t>(device_)), meta.size() * 8);
     copy_to_device(meta_->data(), meta.data(), meta.size() * 8, device_);
@@ -106,15 +169,33 @@ void CudaExecutable::plan_launches() {
 void CudaExecutable::launch_all() {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
+  const bool timed = kernel_times_on() && !timing_events_.empty();
   CUdeviceptr base = reinterpret_cast<CUdeviceptr>(args_->data());
   const size_t ns = (err_at_ - scalar_at_) / 2;
   CUdeviceptr bufs = base, fs = base + scalar_at_ * 8, is = base + (scalar_at_ + ns) * 8, err = base + err_at_ * 8;
   for (const Launch& l : launches_) {
-    CUdeviceptr meta = l.meta >= 0 ? reinterpret_cast<CUdeviceptr>(meta_->data()) + l.meta * 8 : 0;
+    CUdeviceptr meta = l.workspace ? reinterpret_cast<CUdeviceptr>(workspace_->data())
+                       : l.meta >= 0   ? reinterpret_cast<CUdeviceptr>(meta_->data()) + l.meta * 8
+                                       : 0;
     void* params[] = {&bufs, &fs, &is, &err, &meta};
+    const size_t at = static_cast<size_t>(&l - launches_.data());
+    if (timed) check(d.cuEventRecord(timing_events_[at], ctx.stream), "cuEventRecord", "kernel times");
     check(d.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared,
                            ctx.stream, params, nullptr),
           "cuLaunchKernel", "a kernel of a graph on cuda:" + std::to_string(device_));
+  }
+  if (timed) {
+    check(d.cuEventRecord(timing_events_.back(), ctx.stream), "cuEventRecord", "kernel times");
+    check(d.cuEventSynchronize(timing_events_.back()), "cuEventSynchronize", "kernel times");
+    KernelTimes& kt = kernel_times();
+    std::lock_guard lock(kt.mu);
+    for (size_t i = 0; i < launches_.size(); ++i) {
+      float ms = 0;
+      check(d.cuEventElapsedTime(&ms, timing_events_[i], timing_events_[i + 1]), "cuEventElapsedTime", "kernel times");
+      auto& row = kt.ms[launches_[i].label];
+      row.first += ms;
+      row.second += 1;
+    }
   }
 }
 
@@ -193,7 +274,7 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     // later runs replay the captured graph. A program of one kernel is
     // always launched directly: one kernel launch costs less than a graph
     // launch of one node.
-    if (!graph_ && runs_ > 0 && launches_.size() > 1) capture();
+    if (!graph_ && runs_ > 0 && launches_.size() > 1 && !kernel_times_on()) capture();
     if (graph_) {
       check(d.cuGraphLaunch(graph_, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
       bump(counters().cuda_graph_launches);

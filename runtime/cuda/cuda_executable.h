@@ -14,6 +14,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "ir/kernel.h"
@@ -29,6 +30,7 @@ struct LoadedModule {
   CUmodule module = nullptr;
   std::vector<CUfunction> kernels;  // generated kernel i
   std::vector<jit::cuda::GemmConfig> gemm;  // kernel i's tile configuration, if it is a GEMM
+  std::vector<CUfunction> reduce;           // kernel i's split-K reduce kernel, if it has one
 };
 
 class CudaExecutable final : public Executable {
@@ -43,6 +45,8 @@ class CudaExecutable final : public Executable {
     CUfunction function = nullptr;
     uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
     int64_t meta = -1;  // library kernels: element offset of their meta in meta_
+    bool workspace = false;  // split-K GEMM and reduce: the fifth parameter is workspace_
+    std::string label;       // for LOOM_CUDA_KERNEL_TIMES
   };
   struct Slot {
     void* host = nullptr;     // pinned argument block
@@ -63,12 +67,14 @@ class CudaExecutable final : public Executable {
   std::vector<Launch> launches_;
   BufferPtr arena_;  // temporaries, planned by ir/lower.cpp
   BufferPtr meta_;   // library kernels' constant parameters
+  BufferPtr workspace_;  // split-K partial sums (never an output: outputs may be donated), shared by the GEMMs
   size_t arg_words_ = 0, scalar_at_ = 0, err_at_ = 0;  // argument block layout, in 8-byte words
   BufferPtr args_;                      // the argument block the kernels read
   std::vector<int64_t> uploaded_;       // what args_ holds (or will, in stream order)
   Slot slots_[2];
   int next_slot_ = 0;
   CUgraphExec graph_ = nullptr;
+  std::vector<CUevent> timing_events_;  // LOOM_CUDA_KERNEL_TIMES: one before each launch, one after the last
   int64_t runs_ = 0;
   std::mutex mu_;  // one run at a time: the arena and the slots are shared
 };

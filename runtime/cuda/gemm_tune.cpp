@@ -8,6 +8,7 @@
 // timed over a few launches with CUDA events; the fastest wins.
 #include "runtime/cuda/gemm_tune.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -66,6 +67,10 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   const Device dev(kCUDA, static_cast<int8_t>(device));
   BufferPtr A = Buffer::allocate(dev, (g.a_off + a_n) * es), B = Buffer::allocate(dev, (g.b_off + b_n) * es);
   BufferPtr C = Buffer::allocate(dev, c_n * es);
+  int64_t ws_n = 0;
+  for (const jc::GemmConfig& c : cs) ws_n = std::max(ws_n, jc::gemm_workspace_elems(c, g));
+  BufferPtr W = ws_n > 0 ? Buffer::allocate(dev, ws_n * es) : nullptr;
+  CUdeviceptr w = W ? reinterpret_cast<CUdeviceptr>(W->data()) : 0;
   check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(A->data()), 0x3c, (g.a_off + a_n) * es, ctx.stream), "cuMemsetD8Async", what);
   check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(B->data()), 0x3c, (g.b_off + b_n) * es, ctx.stream), "cuMemsetD8Async", what);
   CUdeviceptr a = reinterpret_cast<CUdeviceptr>(A->data()) + g.a_off * es, b = reinterpret_cast<CUdeviceptr>(B->data()) + g.b_off * es;
@@ -84,10 +89,18 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
     const int64_t shared = jc::gemm_shared_bytes(cs[i], g);
     if (shared > 48 * 1024 && d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared)))
       continue;  // more shared memory than this GPU gives a block
-    void* params[] = {&a, &b, &c, &args};
+    const bool split = cs[i].split > 1;
+    CUfunction r = nullptr;
+    if (split) check(d.cuModuleGetFunction(&r, module, ("loom_tune" + std::to_string(i) + "_r").c_str()), "cuModuleGetFunction", what);
+    void* params[] = {&a, &b, split ? &w : &c, &args};
+    void* rparams[] = {&w, &c, &args};
     auto launch = [&] {
-      return d.cuLaunchKernel(f, jc::gemm_grid(cs[i], g), 1, static_cast<unsigned>(g.batch), jc::gemm_threads(cs[i]), 1,
-                              1, static_cast<unsigned>(shared), ctx.stream, params, nullptr);
+      CUresult e = d.cuLaunchKernel(f, jc::gemm_grid(cs[i], g), std::max(cs[i].split, 1), static_cast<unsigned>(g.batch),
+                                    jc::gemm_threads(cs[i]), 1, 1, static_cast<unsigned>(shared), ctx.stream, params, nullptr);
+      if (e == CUDA_SUCCESS && split)
+        e = d.cuLaunchKernel(r, jc::gemm_reduce_grid(g, ctx.multiprocessors), 1, 1, jc::kGemmReduceThreads, 1, 1, 0,
+                             ctx.stream, rparams, nullptr);
+      return e;
     };
     if (launch() != CUDA_SUCCESS) continue;
     constexpr int kRuns = 5;
@@ -122,6 +135,10 @@ jc::GemmConfig choose_gemm(const jc::GemmProblem& g, int device) {
   const DeviceContext& ctx = context(device);
   if (const char* e = std::getenv("LOOM_GEMM_TUNE"); e && std::strcmp(e, "0") == 0)
     return jc::gemm_heuristic(g, ctx.multiprocessors);
+  // Test hook: LOOM_GEMM_SPLIT=n forces split-K with n splits on every
+  // float32 FFMA product (the 32x32 warp-tiled tiles), untuned.
+  if (const char* e = std::getenv("LOOM_GEMM_SPLIT"); e && std::atoi(e) > 1 && g.dtype == kFloat && !g.tf32)
+    return jc::GemmConfig{32, 32, 32, 4, 4, 3, false, true, 0, std::atoi(e)};
   std::vector<uint64_t> key = g.key();
   key.push_back(static_cast<uint64_t>(device));
   std::lock_guard lock(mu);

@@ -203,7 +203,21 @@ TEST(CudaCodegen, GemmLayoutsAndPlans) {
   EXPECT_TRUE(g.a_vec && g.b_vec);
   // Small products take small tiles: at least one block per SM of an H100.
   const jc::GemmConfig c = jc::gemm_heuristic(g, 132);
-  EXPECT_GE(jc::gemm_grid(c, g), 132u) << c.str();
+  EXPECT_GE(jc::gemm_grid(c, g) * c.split, 132u) << c.str();
+  // Few output tiles and a long K: split-K candidates, K chunks of whole slices.
+  auto h = loom::randn({256, 1024}), v = loom::randn({1024, 10});
+  loom::sync();
+  KernelProgram sk = lower_outputs({loom::matmul(h, v)}, gemm_on());
+  const jc::GemmProblem gs = jc::gemm_problem(sk, sk.kernels[0], false);
+  bool any_split = false;
+  for (const jc::GemmConfig& k : jc::gemm_candidates(gs))
+    if (k.split > 1) {
+      any_split = true;
+      EXPECT_EQ(jc::gemm_split_chunk(k, gs) % k.bk, 0);
+      EXPECT_GE(jc::gemm_split_chunk(k, gs) * k.split, gs.k);
+      EXPECT_EQ(jc::gemm_workspace_elems(k, gs), k.split * gs.m * gs.n);
+    }
+  EXPECT_TRUE(any_split);
   EXPECT_FALSE(c.mma);
   EXPECT_TRUE(jc::gemm_heuristic(jc::gemm_problem(w4, w4.kernels[0], true), 132).mma);
 }
@@ -232,6 +246,13 @@ TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
   expect_gemm_compiles(p, true, "TF32 GEMMs");
   expect_gemm_compiles(lower_outputs({loom::relu(loom::matmul(d, dw)), loom::matmul(dw.t(), d.t())}, gemm_on()), false,
                        "float64 GEMMs");
+  // The large-product candidates (128x128 and 128x256 warp tiles) and the
+  // split-K ones (with their reduce kernels), with an epilogue.
+  auto big = loom::randn({2048, 64}), bigw = loom::randn({2048, 64}), h = loom::randn({256, 1024});
+  auto v = loom::randn({10, 1024}), vb = loom::randn({10});
+  loom::sync();
+  expect_gemm_compiles(lower_outputs({loom::gelu(loom::linear(big, bigw)), loom::linear(h, v, vb)}, gemm_on()), false,
+                       "large and split-K GEMMs");
 }
 
 }  // namespace
