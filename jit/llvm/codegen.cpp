@@ -111,12 +111,7 @@ class KernelEmitter {
     fs_ = &*args++;
     is_ = &*args++;
     err_ = &*args++;
-    for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
-    err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
-    b_.CreateStore(b_.getInt32(0), err_acc_);
-    for (const ir::Access& a : k_.accesses)
-      base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
-    plan_stash();
+    begin_body();
     row_.assign(k_.phases.size(), nullptr);
     for (size_t ph = 0; ph < k_.phases.size(); ++ph)
       if (k_.phases[ph].kind == ir::Phase::Reduce) {
@@ -133,16 +128,7 @@ class KernelEmitter {
     // (another thread, after the parallel loop) reads the output.
     if (std::find(hints_.stream.begin(), hints_.stream.end(), true) != hints_.stream.end())
       b_.CreateIntrinsic(llvm::Intrinsic::x86_sse_sfence, {}, {});
-    // Report bad data once, after all loops.
-    Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
-    auto* set = llvm::BasicBlock::Create(ctx_, "set_err", fn_);
-    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
-    b_.CreateCondBr(b_.CreateICmpNE(e, b_.getInt32(0)), set, done);
-    b_.SetInsertPoint(set);
-    b_.CreateStore(e, err_);
-    b_.CreateBr(done);
-    b_.SetInsertPoint(done);
-    b_.CreateRetVoid();
+    end_body();
   }
 
   // A GEMM kernel: gemm.cpp emits the tile loop; the epilogue is this
@@ -162,12 +148,7 @@ class KernelEmitter {
     fs_ = &*args++;
     is_ = &*args++;
     err_ = &*args++;
-    for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
-    err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
-    b_.CreateStore(b_.getInt32(0), err_acc_);
-    for (const ir::Access& a : k_.accesses)
-      base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
-    plan_stash();
+    begin_body();
     phase_ = 0;
     const ir::Phase& ph = k_.phases.at(0);
     std::vector<bool> need(k_.exprs.size(), false);
@@ -181,6 +162,24 @@ class KernelEmitter {
       auto vals = eval(need, w);
       for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
     });
+    end_body();
+  }
+
+ private:
+  // What every kernel body (loops or a GEMM tile) starts with: the loop
+  // index slots, the error accumulator, each access's base pointer, the
+  // row stash plan.
+  void begin_body() {
+    for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
+    err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
+    b_.CreateStore(b_.getInt32(0), err_acc_);
+    for (const ir::Access& a : k_.accesses)
+      base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
+    plan_stash();
+  }
+
+  // Bad data is reported once, after all loops.
+  void end_body() {
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
     auto* set = llvm::BasicBlock::Create(ctx_, "set_err", fn_);
     auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
@@ -192,7 +191,6 @@ class KernelEmitter {
     b_.CreateRetVoid();
   }
 
- private:
   // ---------------------------------------------------------------- loops
   // Loops [d, to): loop 0 runs [begin, end), others their full extent; the
   // innermost runs `width` lanes per step and then a scalar tail.
