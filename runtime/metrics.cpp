@@ -122,6 +122,7 @@ Metrics metrics() {
   m.kernels_launched = c.kernels_launched.load();
   m.bytes_allocated = c.bytes_allocated.load();
   m.buffers_allocated = c.buffers_allocated.load();
+  m.bytes_copied_back = c.bytes_copied_back.load();
   m.disk_cache_hits = c.disk_cache_hits.load();
   m.disk_cache_misses = c.disk_cache_misses.load();
   m.disk_cache_writes = c.disk_cache_writes.load();
@@ -142,7 +143,7 @@ void reset_metrics() {
   runtime::Counters& c = runtime::counters();
   for (auto* a : {&c.graphs_materialized, &c.graph_nodes, &c.graph_cuts, &c.cache_hits,
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
-                  &c.bytes_allocated, &c.buffers_allocated, &c.disk_cache_hits, &c.disk_cache_misses,
+                  &c.bytes_allocated, &c.buffers_allocated, &c.bytes_copied_back, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
                   &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches})
     a->store(0);
@@ -172,6 +173,7 @@ std::string Metrics::to_string() const {
   row("kernels launched", std::to_string(kernels_launched));
   row("bytes allocated", std::to_string(bytes_allocated));
   row("buffers allocated", std::to_string(buffers_allocated));
+  row("bytes copied back", std::to_string(bytes_copied_back));
   row("disk cache hits", std::to_string(disk_cache_hits));
   row("disk cache misses", std::to_string(disk_cache_misses));
   row("disk cache writes", std::to_string(disk_cache_writes));

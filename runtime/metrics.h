@@ -20,6 +20,7 @@ struct Counters {
   std::atomic<int64_t> kernels_launched{0};
   std::atomic<int64_t> bytes_allocated{0};
   std::atomic<int64_t> buffers_allocated{0};
+  std::atomic<int64_t> bytes_copied_back{0};
   std::atomic<int64_t> disk_cache_hits{0};
   std::atomic<int64_t> disk_cache_misses{0};
   std::atomic<int64_t> disk_cache_writes{0};

@@ -35,7 +35,11 @@ runtime::BufferPtr Storage::owned_buffer() const {
 void Storage::set_result(const runtime::BufferPtr& result) {
   std::lock_guard lock(mu_);
   if (buffer_ && buffer_ != result) {
+    // The run wrote a new buffer for an in-place update (the executable
+    // could not donate this one): the tensor keeps its own buffer, which
+    // other views and raw pointers may alias.
     runtime::copy_bytes(*buffer_, 0, *result, 0, result->bytes());
+    runtime::bump(runtime::counters().bytes_copied_back, static_cast<int64_t>(result->bytes()));
   } else {
     buffer_ = result;
   }

@@ -36,6 +36,8 @@ struct Metrics {
   int64_t kernels_launched = 0;    // kernels (or reference nodes) executed
   int64_t bytes_allocated = 0;     // buffer bytes allocated
   int64_t buffers_allocated = 0;
+  int64_t bytes_copied_back = 0;   // results copied into a tensor's existing buffer after a run: an
+                                   // in-place update the executable could not write in place
   int64_t disk_cache_hits = 0;     // compiled artifacts loaded from LOOM_CACHE_DIR
   int64_t disk_cache_misses = 0;
   int64_t disk_cache_writes = 0;
