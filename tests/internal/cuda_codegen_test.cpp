@@ -51,6 +51,19 @@ TEST(CudaCodegen, PointwiseChainUsesFourLanes) {
   EXPECT_NE(jc::emit_source(p).find("loom_vload4"), std::string::npos);
 }
 
+// A pointwise kernel gets a thread per step of its lanes (W1: 2^22 threads
+// of 4 floats), however many blocks that is: no grid-stride loop in
+// practice (measured faster on an H100; see launch_dims).
+TEST(CudaCodegen, PointwiseGridCoversEveryStep) {
+  jc::KernelPlan plan;
+  plan.pointwise = true;
+  plan.threads = int64_t{1} << 22;
+  EXPECT_EQ(jc::launch_dims(plan, 132).grid, 16384u);
+  EXPECT_EQ(jc::launch_dims(plan, 132).block, 256u);
+  plan.threads = int64_t{1} << 40;  // past the grid limit: the kernel's loop takes the rest
+  EXPECT_EQ(jc::launch_dims(plan, 132).grid, 0x7fffffffu);
+}
+
 TEST(CudaCodegen, OddSizesAndTransposesUseOneLane) {
   auto x = loom::randn({7, 5});
   loom::sync();
