@@ -10,7 +10,8 @@ TF32:
   G1  gelu(F.linear(x, W, b))             eager: GEMM (bias in cuBLAS's
                                           epilogue) + a GELU kernel
 and prints G0 + G1e, the cost of "vendor GEMM + separate epilogue", so the
-fused loom kernel can be compared with both.
+fused loom kernel can be compared with both; then W6 (4096^3) with TF32
+allowed, beside loom-bench's TF32 row.
 Usage: python3 linear_peer.py [--device cuda]
 """
 import statistics
@@ -50,6 +51,11 @@ def main():
         ("G1 linear-gelu 4096 f32", "torch-eager", median_time(lambda: F.gelu(F.linear(x, W, b))), flops),
     ]
     rows.append(("G1 = G0 + epilogue-pass (sum)", "torch-eager", rows[0][2] + rows[1][2], flops))
+    # W6 with TF32 tensor cores (loom-bench's "W6 matmul 4096 tf32" row).
+    a, c = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    rows.append(("W6 matmul 4096 tf32", "torch-eager", median_time(lambda: a @ c), flops))
+    torch.backends.cuda.matmul.allow_tf32 = False
     for name, peer, t, f in rows:
         extra = f"GFLOP/s={f / t / 1e9:.1f}" if f else f"GB/s={2 * 4 * n * n / t / 1e9:.1f}"
         print(f"{name:<28} {peer:<18} cuda  {t * 1e3:10.4f} ms  {extra}")

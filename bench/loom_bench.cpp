@@ -223,6 +223,19 @@ void w6(const std::string& peer) {
       },
       gemm_repeats());
   row_ms("W6 matmul 4096 f32", peer, t, "GFLOP/s", flop / t / 1e9);
+  if (g_dev.is_cuda()) {
+    // The same product with TF32 tensor cores, which a user opts into as
+    // with PyTorch's allow_tf32 (linear_peer.py prints torch's row).
+    loom::cuda::set_allow_tf32(true);
+    double t32 = median_time(
+        [&] {
+          loom::Tensor c = loom::matmul(a, b);
+          finish();
+        },
+        gemm_repeats());
+    loom::cuda::set_allow_tf32(false);
+    row_ms("W6 matmul 4096 tf32", peer, t32, "GFLOP/s", flop / t32 / 1e9);
+  }
   if (!g_dev.is_cpu()) return;
 #ifdef LOOM_BENCH_OPENBLAS
   blas_threads();
