@@ -685,12 +685,9 @@ class Lowering {
   }
   // Whether step `st` writes a buffer in `reads` or reads or writes one in `writes`.
   bool touches(const Step& st, const std::vector<uint32_t>& reads, const std::vector<uint32_t>& writes) const {
-    auto any = [](const std::vector<uint32_t>& xs, const std::vector<uint32_t>& ys) {
-      return std::any_of(xs.begin(), xs.end(), [&](uint32_t x) { return std::find(ys.begin(), ys.end(), x) != ys.end(); });
-    };
     std::vector<uint32_t> r, w;
     step_buffers(st, r, w);
-    return any(w, reads) || any(r, writes) || any(w, writes);
+    return overlap(w, reads) || overlap(r, writes) || overlap(w, writes);
   }
   // B reads something A stores, only where A stores it, and A reads nothing B writes.
   static bool joinable(const Kernel& a, const Kernel& b) {
@@ -798,21 +795,19 @@ class Lowering {
   // step). Moved steps keep their order; the buffer plan comes after.
   int late_updates() {
     const size_t ns = p_.steps.size();
+    std::vector<std::vector<uint32_t>> reads(ns), writes(ns);
+    for (size_t s = 0; s < ns; ++s) step_buffers(p_.steps[s], reads[s], writes[s]);
+    auto has = [](const std::vector<uint32_t>& xs, uint32_t x) { return std::find(xs.begin(), xs.end(), x) != xs.end(); };
     std::vector<bool> late(ns, false);
     int moved = 0;
     for (size_t s = ns; s-- > 0;) {
-      std::vector<uint32_t> reads, writes;
-      step_buffers(p_.steps[s], reads, writes);
       bool updates = false, conflicts = false;
       for (size_t t = s + 1; t < ns && !conflicts; ++t) {
         if (late[t]) continue;
-        conflicts = touches(p_.steps[t], reads, writes);
-        std::vector<uint32_t> t_reads, t_writes;
-        step_buffers(p_.steps[t], t_reads, t_writes);
-        for (uint32_t in : reads)
-          updates = updates || (p_.buffers[in].kind == BufferKind::Input &&
-                                std::find(t_reads.begin(), t_reads.end(), in) != t_reads.end() &&
-                                std::any_of(writes.begin(), writes.end(), [&](uint32_t w) { return same_storage(w, in); }));
+        conflicts = overlap(writes[t], reads[s]) || overlap(reads[t], writes[s]) || overlap(writes[t], writes[s]);
+        for (uint32_t in : reads[s])
+          updates = updates || (p_.buffers[in].kind == BufferKind::Input && has(reads[t], in) &&
+                                std::any_of(writes[s].begin(), writes[s].end(), [&](uint32_t w) { return may_update(w, in); }));
       }
       late[s] = updates && !conflicts;
       moved += late[s];
@@ -826,9 +821,12 @@ class Lowering {
     return moved;
   }
   // An output that could be written into input `in`'s buffer: same size and type.
-  bool same_storage(uint32_t out, uint32_t in) const {
+  bool may_update(uint32_t out, uint32_t in) const {
     const BufferInfo &o = p_.buffers[out], &i = p_.buffers[in];
     return o.kind == BufferKind::Output && o.dtype == i.dtype && o.numel == i.numel;
+  }
+  static bool overlap(const std::vector<uint32_t>& xs, const std::vector<uint32_t>& ys) {
+    return std::any_of(xs.begin(), xs.end(), [&](uint32_t x) { return std::find(ys.begin(), ys.end(), x) != ys.end(); });
   }
   void step_buffers(const Step& st, std::vector<uint32_t>& reads, std::vector<uint32_t>& writes) const {
     if (st.kind == Step::Library) {

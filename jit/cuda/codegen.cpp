@@ -107,7 +107,7 @@ class KernelEmitter {
 
   void emit() {
     if (k_.contraction) return emit_gemm();
-    const LaunchDims dims = launch_dims(plan_, 1);
+    const LaunchDims dims = launch_dims(plan_);
     o_ << "\n// " << k_.name << ": loop [";
     for (int d = 0; d < k_.loop.n; ++d) o_ << (d ? ", " : "") << k_.loop[d];
     o_ << "], outer " << int(k_.outer) << "\n";
@@ -154,9 +154,7 @@ class KernelEmitter {
     } else {
       for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
     }
-    emit_buffer_pointers(used);
-    o_ << "  (void)fs; (void)is;\n";
-    o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
+    emit_gemm_prologue(used);
     o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
        << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
     o_ << "  " << gemm_instance(gemm_, g) << "::run((const " << t << "*)b" << g.a_buffer << " + " << g.a_off << "LL, (const "
@@ -169,9 +167,7 @@ class KernelEmitter {
          << "_reduce(void* const* bufs, const double* fs, const long long* is, long long* err, const " << t << "* ws) {\n";
       std::fill(used.begin(), used.end(), false);
       for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
-      emit_buffer_pointers(used);
-      o_ << "  (void)fs; (void)is;\n";
-      o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
+      emit_gemm_prologue(used);
       o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << g.batch << "LL, " << g.m << "LL, " << g.n
          << "LL,\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
     }
@@ -185,9 +181,13 @@ class KernelEmitter {
     o_ << "      });\n}\n";
   }
 
-  void emit_buffer_pointers(const std::vector<bool>& used) {
+  // The used buffers' pointers, then the whole block returns if an earlier
+  // kernel failed (one read of the error word per block).
+  void emit_gemm_prologue(const std::vector<bool>& used) {
     for (size_t b = 0; b < used.size(); ++b)
       if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
+    o_ << "  (void)fs; (void)is;\n";
+    o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
   }
 
   // ---------------------------------------------------------------- pointwise
@@ -676,7 +676,7 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
   return p;
 }
 
-LaunchDims launch_dims(const KernelPlan& plan, int multiprocessors) {
+LaunchDims launch_dims(const KernelPlan& plan) {
   LaunchDims d;
   if (plan.pointwise) {
     // One thread per step of `lanes` elements, as many blocks as that takes:
@@ -685,7 +685,6 @@ LaunchDims launch_dims(const KernelPlan& plan, int multiprocessors) {
     // time): 52.1 us this way, 54.0 us with the grid capped at 32 blocks per
     // SM and threads looping; a 2^26 copy 184 vs 192 us. The kernel still
     // loops (grid-stride), for grids past the hardware's limit.
-    (void)multiprocessors;
     d.block = 256;
     const int64_t blocks = (plan.threads + d.block - 1) / d.block;
     d.grid = static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, int64_t(0x7fffffff)));

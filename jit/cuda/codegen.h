@@ -36,11 +36,11 @@ struct KernelPlan {
 };
 KernelPlan plan_kernel(const ir::KernelProgram& p, const ir::Kernel& k);
 
-// Grid and block of a planned kernel on a GPU with `multiprocessors` SMs.
+// Grid and block of a planned kernel (the same on every GPU).
 struct LaunchDims {
   uint32_t grid = 1, block = 1;
 };
-LaunchDims launch_dims(const KernelPlan& plan, int multiprocessors);
+LaunchDims launch_dims(const KernelPlan& plan);
 
 // The parameter list of every generated kernel (library kernels add `meta`):
 //   (void* const* bufs, const double* fs, const long long* is, long long* err)

@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <vector>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
 #include <type_traits>
+#include <vector>
 #ifdef __SSE2__
 #include <xmmintrin.h>
 #endif

@@ -133,7 +133,7 @@ void CudaExecutable::plan_launches() {
     if (step.kind == ir::Step::Generated) {
       const jit::cuda::KernelPlan plan = jit::cuda::plan_kernel(program_, program_.kernels[step.index]);
       if (plan.empty) continue;
-      const jit::cuda::LaunchDims dims = jit::cuda::launch_dims(plan, ctx.multiprocessors);
+      const jit::cuda::LaunchDims dims = jit::cuda::launch_dims(plan);
       Launch l;
       l.function = module_.kernels.at(step.index);
       l.grid[0] = dims.grid;

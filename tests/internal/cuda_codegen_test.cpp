@@ -58,10 +58,10 @@ TEST(CudaCodegen, PointwiseGridCoversEveryStep) {
   jc::KernelPlan plan;
   plan.pointwise = true;
   plan.threads = int64_t{1} << 22;
-  EXPECT_EQ(jc::launch_dims(plan, 132).grid, 16384u);
-  EXPECT_EQ(jc::launch_dims(plan, 132).block, 256u);
+  EXPECT_EQ(jc::launch_dims(plan).grid, 16384u);
+  EXPECT_EQ(jc::launch_dims(plan).block, 256u);
   plan.threads = int64_t{1} << 40;  // past the grid limit: the kernel's loop takes the rest
-  EXPECT_EQ(jc::launch_dims(plan, 132).grid, 0x7fffffffu);
+  EXPECT_EQ(jc::launch_dims(plan).grid, 0x7fffffffu);
 }
 
 TEST(CudaCodegen, OddSizesAndTransposesUseOneLane) {
@@ -88,7 +88,7 @@ TEST(CudaCodegen, SoftmaxRowStaysInRegisters) {
   const std::string src = jc::emit_source(p);
   EXPECT_NE(src.find("s0[j * 4 + l]"), std::string::npos) << src;  // the row's loads are stashed
   EXPECT_NE(src.find("loom_vstore4"), std::string::npos) << src;
-  jc::LaunchDims d = jc::launch_dims(plan, 132);
+  jc::LaunchDims d = jc::launch_dims(plan);
   EXPECT_EQ(d.grid, 32u);
   EXPECT_EQ(d.block, 256u);
 }
@@ -101,7 +101,7 @@ TEST(CudaCodegen, ShortRowsShareABlock) {
   jc::KernelPlan plan = jc::plan_kernel(p, p.kernels[0]);
   EXPECT_EQ(plan.group, 32);
   EXPECT_EQ(plan.rows_per_block, 8);
-  EXPECT_EQ(jc::launch_dims(plan, 132).grid, 125u);
+  EXPECT_EQ(jc::launch_dims(plan).grid, 125u);
 }
 
 TEST(CudaCodegen, LongRowsLoop) {
