@@ -15,7 +15,7 @@ unsigned parse_topics() {
   unsigned mask = 0;
   static const std::pair<const char*, LogTopic> kNames[] = {{"graph", LogTopic::Graph},     {"cache", LogTopic::Cache},
                                                             {"passes", LogTopic::Passes},   {"fusion", LogTopic::Fusion},
-                                                            {"kernels", LogTopic::Kernels}};
+                                                            {"kernels", LogTopic::Kernels}, {"donation", LogTopic::Donation}};
   for (auto& [name, topic] : kNames)
     if (std::strstr(env, name) || std::strcmp(env, "all") == 0) mask |= static_cast<unsigned>(topic);
   return mask;
@@ -27,6 +27,7 @@ const char* topic_name(LogTopic t) {
     case LogTopic::Passes: return "passes";
     case LogTopic::Fusion: return "fusion";
     case LogTopic::Kernels: return "kernels";
+    case LogTopic::Donation: return "donation";
   }
   return "?";
 }

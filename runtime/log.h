@@ -4,7 +4,7 @@
 
 namespace loom::runtime {
 
-enum class LogTopic : unsigned { Graph = 1, Cache = 2, Passes = 4, Fusion = 8, Kernels = 16 };
+enum class LogTopic : unsigned { Graph = 1, Cache = 2, Passes = 4, Fusion = 8, Kernels = 16, Donation = 32 };
 
 bool log_enabled(LogTopic t);
 void log_line(LogTopic t, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

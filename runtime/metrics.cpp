@@ -134,6 +134,7 @@ Metrics metrics() {
   m.nvrtc_compiles = c.nvrtc_compiles.load();
   m.nvrtc_compile_ns = c.nvrtc_compile_ns.load();
   m.cuda_graph_launches = c.cuda_graph_launches.load();
+  m.cuda_argument_uploads = c.cuda_argument_uploads.load();
   return m;
 }
 
@@ -145,7 +146,7 @@ void reset_metrics() {
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
                   &c.bytes_allocated, &c.buffers_allocated, &c.bytes_copied_back, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
-                  &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches})
+                  &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads})
     a->store(0);
 }
 
@@ -186,6 +187,7 @@ std::string Metrics::to_string() const {
     row("nvrtc compiles", std::to_string(nvrtc_compiles));
     row("nvrtc compile time", ms(nvrtc_compile_ns));
     row("cuda graph launches", std::to_string(cuda_graph_launches));
+    row("cuda argument uploads", std::to_string(cuda_argument_uploads));
   }
   return os.str();
 }

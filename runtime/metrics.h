@@ -31,6 +31,7 @@ struct Counters {
   std::atomic<int64_t> nvrtc_compiles{0};    // NVRTC programs compiled (graphs and the library module)
   std::atomic<int64_t> nvrtc_compile_ns{0};
   std::atomic<int64_t> cuda_graph_launches{0};  // cache-hit replays launched as one CUDA graph
+  std::atomic<int64_t> cuda_argument_uploads{0};  // runs that copied their argument block to the GPU
 };
 
 Counters& counters();

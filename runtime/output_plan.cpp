@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/log.h"
+
 namespace loom::runtime {
 
 OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_failure)
@@ -72,20 +74,32 @@ bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
 
 BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args) const {
   const ir::BufferInfo& info = program_.buffers[b];
-  const size_t writer = writer_[b];
-  if (writer == kNoStep || writer == kTwoWriters) return nullptr;
-  if (static_cast<int64_t>(writer) <= last_failing_step_) return nullptr;
-  if (!library_stops_on_failure_ && last_failing_step_ >= 0 && program_.steps[writer].kind == ir::Step::Library)
-    return nullptr;
   if (info.index >= args.targets.size() || !args.targets[info.index]) return nullptr;
   const BufferPtr& t = args.targets[info.index];
-  if (t->bytes() != static_cast<size_t>(info.numel) * element_size(info.dtype)) return nullptr;
-  for (uint32_t i = 0; i < program_.buffers.size(); ++i) {
+  const char* refused = nullptr;
+  const size_t writer = writer_[b];
+  if (writer == kNoStep || writer == kTwoWriters)
+    refused = "not written by exactly one step";
+  else if (static_cast<int64_t>(writer) <= last_failing_step_)
+    refused = "written before a step that can fail on bad data";
+  else if (!library_stops_on_failure_ && last_failing_step_ >= 0 && program_.steps[writer].kind == ir::Step::Library)
+    refused = "written by a library kernel after a step that can fail";
+  else if (t->bytes() != static_cast<size_t>(info.numel) * element_size(info.dtype))
+    refused = "the tensor's buffer has another size";
+  for (uint32_t i = 0; i < program_.buffers.size() && !refused; ++i) {
     const ir::BufferInfo& in = program_.buffers[i];
     if (in.kind != ir::BufferKind::Input || args.inputs[in.index] != t.get()) continue;
-    if (std::find(in_place_ok_.begin(), in_place_ok_.end(), std::make_pair(b, i)) == in_place_ok_.end()) return nullptr;
+    if (std::find(in_place_ok_.begin(), in_place_ok_.end(), std::make_pair(b, i)) == in_place_ok_.end())
+      refused = "its old value is read after the write, or elsewhere than where it is written";
   }
-  return t;
+  if (!refused) return t;
+  // LOOM_LOG=donation: why an output gets a new buffer (then copied back
+  // into the tensor's own after the run: Metrics::bytes_copied_back).
+  if (log_enabled(LogTopic::Donation))
+    log_line(LogTopic::Donation, "output %zu (buffer %u, %lld elements, step %lld of %zu): new buffer: %s",
+             static_cast<size_t>(info.index), b, static_cast<long long>(info.numel),
+             writer >= kTwoWriters ? -1LL : static_cast<long long>(writer), program_.steps.size(), refused);
+  return nullptr;
 }
 
 void OutputPlan::results(std::vector<BufferPtr>& owned, Device device, std::vector<BufferPtr>& result) const {

@@ -71,6 +71,27 @@ TEST_F(CudaTest, ReplaysAsOneCudaGraphAndAllocatesFromTheCache) {
   EXPECT_EQ(after.driver_allocations, after_first.driver_allocations) << "replays must allocate from the cache";
 }
 
+// The loop `y = f(x)`: the new y is allocated before the old one is freed,
+// so the output alternates between two buffers. Each address set keeps its
+// own argument block and graph: after both are seen, no run uploads, and a
+// program of one kernel replays as a graph too.
+TEST_F(CudaTest, AlternatingOutputsReplayWithoutUploads) {
+  Tensor x = loom::randn({1 << 16}, loom::kCUDA);
+  loom::sync();
+  Tensor y = x * 2 + 1;  // one kernel
+  loom::sync();
+  loom::reset_metrics();
+  for (int i = 0; i < 10; ++i) {
+    y = x * 2 + 1;
+    loom::sync();
+  }
+  const loom::Metrics m = loom::metrics();
+  EXPECT_EQ(m.cache_hits, 10);
+  EXPECT_EQ(m.cuda_graph_launches, 10);
+  EXPECT_LE(m.cuda_argument_uploads, 1) << "two alternating outputs fit the two argument sets";
+  EXPECT_TRUE(loom_test::all_close(y, (x.to(loom::kCPU) * 2 + 1).to_vector<double>()));
+}
+
 TEST_F(CudaTest, OutOfMemoryIsAClearErrorAndLeavesTensorsIntact) {
   Tensor keep = loom::arange(1000, loom::TensorOptions(loom::kFloat).device(loom::kCUDA)) * 2;
   loom::sync();

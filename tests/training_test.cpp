@@ -28,12 +28,18 @@ struct TrainingRun {
   loom::Metrics metrics;
 };
 
+// `backend` "cuda" runs on the GPU (the model, data and updates there).
 TrainingRun train(const std::string& backend, int steps) {
-  const std::string previous = loom::set_backend(backend);
+  const bool gpu = backend == "cuda";
+  const std::string previous = loom::set_backend(gpu ? "llvm" : backend);
   loom::manual_seed(0);
   Tensor x = loom::randn({32, 64});
   Tensor y = loom::randint(0, 10, {32});
   auto model = std::make_shared<Mlp>(64, 32, 10);
+  if (gpu) {
+    x = x.to(loom::kCUDA), y = y.to(loom::kCUDA);
+    model->to(loom::kCUDA);
+  }
   loom::optim::SGD opt(model->parameters(), loom::optim::SGDOptions(0.01).momentum(0.9));
   loom::reset_metrics();
   TrainingRun run;
@@ -47,7 +53,7 @@ TrainingRun train(const std::string& backend, int steps) {
     run.losses.push_back(loss.item<float>());
   }
   run.metrics = loom::metrics();
-  for (const Tensor& p : model->parameters()) run.params.push_back(p.to_vector<float>());
+  for (const Tensor& p : model->parameters()) run.params.push_back(p.to(loom::kCPU).to_vector<float>());
   loom::set_backend(previous);
   return run;
 }
@@ -73,6 +79,22 @@ TEST(Training, W4ShapedLoopCompilesOnceAndMatchesReference) {
   for (size_t p = 0; p < llvm.params.size(); ++p)
     for (size_t i = 0; i < llvm.params[p].size(); ++i)
       ASSERT_NEAR(llvm.params[p][i], reference.params[p][i], 1e-4) << "parameter " << p << " element " << i;
+}
+
+// The same loop on a GPU: one compile, every update written in place (no
+// copy back: the GEMM epilogues that hold the weight updates run after
+// every step that can fail), and the llvm backend's numbers.
+TEST(Training, W4ShapedLoopOnCudaUpdatesInPlace) {
+  if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
+  const TrainingRun cuda = train("cuda", 30);
+  EXPECT_EQ(cuda.metrics.cache_misses, 1);
+  EXPECT_EQ(cuda.metrics.cache_hits, 29);
+  EXPECT_EQ(cuda.metrics.bytes_copied_back, 0);
+  const TrainingRun llvm = train("llvm", 30);
+  for (size_t i = 0; i < llvm.losses.size(); ++i) EXPECT_NEAR(cuda.losses[i], llvm.losses[i], 2e-4) << "step " << i;
+  for (size_t p = 0; p < llvm.params.size(); ++p)
+    for (size_t i = 0; i < llvm.params[p].size(); ++i)
+      ASSERT_NEAR(cuda.params[p][i], llvm.params[p][i], 1e-4) << "parameter " << p << " element " << i;
 }
 
 }  // namespace

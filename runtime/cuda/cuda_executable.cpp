@@ -70,7 +70,7 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
           "argument block");
     check(driver().cuEventCreate(&s.done, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "argument block");
   }
-  args_ = Buffer::allocate(dev, arg_words_ * 8);
+  for (ArgSet& set : sets_) set.block = Buffer::allocate(dev, arg_words_ * 8);
   if (program_.arena_bytes > 0) arena_ = Buffer::allocate(dev, static_cast<size_t>(program_.arena_bytes));
   plan_launches();
 }
@@ -83,7 +83,8 @@ CudaExecutable::~CudaExecutable() {
     if (s.done) d.cuEventDestroy(s.done);
     if (s.host) d.cuMemFreeHost(s.host);
   }
-  if (graph_) d.cuGraphExecDestroy(graph_);
+  for (ArgSet& set : sets_)
+    if (set.graph) d.cuGraphExecDestroy(set.graph);
 }
 
 // The launch sequence of one run, fixed at compile time: generated kernels
@@ -166,11 +167,11 @@ void CudaExecutable::plan_launches() {
   }
 }
 
-void CudaExecutable::launch_all() {
+void CudaExecutable::launch_all(const ArgSet& set) {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
   const bool timed = kernel_times_on() && !timing_events_.empty();
-  CUdeviceptr base = reinterpret_cast<CUdeviceptr>(args_->data());
+  CUdeviceptr base = reinterpret_cast<CUdeviceptr>(set.block->data());
   const size_t ns = (err_at_ - scalar_at_) / 2;
   CUdeviceptr bufs = base, fs = base + scalar_at_ * 8, is = base + (scalar_at_ + ns) * 8, err = base + err_at_ * 8;
   for (const Launch& l : launches_) {
@@ -199,21 +200,21 @@ void CudaExecutable::launch_all() {
   }
 }
 
-// Records the launch sequence into a CUDA graph (bound to args_).
-void CudaExecutable::capture() {
+// Records the launch sequence into a CUDA graph bound to the set's block.
+void CudaExecutable::capture(ArgSet& set) {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
   check(d.cuStreamBeginCapture(ctx.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture", "replay");
   CUgraph graph = nullptr;
   try {
-    launch_all();
+    launch_all(set);
   } catch (...) {
     d.cuStreamEndCapture(ctx.stream, &graph);
     if (graph) d.cuGraphDestroy(graph);
     throw;
   }
   check(d.cuStreamEndCapture(ctx.stream, &graph), "cuStreamEndCapture", "replay");
-  CUresult r = d.cuGraphInstantiate(&graph_, graph, 0);
+  CUresult r = d.cuGraphInstantiate(&set.graph, graph, 0);
   d.cuGraphDestroy(graph);
   check(r, "cuGraphInstantiate", "replay");
 }
@@ -261,25 +262,31 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
   words[err_at_ + 1] = -1;
 
   if (!launches_.empty()) {
-    // A program that can fail uploads every time: its error words must be reset.
-    if (outputs_.can_fail() || uploaded_.size() != arg_words_ || std::memcmp(uploaded_.data(), words, arg_words_ * 8) != 0) {
-      check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(args_->data()), slot.host, arg_words_ * 8, ctx.stream),
+    // The set already holding these words, else the least recently used.
+    ArgSet* set = nullptr;
+    for (ArgSet& a : sets_)
+      if (a.uploaded.size() == arg_words_ && std::memcmp(a.uploaded.data(), words, arg_words_ * 8) == 0) set = &a;
+    const bool upload = !set || outputs_.can_fail();  // a program that can fail resets its error words every run
+    if (!set) set = sets_[0].last_run <= sets_[1].last_run ? &sets_[0] : &sets_[1];
+    if (upload) {
+      check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(set->block->data()), slot.host, arg_words_ * 8, ctx.stream),
             "cuMemcpyHtoDAsync", "argument block");
       check(d.cuEventRecord(slot.done, ctx.stream), "cuEventRecord", "argument block");
       slot.in_flight = true;
       next_slot_ ^= 1;
-      uploaded_.assign(words, words + arg_words_);
+      set->uploaded.assign(words, words + arg_words_);
+      bump(counters().cuda_argument_uploads);
     }
+    set->last_run = runs_;
+    last_set_ = set;
     // The first run launches directly (it also proves every launch valid);
-    // later runs replay the captured graph. A program of one kernel is
-    // always launched directly: one kernel launch costs less than a graph
-    // launch of one node.
-    if (!graph_ && runs_ > 0 && launches_.size() > 1 && !kernel_times_on()) capture();
-    if (graph_) {
-      check(d.cuGraphLaunch(graph_, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
+    // later runs replay the set's graph, captured on its first replay.
+    if (!set->graph && runs_ > 0 && !kernel_times_on()) capture(*set);
+    if (set->graph) {
+      check(d.cuGraphLaunch(set->graph, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
       bump(counters().cuda_graph_launches);
     } else {
-      launch_all();
+      launch_all(*set);
     }
   }
   ++runs_;
@@ -290,7 +297,7 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
 // Bad data is found on the GPU; the message is made here, after a sync.
 void CudaExecutable::check_errors() {
   int64_t err[2] = {0, -1};
-  copy_to_host(err, static_cast<char*>(args_->data()) + err_at_ * 8, sizeof(err), device_);
+  copy_to_host(err, static_cast<char*>(last_set_->block->data()) + err_at_ * 8, sizeof(err), device_);
   if (err[0] == 0) return;
   const auto node = static_cast<uint32_t>(err[1]);
   if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
@@ -301,7 +308,7 @@ void CudaExecutable::check_errors() {
 
 // The first out-of-range index in row-major order, as the CPU reports it.
 std::string CudaExecutable::out_of_range_message(const ir::LibraryCall& call) {
-  const int64_t* words = uploaded_.data();  // this run's buffer addresses
+  const int64_t* words = last_set_->uploaded.data();  // this run's buffer addresses
   const int64_t dim_size = call.input_shapes[0][static_cast<size_t>(call.attr[0])];
   const int64_t n = call.input_shapes[1].numel();
   std::vector<int64_t> index(static_cast<size_t>(n));

@@ -49,6 +49,8 @@ struct Metrics {
   int64_t nvrtc_compiles = 0;      // CUDA programs compiled by NVRTC (0 when all came from the disk cache)
   int64_t nvrtc_compile_ns = 0;
   int64_t cuda_graph_launches = 0; // cache-hit replays on a GPU, each one CUDA graph launch
+  int64_t cuda_argument_uploads = 0;  // runs whose buffer addresses or scalars differed from both cached
+                                      // argument blocks, so they were copied to the GPU first
   std::string to_string() const;   // an aligned two-column table
 };
 Metrics metrics();
