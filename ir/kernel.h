@@ -44,10 +44,12 @@ struct Access {
 enum class ExprKind : uint8_t {
   Load,      // accesses[a]
   Scalar,    // runtime scalar #a, converted to dtype
-  Op,        // an elementwise ir::Op (Unary, Binary, Where, Cast) on a, b, c
+  Op,        // an elementwise ir::Op (Unary, Binary, Where, Cast) on a, b, c; or RandUniform /
+             // RandNormal of (counter a, seed b), both kLong: ir/philox.h's value at that counter
   RowValue,  // the result of reduce phase #a for the current outer index
   Iota,      // the linear index along loop dim a (arange-style leaves)
   Contract,  // the kernel's matrix product at the current position (Kernel::contraction)
+  Const,     // the integer literal `imm`, converted to dtype (a random tensor's strides)
 };
 
 struct Expr {
@@ -55,7 +57,21 @@ struct Expr {
   Op op = Op::Cast;  // ExprKind::Op only
   ScalarType dtype;
   uint32_t a = 0, b = 0, c = 0;
+  int64_t imm = 0;  // ExprKind::Const only
 };
+
+// How many of a, b, c an expr reads (earlier exprs): an Op's by its family
+// (a random value's: counter and seed); other kinds read none.
+inline int operand_count(const Expr& x) {
+  if (x.kind != ExprKind::Op) return 0;
+  switch (op_family(x.op)) {
+    case Family::Unary: return 1;
+    case Family::Ternary: return 3;
+    default: return 2;
+  }
+}
+inline uint32_t operand(const Expr& x, int i) { return i == 0 ? x.a : i == 1 ? x.b : x.c; }
+inline uint32_t& operand(Expr& x, int i) { return i == 0 ? x.a : i == 1 ? x.b : x.c; }
 
 // A kernel runs `phases` in order for every outer index (loops [0, outer)).
 // A Reduce phase loops over the row (loops [outer, n)) folding `value` with
@@ -174,6 +190,7 @@ inline bool costly_op(Op op) {
   switch (op) {
     case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
     case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
+    case Op::RandUniform: case Op::RandNormal:
       return true;
     default:
       return false;

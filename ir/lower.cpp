@@ -21,6 +21,11 @@ bool is_library(Op op) {
   }
 }
 
+// A random tensor of a floating dtype is computed where it is used (Philox
+// at the element's counter, ir/philox.h), so dropout's mask or an
+// initializer's scaling is one kernel with no random buffer.
+bool fused_random(Op op, ScalarType dt) { return (op == Op::RandUniform || op == Op::RandNormal) && is_floating_point(dt); }
+
 bool is_elementwise(Op op) {
   Family f = op_family(op);
   return f == Family::Unary || f == Family::Binary || f == Family::Ternary;
@@ -41,6 +46,10 @@ double op_cost(Op op) {
       return 3;
     case Op::Clamp:  // a maximum and a minimum
       return 2;
+    case Op::RandUniform:  // ten Philox rounds
+      return 12;
+    case Op::RandNormal:  // and Box-Muller in double
+      return 40;
     case Op::MatMul:  // never recomputed: a product read by two kernels gets a buffer
       return 1e9;
     default:
@@ -139,7 +148,7 @@ class Lowering {
   const Node& node(uint32_t i) const { return *g_.nodes[i]; }
   // A floating-point product is a GEMM kernel when the backend takes them.
   bool gemm(uint32_t i) const { return node(i).op == Op::MatMul && opt_.gemm_kernels && is_floating_point(node(i).dtype); }
-  bool library(uint32_t i) const { return is_library(node(i).op) && !gemm(i); }
+  bool library(uint32_t i) const { return is_library(node(i).op) && !gemm(i) && !fused_random(node(i).op, node(i).dtype); }
   void need(uint32_t i, const std::string& why) {
     if (reason_[i].empty()) reason_[i] = why;
   }
@@ -412,6 +421,28 @@ class Lowering {
           uint32_t prod = push(Expr{ExprKind::Op, Op::Mul, kDouble, fi, step});
           uint32_t sum = push(Expr{ExprKind::Op, Op::Add, kDouble, start, prod});
           return nd.dtype == kDouble ? sum : push(Expr{ExprKind::Op, Op::Cast, nd.dtype, sum});
+        }
+        case Op::RandUniform:
+        case Op::RandNormal: {
+          // Philox at counter = offset + the element's row-major index in
+          // the random tensor's own shape: the value the library kernel
+          // would have stored there, whatever view reads it.
+          uint32_t counter = push(Expr{ExprKind::Scalar, Op::Cast, kLong, l_.g_.scalar_begin[i] + 1});
+          int64_t stride = 1;
+          for (int d = nd.shape.n - 1; d >= 0; --d) {
+            if (map[d] >= 0 && nd.shape[d] != 1) {
+              uint32_t at = push(Expr{ExprKind::Iota, Op::Cast, kLong, static_cast<uint32_t>(map[d])});
+              if (stride != 1) {
+                Expr c{ExprKind::Const, Op::Cast, kLong};
+                c.imm = stride;
+                at = push(Expr{ExprKind::Op, Op::Mul, kLong, at, push(c)});
+              }
+              counter = push(Expr{ExprKind::Op, Op::Add, kLong, counter, at});
+            }
+            stride *= nd.shape[d];
+          }
+          uint32_t seed = push(Expr{ExprKind::Scalar, Op::Cast, kLong, l_.g_.scalar_begin[i]});
+          return push(Expr{ExprKind::Op, nd.op, nd.dtype, counter, seed});
         }
         case Op::AsStrided: {
           const Node& src = l_.node(ins[0]);
@@ -728,11 +759,7 @@ class Lowering {
         }
         e.a += aoff;
       }
-      if (e.kind == ExprKind::Op) {
-        e.a = at[e.a];
-        if (op_family(e.op) == Family::Binary || op_family(e.op) == Family::Ternary) e.b = at[e.b];
-        if (op_family(e.op) == Family::Ternary) e.c = at[e.c];
-      }
+      for (int o = 0; o < operand_count(e); ++o) operand(e, o) = at[operand(e, o)];
       at[i] = static_cast<uint32_t>(a.exprs.size());
       a.exprs.push_back(e);
     }
@@ -866,11 +893,7 @@ class Lowering {
     a.accesses.insert(a.accesses.end(), b.accesses.begin(), b.accesses.end());
     for (Expr e : b.exprs) {
       if (e.kind == ExprKind::Load) e.a += aoff;
-      if (e.kind == ExprKind::Op) {
-        e.a += eoff;
-        if (op_family(e.op) == Family::Binary || op_family(e.op) == Family::Ternary) e.b += eoff;
-        if (op_family(e.op) == Family::Ternary) e.c += eoff;
-      }
+      for (int o = 0; o < operand_count(e); ++o) operand(e, o) += eoff;
       a.exprs.push_back(e);
     }
     for (auto [acc, e] : b.phases[0].stores) a.phases[0].stores.push_back({acc + aoff, e + eoff});
@@ -1010,11 +1033,10 @@ std::string to_string(const Kernel& k) {
       case ExprKind::RowValue: os << "row value of phase " << x.a; break;
       case ExprKind::Iota: os << "iota i" << (x.a == ~0u ? -1 : static_cast<int>(x.a)); break;
       case ExprKind::Contract: os << "gemm"; break;
+      case ExprKind::Const: os << x.imm; break;
       case ExprKind::Op: {
-        os << op_name(x.op) << " e" << x.a;
-        Family f = op_family(x.op);
-        if (f == Family::Binary || f == Family::Ternary) os << ", e" << x.b;
-        if (f == Family::Ternary) os << ", e" << x.c;
+        os << op_name(x.op);
+        for (int o = 0; o < operand_count(x); ++o) os << (o ? ", e" : " e") << operand(x, o);
         break;
       }
     }

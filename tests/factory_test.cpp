@@ -196,6 +196,47 @@ TEST_P(FactoryTest, RandomValuesDoNotDependOnLaterUse) {
   EXPECT_EQ((r - r).abs().max().item<float>(), 0.f);
 }
 
+// A generated kernel computes random numbers where it uses them (Philox
+// at the element's counter): through a transpose, a broadcast, inside a
+// reduction and in a matrix product's epilogue, the values are exactly
+// those the reference backend stores, element for element.
+TEST_P(FactoryTest, RandomNumbersAreTheSameWhereverTheyAreComputed) {
+  auto make = [] {
+    loom::manual_seed(11);
+    const loom::Tensor x = loom::ones({3, 5});
+    const loom::Tensor w = loom::full({5, 4}, 0.5);
+    std::vector<loom::Tensor> outs = {
+        loom::rand({3, 5}) * 2 - 1,                                        // fused into its consumer
+        loom::randn({5, 3}).t() + x,                                       // read through a view
+        loom::rand({5}, loom::kDouble) + loom::zeros({4, 5}, loom::kDouble),  // broadcast
+        loom::randn({2, 3, 4}).sum({1}),                                   // inside a reduction
+        loom::nn::functional::dropout(x.matmul(w), loom::nn::functional::DropoutFuncOptions().p(0.5)),  // a GEMM epilogue
+        loom::randn({7, 9}, loom::kDouble).slice(1, 2, 9, 3),              // a strided slice
+    };
+    std::vector<std::vector<double>> v;
+    for (const loom::Tensor& t : outs) v.push_back(t.to_vector<double>());
+    return v;
+  };
+  const std::vector<std::vector<double>> got = make();
+  std::vector<std::vector<double>> want;
+  {
+    const bool gpu = on_gpu();
+    if (gpu) loom::set_default_device(loom::kCPU);
+    const std::string previous = loom::set_backend("reference");
+    want = make();
+    loom::set_backend(previous);
+    if (gpu) loom::set_default_device(loom::kCUDA);
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].size(), want[i].size()) << "output " << i;
+    // Element-wise results are exact; the reduction (3) only rounds its sum differently.
+    for (size_t j = 0; j < got[i].size(); ++j)
+      if (i == 3) ASSERT_NEAR(got[i][j], want[i][j], 1e-5) << "output " << i << " element " << j;
+      else ASSERT_EQ(got[i][j], want[i][j]) << "output " << i << " element " << j;
+  }
+}
+
 TEST_P(FactoryTest, LikeFactoriesCopyShapeAndDtype) {
   auto src = loom::zeros({2, 3}, loom::kInt);
   auto z = loom::zeros_like(src);

@@ -49,6 +49,15 @@ TEST_F(JitTest, W3LayerNormIsOneKernel) {
             1);
 }
 
+// Random numbers are computed in the kernel that uses them: dropout's mask
+// and an initializer's scaling have no random buffer and no library call.
+TEST_F(JitTest, RandomNumbersFuseIntoTheirConsumer) {
+  auto x = loom::randn({64, 256});
+  EXPECT_EQ(kernels_for([&] { return x * (loom::rand({64, 256}) < 0.9).to(loom::kFloat) / 0.9; }), 1);
+  EXPECT_EQ(kernels_for([&] { return loom::rand({1024, 784}) * 0.07 - 0.035; }), 1);
+  EXPECT_EQ(kernels_for([&] { return (loom::randn({64, 256}) + x).sum(); }), 1);
+}
+
 // Outputs of 16 MiB and more are written with non-temporal stores from the
 // first 64-byte aligned element on (jit/llvm/memory_hints.h); row kernels
 // prefetch the next row. Odd lengths, offset views and rows that do not

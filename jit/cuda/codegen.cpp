@@ -11,6 +11,10 @@
 #include "ir/lower.h"
 #include "jit/cuda/gemm.h"
 
+namespace loom::kernels::cuda::detail {
+extern const char kPhiloxSource[];  // ir/philox.h, embedded at build time (embed_source.cmake)
+}  // namespace loom::kernels::cuda::detail
+
 namespace loom::jit::cuda {
 
 namespace {
@@ -99,9 +103,7 @@ class KernelEmitter {
     for (size_t e = 0; e < k.exprs.size(); ++e) {
       const ir::Expr& x = k.exprs[e];
       if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota || x.kind == ExprKind::Contract) varies_[e] = true;
-      if (x.kind != ExprKind::Op) continue;
-      const Family f = ir::op_family(x.op);
-      varies_[e] = varies_[x.a] || (f != Family::Unary && varies_[x.b]) || (f == Family::Ternary && varies_[x.c]);
+      for (int o = 0; o < ir::operand_count(x); ++o) varies_[e] = varies_[e] || varies_[ir::operand(x, o)];
     }
   }
 
@@ -443,11 +445,7 @@ class KernelEmitter {
     need[e] = true;
     if (reloaded(e)) return;
     const ir::Expr& x = k_.exprs[e];
-    if (x.kind != ExprKind::Op) return;
-    mark(x.a, need);
-    const Family f = ir::op_family(x.op);
-    if (f == Family::Binary || f == Family::Ternary) mark(x.b, need);
-    if (f == Family::Ternary) mark(x.c, need);
+    for (int o = 0; o < ir::operand_count(x); ++o) mark(ir::operand(x, o), need);
   }
 
   // ---------------------------------------------------------------- bodies
@@ -515,7 +513,15 @@ class KernelEmitter {
         return i;
       }
       case ExprKind::Contract: return "acc";
+      case ExprKind::Const: return "((" + std::string(ctype(x.dtype)) + ")" + std::to_string(x.imm) + "LL)";
       case ExprKind::Op: break;
+    }
+    if (x.op == Op::RandUniform || x.op == Op::RandNormal) {
+      // ir/philox.h at (seed, counter): the library kernel's bits.
+      const std::string args = "(u64)x" + std::to_string(x.b) + ", (u64)x" + std::to_string(x.a) + ", 0ULL";
+      if (x.op == Op::RandNormal) return "(" + std::string(ctype(x.dtype)) + ")loom::ir::philox::normal(" + args + ")";
+      const std::string u = "loom::ir::philox::uniform(" + args + ")";
+      return x.dtype == kFloat ? "loom::ir::philox::uniform_f32(" + u + ")" : u;
     }
     const Family f = ir::op_family(x.op);
     const std::string a = "x" + std::to_string(x.a);
@@ -703,6 +709,12 @@ std::string build_id() { return std::string("cuda codegen ") + __DATE__ " " __TI
 std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm) {
   std::ostringstream out;
   out << kPrelude;
+  const bool any_random = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) {
+    return std::any_of(k.exprs.begin(), k.exprs.end(), [](const ir::Expr& x) {
+      return x.kind == ExprKind::Op && (x.op == Op::RandUniform || x.op == Op::RandNormal);
+    });
+  });
+  if (any_random) out << kernels::cuda::detail::kPhiloxSource;
   const bool any_gemm = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) { return k.contraction.has_value(); });
   if (any_gemm) out << gemm_template_source();
   for (size_t i = 0; i < p.kernels.size(); ++i) {

@@ -22,6 +22,7 @@
 #include "ir/lower.h"
 #include "jit/llvm/gemm.h"
 #include "jit/llvm/math.h"
+#include "jit/llvm/runtime_calls.h"
 #include "jit/llvm/memory_hints.h"
 
 namespace loom::jit::llvm_cpu {
@@ -347,11 +348,7 @@ class KernelEmitter {
     need[e] = true;
     if (reloaded(e)) return;  // read back from the row stash: its operands are not needed
     const ir::Expr& x = k_.exprs[e];
-    if (x.kind != ExprKind::Op) return;
-    mark(x.a, need);
-    ir::Family f = ir::op_family(x.op);
-    if (f == ir::Family::Binary || f == ir::Family::Ternary) mark(x.b, need);
-    if (f == ir::Family::Ternary) mark(x.c, need);
+    for (int o = 0; o < ir::operand_count(x); ++o) mark(ir::operand(x, o), need);
   }
 
   // Argmax/argmin step (one lane): the first NaN wins, ties keep the first.
@@ -517,11 +514,7 @@ class KernelEmitter {
     for (size_t e = 0; e < n; ++e) {
       const ir::Expr& x = k_.exprs[e];
       if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota) row_dependent[e] = true;
-      if (x.kind == ExprKind::Op) {
-        const ir::Family f = ir::op_family(x.op);
-        row_dependent[e] = row_dependent[x.a] || (f != ir::Family::Unary && row_dependent[x.b]) ||
-                           (f == ir::Family::Ternary && row_dependent[x.c]);
-      }
+      for (int o = 0; o < ir::operand_count(x); ++o) row_dependent[e] = row_dependent[e] || row_dependent[ir::operand(x, o)];
     }
     std::vector<int> last(n, -1);
     for (size_t p = 0; p < k_.phases.size(); ++p) {
@@ -580,12 +573,36 @@ class KernelEmitter {
         return i;
       }
       case ExprKind::Contract: return contract_;
+      case ExprKind::Const: {
+        Type* t = scalar_type(x.dtype);
+        return splat(is_floating_point(x.dtype) ? llvm::ConstantFP::get(t, static_cast<double>(x.imm))
+                                                : llvm::ConstantInt::get(t, static_cast<uint64_t>(x.imm), true),
+                     w);
+      }
       case ExprKind::Op: break;
     }
+    if (x.op == Op::RandUniform || x.op == Op::RandNormal) return random(x, v[x.a], v[x.b], w);
     const ir::Family f = ir::op_family(x.op);
     if (f == ir::Family::Unary) return unary(x.op, v[x.a], k_.exprs[x.a].dtype, x.dtype);
     if (f == ir::Family::Ternary) return b_.CreateSelect(v[x.a], v[x.b], v[x.c]);
     return binary(x.op, v[x.a], v[x.b], k_.exprs[x.a].dtype);
+  }
+
+  // w random values, one call for the step (runtime_calls.h): counters
+  // and results pass through stack slots made once in the entry block.
+  Value* random(const ir::Expr& x, Value* counter, Value* seed, int w) {
+    auto* i64 = b_.getInt64Ty();
+    Type* st = scalar_type(x.dtype);
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    Value* counters = entry.CreateAlloca(i64, b_.getInt64(w), "counters");
+    Value* out = entry.CreateAlloca(st, b_.getInt64(w), "random");
+    b_.CreateAlignedStore(counter, counters, llvm::Align(8));
+    if (w > 1) seed = b_.CreateExtractElement(seed, uint64_t{0});
+    const int32_t kind = (x.op == Op::RandNormal ? kRandomNormal : 0) | (x.dtype == kDouble ? kRandomDouble : 0);
+    auto callee = m_.getOrInsertFunction(kRandomCall, llvm::FunctionType::get(b_.getVoidTy(), {i64, b_.getPtrTy(), i64, b_.getInt32Ty(), b_.getPtrTy()}, false));
+    b_.CreateCall(callee, {seed, counters, b_.getInt64(w), b_.getInt32(kind), out});
+    Type* ty = w == 1 ? st : static_cast<Type*>(llvm::FixedVectorType::get(st, w));
+    return b_.CreateAlignedLoad(ty, out, llvm::Align(element_size(x.dtype)));
   }
 
   Value* scalar_arg(uint32_t slot, ScalarType dt) {

@@ -26,11 +26,7 @@ void mark(const ir::Kernel& k, uint32_t e, std::vector<bool>& need) {
   if (need[e]) return;
   need[e] = true;
   const ir::Expr& x = k.exprs[e];
-  if (x.kind != ir::ExprKind::Op) return;
-  const ir::Family f = ir::op_family(x.op);
-  mark(k, x.a, need);
-  if (f == ir::Family::Binary || f == ir::Family::Ternary) mark(k, x.b, need);
-  if (f == ir::Family::Ternary) mark(k, x.c, need);
+  for (int o = 0; o < ir::operand_count(x); ++o) mark(k, ir::operand(x, o), need);
 }
 
 }  // namespace

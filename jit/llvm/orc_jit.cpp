@@ -19,6 +19,8 @@
 
 #include <loom/error.h>
 
+#include "jit/llvm/runtime_calls.h"
+
 namespace loom::jit::llvm_cpu {
 
 namespace {
@@ -117,6 +119,12 @@ std::shared_ptr<LoadedKernels> load_object(std::span<const char> object, size_t 
   auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(j.lljit->getDataLayout().getGlobalPrefix());
   if (!gen) throw Error("loom: llvm: " + llvm::toString(gen.takeError()));
   jd->addGenerator(std::move(*gen));
+  // loom's own functions: defined here by address (libloom hides its symbols).
+  llvm::orc::SymbolMap own;
+  own[j.lljit->mangleAndIntern(kRandomCall)] = llvm::JITEvaluatedSymbol(
+      llvm::pointerToJITTargetAddress(&loom_jit_random), llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
+  if (auto e = jd->define(llvm::orc::absoluteSymbols(std::move(own))))
+    throw Error("loom: llvm: " + llvm::toString(std::move(e)));
   auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), "loom_graph");
   if (auto e = j.lljit->addObjectFile(*jd, std::move(buffer)))
     throw Error("loom: llvm: cannot link a compiled graph: " + llvm::toString(std::move(e)));

@@ -120,8 +120,8 @@ TEST(CudaCodegen, EmptyKernelsAreSkipped) {
   for (const auto& k : p.kernels) EXPECT_TRUE(jc::plan_kernel(p, k).empty);
 }
 
-// One NVRTC compile of many kernels at once: every expression kind, every
-// dtype, both kernel shapes, the reduce operators and the error paths.
+// One NVRTC compile of many kernels at once: every expression kind (random
+// numbers in place too), every dtype, both kernel shapes, the reduce operators and the error paths.
 TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto f = loom::randn({8, 12});
@@ -143,6 +143,7 @@ TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
       loom::maximum(f, d), loom::minimum(i, i32), b.to(loom::kFloat), f.to(loom::kBool), d.to(loom::kInt),
       loom::arange(96).view({8, 12}) * i, f.t().contiguous(), f.expand({3, 8, 12}) + 1, loom::reciprocal(d),
       f.logsumexp({1}), d.std({0}), f.sum(), (f * d).mean(), b.to(loom::kLong).sum({0}),
+      loom::rand({8, 12}) * f, loom::randn({12, 8}, loom::kDouble).t() + d, loom::randn({8, 12}).sum({1}),
   };
   KernelProgram p = lower_outputs(outs);
   EXPECT_GE(p.kernels.size(), 10u);
