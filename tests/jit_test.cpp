@@ -118,6 +118,20 @@ TEST_F(JitTest, AnInPlaceUpdateWritesIntoTheTensorsOwnBuffer) {
   for (size_t i = 0; i < w2.size(); i += 997) EXPECT_NEAR(w2[i], w0[i] - 0.2f * g0[i], 1e-5f);
 }
 
+// A tensor that is its whole storage (borrowed, copied in, or moved with
+// .to()) is its graph leaf, not a view of a flat one: an in-place update of
+// it is one kernel written straight into its buffer (no scatter step, no
+// copy back).
+TEST_F(JitTest, AnInPlaceUpdateOfABorrowedMatrixIsOneKernel) {
+  std::vector<float> data(32 * 64);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(i);
+  loom::Tensor w = loom::from_blob(data.data(), {32, 64});
+  const loom::Metrics m0 = loom::metrics();
+  EXPECT_EQ(kernels_for([&] { return w.mul_(2); }), 1);
+  EXPECT_EQ(loom::metrics().bytes_copied_back - m0.bytes_copied_back, 0);
+  EXPECT_EQ(data[100], 200.f);  // the borrowed memory itself, as libtorch's from_blob
+}
+
 TEST_F(JitTest, AnInPlaceUpdateThatReadsOtherElementsIsNotDonated) {
   auto x = loom::arange(8, loom::kFloat);
   x.data_ptr<float>();

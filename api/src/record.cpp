@@ -209,7 +209,13 @@ Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims
   input->op = ir::Op::Input;
   input->dtype = dt;
   input->device = dev;
-  input->shape = ir::Dims(&storage_numel, 1);
+  // A tensor that is its whole storage, contiguous, gets a leaf of its own
+  // shape: then reading it is the leaf itself and writing it in place (an
+  // optimizer's update of a parameter moved with .to()) replaces the leaf,
+  // so the update can be donated. Otherwise the leaf is the flat storage
+  // and the tensor a view of it.
+  const bool whole = storage_numel == sizes.numel() && strides == ir::contiguous_strides(sizes);
+  input->shape = whole ? sizes : ir::Dims(&storage_numel, 1);
   input->data = buf;
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->storage = std::make_shared<detail::Storage>(std::move(input), dt, dev, storage_numel);
