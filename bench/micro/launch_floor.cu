@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   cudaStream_t s; cudaFree(0); cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
   long long *dargs, *hargs; cudaMalloc(&dargs, 1024); cudaMallocHost(&hargs, 1024);
   const long long N = 1ll << 24, n4 = N / 4;
-  float *x, *y, *y2; cudaMalloc(&x, N * 4); cudaMalloc(&y, N * 4); cudaMalloc(&y2, N * 4);
+  float *x, *y; cudaMalloc(&x, N * 4); cudaMalloc(&y, N * 4);
   cudaMemset(x, 0, N * 4);
   hargs[0] = (long long)x; hargs[1] = (long long)y; cudaMemcpy(dargs, hargs, 16, cudaMemcpyHostToDevice);
   cudaEvent_t ev; cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
