@@ -29,6 +29,7 @@ std::string_view to_string(ScalarType t) {
     case ScalarType::Long: return "Long";
     case ScalarType::Float: return "Float";
     case ScalarType::Double: return "Double";
+    case ScalarType::BFloat16: return "BFloat16";
   }
   return "?";
 }
@@ -37,8 +38,9 @@ std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << to_strin
 
 ScalarType promote_types(ScalarType a, ScalarType b) {
   if (a == b) return a;
-  // bool < int32 < int64 < float32 < float64 is a total order for these five.
-  return static_cast<uint8_t>(a) > static_cast<uint8_t>(b) ? a : b;
+  // bool < int32 < int64 < bfloat16 < float32 < float64 (torch.promote_types).
+  auto rank = [](ScalarType t) { return t == kBFloat16 ? 2.5 : static_cast<double>(static_cast<uint8_t>(t)); };
+  return rank(a) > rank(b) ? a : b;
 }
 
 Device::Device(const std::string& spec) : type_(kCPU), index_(-1) {

@@ -246,6 +246,7 @@ Tensor tensor(const std::vector<T>& values, const TensorOptions& o, SourceLoc lo
     case kLong: copy_in<int64_t>(buf->data(), values); break;
     case kFloat: copy_in<float>(buf->data(), values); break;
     case kDouble: copy_in<double>(buf->data(), values); break;
+    case kBFloat16: copy_in<BFloat16>(buf->data(), values); break;
   }
   ir::Dims shape(&n, 1);
   Tensor t = detail::from_buffer(std::move(buf), shape, ir::contiguous_strides(shape), n, dt, Device(kCPU, 0));

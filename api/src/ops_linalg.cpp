@@ -34,8 +34,17 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op, const Sour
   LOOM_CHECK(a.dtype() != kBool, op, loc, "not implemented for 'Bool' (", describe(a), " and ", describe(b), ")");
 }
 
+Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc);
+
+// A bfloat16 product accumulates in float32 and is rounded once (PyTorch's
+// rule). No backend has a bfloat16 GEMM kernel yet, so it is recorded as a
+// float32 product of the widened operands, narrowed after: the narrowing
+// fuses into the GEMM's epilogue, each widening is a pointwise kernel.
+bool widen_bf16(const Tensor& a) { return a.dtype() == kBFloat16; }
+
 // The primitive: a [B,M,K] x b [B,K,N] -> [B,M,N]. Shapes are checked by the caller.
 Tensor product(const Tensor& a, const Tensor& b, const SourceLoc& loc) {
+  if (widen_bf16(a)) return product(a.to(kFloat, loc), b.to(kFloat, loc), loc).to(kBFloat16, loc);
   const int64_t dims[3] = {a.size(0), a.size(1), b.size(2)};
   Tensor out = detail::wrap(detail::new_node(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 3),
                                              {detail::read(a, loc), detail::read(b, loc)}, loc));
@@ -47,6 +56,7 @@ Tensor product(const Tensor& a, const Tensor& b, const SourceLoc& loc) {
 Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
   LOOM_CHECK(a.size(1) == b.size(0), op, loc, "mat1 and mat2 shapes cannot be multiplied (", mat(a.size(0), a.size(1)),
              " and ", mat(b.size(0), b.size(1)), ")");
+  if (widen_bf16(a)) return mm2(a.to(kFloat, loc), b.to(kFloat, loc), op, loc).to(kBFloat16, loc);
   if (detail::needs_grad(a, b)) [[unlikely]]
     return detail::grad::mm(a, b, [&] { return mm2(a, b, op, loc); }, loc);
   const int64_t dims[2] = {a.size(0), b.size(1)};

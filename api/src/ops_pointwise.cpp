@@ -25,7 +25,11 @@ ScalarType scalar_default(const Scalar& s) { return s.isBoolean() ? kBool : s.is
 namespace {
 // promote_types, inline: the recording path calls it on every binary op.
 inline ScalarType promote(ScalarType a, ScalarType b) {
-  return static_cast<uint8_t>(a) >= static_cast<uint8_t>(b) ? a : b;  // bool < int32 < int64 < float32 < float64
+  if (a == b) return a;
+  // bool < int32 < int64 < float32 < float64 are the enum's order; bfloat16
+  // sits between int64 and float32, so it needs the general rule.
+  if (a == kBFloat16 || b == kBFloat16) return promote_types(a, b);
+  return static_cast<uint8_t>(a) >= static_cast<uint8_t>(b) ? a : b;
 }
 // result_type on what the impls hold, so an op reads each operand's impl once.
 inline ScalarType result_type_of(ScalarType a, bool a_zero_dim, ScalarType b, bool b_zero_dim) {

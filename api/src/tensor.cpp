@@ -106,6 +106,7 @@ T read_element(const void* base, ScalarType dt, int64_t i) {
     case kLong: v = static_cast<T>(static_cast<const int64_t*>(base)[i]); break;
     case kFloat: v = static_cast<T>(static_cast<const float*>(base)[i]); break;
     case kDouble: v = static_cast<T>(static_cast<const double*>(base)[i]); break;
+    case kBFloat16: v = static_cast<T>(static_cast<float>(static_cast<const BFloat16*>(base)[i])); break;
   }
   return v;
 }
@@ -177,6 +178,7 @@ LOOM_INSTANTIATE(int32_t)
 LOOM_INSTANTIATE(int64_t)
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(double)
+LOOM_INSTANTIATE(BFloat16)
 #undef LOOM_INSTANTIATE
 
 // ---------------------------------------------------------------- conversion and copies

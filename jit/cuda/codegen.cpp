@@ -38,22 +38,23 @@ const char* ctype(ScalarType dt) {
     case kLong: return "long long";
     case kFloat: return "float";
     case kDouble: return "double";
+    case kBFloat16: return "float";  // computed in float32, rounded per op (loom_bf16_round)
   }
   return "float";
 }
-const char* mtype(ScalarType dt) { return dt == kBool ? "unsigned char" : ctype(dt); }
+const char* mtype(ScalarType dt) { return dt == kBool ? "unsigned char" : dt == kBFloat16 ? "unsigned short" : ctype(dt); }
 // Reduction accumulators: bool folds as int (warp shuffles take no bool).
 const char* acctype(ScalarType dt) { return dt == kBool ? "int" : ctype(dt); }
 bool fp(ScalarType dt) { return is_floating_point(dt); }
 // A libm-style name for dt: expf for float, exp for double.
-std::string fn(const char* name, ScalarType dt) { return std::string(name) + (dt == kFloat ? "f" : ""); }
+std::string fn(const char* name, ScalarType dt) { return std::string(name) + (dt == kDouble ? "" : "f"); }
 
 std::string lit(double v, ScalarType dt) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.17g", v);
   std::string s = buf;
   if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return dt == kFloat ? "(float)" + s : s;
+  return dt == kDouble ? s : "(float)" + s;
 }
 
 int64_t prod(const ir::Dims& d, int from, int to) {
@@ -370,7 +371,9 @@ class KernelEmitter {
     o_ << "        acc = " << combine(ph.reduce_op, dt, "acc", "(" + std::string(acc) + ")" + v) << ";\n";
     close_row_loop(ph, "    ");
     o_ << "    rv" << p << " = loom_group_reduce(acc, [](" << acc << " a, " << acc << " b) { return "
-       << combine(ph.reduce_op, dt, "a", "b") << "; }, G, smem);\n  }\n";
+       << combine(ph.reduce_op, dt, "a", "b") << "; }, G, smem);\n";
+    if (dt == kBFloat16) o_ << "    rv" << p << " = loom_bf16_round(rv" << p << ");  // summed in float32, rounded once\n";
+    o_ << "  }\n";
   }
 
   std::string identity(Op op, ScalarType dt) {
@@ -378,10 +381,10 @@ class KernelEmitter {
     switch (op) {
       case Op::Prod: case Op::All: return f ? lit(1, dt) : "1";
       case Op::Max:
-        if (f) return dt == kFloat ? "__int_as_float((int)0xff800000u)" : "__longlong_as_double(0xfff0000000000000LL)";
+        if (f) return dt != kDouble ? "__int_as_float((int)0xff800000u)" : "__longlong_as_double(0xfff0000000000000LL)";
         return dt == kBool ? "0" : dt == kInt ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)";
       case Op::Min:
-        if (f) return dt == kFloat ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
+        if (f) return dt != kDouble ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
         return dt == kBool ? "1" : dt == kInt ? "2147483647" : "9223372036854775807LL";
       default: return f ? lit(0, dt) : "0";
     }
@@ -455,7 +458,7 @@ class KernelEmitter {
   void hoisted(const std::vector<bool>& need, const char* in) {
     for (size_t e = 0; e < k_.exprs.size(); ++e)
       if (need[e] && !varies_[e])
-        o_ << in << "const " << ctype(k_.exprs[e].dtype) << " x" << e << " = " << value(k_.exprs[e], static_cast<uint32_t>(e)) << ";\n";
+        o_ << in << "const " << ctype(k_.exprs[e].dtype) << " x" << e << " = " << rounded(k_.exprs[e], static_cast<uint32_t>(e)) << ";\n";
   }
 
   void body(const std::vector<bool>& need, const char* in) {
@@ -464,7 +467,7 @@ class KernelEmitter {
       const ir::Expr& x = k_.exprs[e];
       o_ << in << "const " << ctype(x.dtype) << " x" << e << " = ";
       if (reloaded(static_cast<uint32_t>(e))) o_ << "s" << e << stash_slot();
-      else o_ << value(x, static_cast<uint32_t>(e));
+      else o_ << rounded(x, static_cast<uint32_t>(e));
       o_ << ";\n";
       if (!stash_.empty() && stash_[e] && first_[e] == phase_) o_ << in << "s" << e << stash_slot() << " = x" << e << ";\n";
     }
@@ -486,12 +489,21 @@ class KernelEmitter {
 
   std::string lane_index() const { return lane_ ? "l" : ""; }
 
+  // A bfloat16 value is a float holding a number bfloat16 represents: a
+  // load widens it exactly, each computed value is rounded to nearest even
+  // (as the reference backend rounds per op), a store keeps the high half.
+  std::string rounded(const ir::Expr& x, uint32_t e) {
+    const bool computed = x.kind == ExprKind::Op || x.kind == ExprKind::Scalar || x.kind == ExprKind::Const;
+    return x.dtype == kBFloat16 && computed ? "loom_bf16_round(" + value(x, e) + ")" : value(x, e);
+  }
+
   std::string value(const ir::Expr& x, uint32_t e) {
     switch (x.kind) {
       case ExprKind::Load: {
         const ir::Access& a = k_.accesses[x.a];
         std::string v = lane_vector(x.a) && lane_ ? "ld" + std::to_string(e) + "[l]"
                                                   : "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + "]";
+        if (x.dtype == kBFloat16) return "loom_bf16_widen(" + v + ")";
         return x.dtype == kBool ? "(" + v + " != 0)" : v;
       }
       case ExprKind::Scalar: {
@@ -502,6 +514,7 @@ class KernelEmitter {
           case kLong: return "is[" + s + "]";
           case kFloat: return "(float)fs[" + s + "]";
           case kDouble: return "fs[" + s + "]";
+          case kBFloat16: return "(float)fs[" + s + "]";
         }
         return "0";
       }
@@ -521,7 +534,7 @@ class KernelEmitter {
       const std::string args = "(u64)x" + std::to_string(x.b) + ", (u64)x" + std::to_string(x.a) + ", 0ULL";
       if (x.op == Op::RandNormal) return "(" + std::string(ctype(x.dtype)) + ")loom::ir::philox::normal(" + args + ")";
       const std::string u = "loom::ir::philox::uniform(" + args + ")";
-      return x.dtype == kFloat ? "loom::ir::philox::uniform_f32(" + u + ")" : u;
+      return x.dtype != kDouble ? "loom::ir::philox::uniform_f32(" + u + ")" : u;
     }
     const Family f = ir::op_family(x.op);
     const std::string a = "x" + std::to_string(x.a);
@@ -632,6 +645,7 @@ class KernelEmitter {
 
   std::string to_memory(uint32_t e) {
     const std::string v = "x" + std::to_string(e);
+    if (k_.exprs[e].dtype == kBFloat16) return "loom_bf16_narrow(" + v + ")";
     return k_.exprs[e].dtype == kBool ? "(unsigned char)" + v : v;
   }
 

@@ -339,6 +339,7 @@ class KernelEmitter {
       total = b_.CreateLoad(st, acc.at(1));
       for (auto& [lanes, slot] : acc)
         if (lanes > 1) total = combine(ph.reduce_op, dt, horizontal(ph.reduce_op, dt, b_.CreateLoad(vec_type(dt, lanes), slot)), total);
+      if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
     }
     b_.CreateStore(total, row_[ph_index]);
   }
@@ -460,6 +461,7 @@ class KernelEmitter {
         v = b_.CreateInsertElement(v, b_.CreateLoad(mt, b_.CreateConstGEP1_64(mt, base, l * inner)), uint64_t(l));
     }
     if (dt == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    if (dt == kBFloat16) v = bf16_widen(v);
     return v;
   }
 
@@ -467,11 +469,12 @@ class KernelEmitter {
     const ir::Access& a = k_.accesses[ai];
     Type* mt = memory_type(dt);
     if (dt == kBool) v = b_.CreateZExt(v, w == 1 ? mt : static_cast<Type*>(llvm::FixedVectorType::get(mt, w)));
+    if (dt == kBFloat16) v = bf16_narrow(v);
     Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
     const int64_t inner = a.strides.n ? a.strides[a.strides.n - 1] : 0;
     if (w == 1) {
       b_.CreateStore(v, base);
-    } else if (inner == 1 && streaming_ && hints_.stream[ai]) {
+    } else if (inner == 1 && streaming_ && hints_.stream[ai] && dt != kBFloat16) {
       llvm::StoreInst* st = b_.CreateAlignedStore(v, base, llvm::Align(64));
       st->setMetadata(llvm::LLVMContext::MD_nontemporal,
                       llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
@@ -550,14 +553,19 @@ class KernelEmitter {
     Value* at = b_.CreateGEP(st, stash_buf_.at(e), pos);
     Type* ty = w == 1 ? st : static_cast<Type*>(llvm::FixedVectorType::get(st, w));
     if (v) {
-      b_.CreateAlignedStore(v, at, llvm::Align(element_size(k_.exprs[e].dtype)));
+      b_.CreateAlignedStore(v, at, llvm::Align(register_size(k_.exprs[e].dtype)));
       return v;
     }
-    return b_.CreateAlignedLoad(ty, at, llvm::Align(element_size(k_.exprs[e].dtype)));
+    return b_.CreateAlignedLoad(ty, at, llvm::Align(register_size(k_.exprs[e].dtype)));
   }
   static constexpr int64_t kMaxStashRow = 16384;
 
   Value* eval_one(const ir::Expr& x, const std::vector<Value*>& v, int w) {
+    Value* r = eval_value(x, v, w);
+    const bool computed = x.kind == ExprKind::Op || x.kind == ExprKind::Scalar || x.kind == ExprKind::Const;
+    return x.dtype == kBFloat16 && computed ? bf16_round(r) : r;
+  }
+  Value* eval_value(const ir::Expr& x, const std::vector<Value*>& v, int w) {
     switch (x.kind) {
       case ExprKind::Load: return load(x.a, x.dtype, w);
       case ExprKind::Scalar: return splat(scalar_arg(x.a, x.dtype), w);
@@ -602,7 +610,7 @@ class KernelEmitter {
     auto callee = m_.getOrInsertFunction(kRandomCall, llvm::FunctionType::get(b_.getVoidTy(), {i64, b_.getPtrTy(), i64, b_.getInt32Ty(), b_.getPtrTy()}, false));
     b_.CreateCall(callee, {seed, counters, b_.getInt64(w), b_.getInt32(kind), out});
     Type* ty = w == 1 ? st : static_cast<Type*>(llvm::FixedVectorType::get(st, w));
-    return b_.CreateAlignedLoad(ty, out, llvm::Align(element_size(x.dtype)));
+    return b_.CreateAlignedLoad(ty, out, llvm::Align(register_size(x.dtype)));
   }
 
   Value* scalar_arg(uint32_t slot, ScalarType dt) {
@@ -615,6 +623,7 @@ class KernelEmitter {
       case kLong: return i;
       case kFloat: return b_.CreateFPTrunc(f, b_.getFloatTy());
       case kDouble: return f;
+      case kBFloat16: return b_.CreateFPTrunc(f, b_.getFloatTy());
     }
     return f;
   }
@@ -793,10 +802,46 @@ class KernelEmitter {
       case kLong: return b_.getInt64Ty();
       case kFloat: return b_.getFloatTy();
       case kDouble: return b_.getDoubleTy();
+      case kBFloat16: return b_.getFloatTy();  // computed in float32, rounded per op (bf16_round)
     }
     return b_.getFloatTy();
   }
-  Type* memory_type(ScalarType dt) { return dt == kBool ? b_.getInt8Ty() : scalar_type(dt); }
+  Type* memory_type(ScalarType dt) {
+    return dt == kBool ? b_.getInt8Ty() : dt == kBFloat16 ? b_.getInt16Ty() : scalar_type(dt);
+  }
+  // Bytes of a value in registers (a bfloat16 is held as a float).
+  static int64_t register_size(ScalarType dt) { return dt == kBFloat16 ? 4 : static_cast<int64_t>(element_size(dt)); }
+
+  // ---------------------------------------------------------------- bfloat16
+  // A bfloat16 value lives in a float register holding a number that
+  // bfloat16 represents exactly: a load widens (the bits are the float's
+  // high half), every op's result is rounded to nearest even, a store keeps
+  // the high half. Rounding per op is what the reference backend (and
+  // PyTorch eager) does, so a fused chain gives the unfused bits.
+  Type* int_like(Value* v, Type* scalar) {
+    auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType());
+    return vt ? static_cast<Type*>(llvm::FixedVectorType::get(scalar, vt->getNumElements())) : scalar;
+  }
+  Value* bf16_widen(Value* bits) {
+    Type* i32 = int_like(bits, b_.getInt32Ty());
+    return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(bits, i32), llvm::ConstantInt::get(i32, 16)), int_like(bits, b_.getFloatTy()));
+  }
+  // The float's bits rounded to the nearest bfloat16, in the high half
+  // (ties to even; a NaN becomes a quiet NaN of the same sign).
+  Value* bf16_rounded_bits(Value* f) {
+    Type* i32 = int_like(f, b_.getInt32Ty());
+    auto k = [&](uint32_t c) { return llvm::ConstantInt::get(i32, c); };
+    Value* u = b_.CreateBitCast(f, i32);
+    Value* odd = b_.CreateAnd(b_.CreateLShr(u, k(16)), k(1));
+    Value* r = b_.CreateAnd(b_.CreateAdd(u, b_.CreateAdd(k(0x7fff), odd)), k(0xffff0000u));
+    Value* nan = b_.CreateFCmpUNO(f, f);
+    return b_.CreateSelect(nan, b_.CreateOr(b_.CreateAnd(u, k(0xffff0000u)), k(0x00400000u)), r);
+  }
+  Value* bf16_round(Value* f) { return b_.CreateBitCast(bf16_rounded_bits(f), f->getType()); }
+  Value* bf16_narrow(Value* f) {
+    return b_.CreateTrunc(b_.CreateLShr(bf16_rounded_bits(f), llvm::ConstantInt::get(int_like(f, b_.getInt32Ty()), 16)),
+                          int_like(f, b_.getInt16Ty()));
+  }
   Type* vec_type(ScalarType dt, int w) {
     return w == 1 ? scalar_type(dt) : static_cast<Type*>(llvm::FixedVectorType::get(scalar_type(dt), w));
   }

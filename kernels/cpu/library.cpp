@@ -100,6 +100,7 @@ decltype(auto) with_type(ScalarType t, F&& f) {
     case ScalarType::Long: return f.template operator()<int64_t>();
     case ScalarType::Float: return f.template operator()<float>();
     case ScalarType::Double: return f.template operator()<double>();
+    case ScalarType::BFloat16: return f.template operator()<BFloat16>();
   }
   throw LibraryError{"unknown dtype"};
 }
@@ -307,7 +308,7 @@ T from_scalar(const ir::RtScalar& s) {
 // from start, the second half down from end, so both ends are exact.
 template <class T>
 void linspace(T* out, int64_t n, const ir::RtScalar& s0, const ir::RtScalar& s1) {
-  using Step = std::conditional_t<std::is_integral_v<T>, double, T>;
+  using Step = std::conditional_t<std::is_integral_v<T>, double, std::conditional_t<std::is_same_v<T, BFloat16>, float, T>>;
   const T start = from_scalar<T>(s0), end = from_scalar<T>(s1);
   if (n == 1) {
     out[0] = start;
@@ -334,7 +335,7 @@ void random(T* out, int64_t n, bool normal, uint64_t seed, uint64_t offset) {
         out[i] = static_cast<T>(ir::philox::normal(seed, offset, ui));
       } else {
         const double u = ir::philox::uniform(seed, offset, ui);
-        if constexpr (std::is_same_v<T, float>) out[i] = ir::philox::uniform_f32(u);
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) out[i] = T(ir::philox::uniform_f32(u));
         else out[i] = static_cast<T>(u);
       }
     }
@@ -358,6 +359,7 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
     case Op::ScatterStrided:
       switch (esize) {
         case 1: return scatter_strided<uint8_t>(inputs[0], inputs[1], out, call.attr);
+        case 2: return scatter_strided<uint16_t>(inputs[0], inputs[1], out, call.attr);
         case 4: return scatter_strided<uint32_t>(inputs[0], inputs[1], out, call.attr);
         default: return scatter_strided<uint64_t>(inputs[0], inputs[1], out, call.attr);
       }

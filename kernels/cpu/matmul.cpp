@@ -68,6 +68,7 @@ void matmul(const View& a, const View& b, const View& out) {
   switch (out.dtype) {
     case ScalarType::Float:
     case ScalarType::Double:
+    case ScalarType::BFloat16:
       throw LibraryError{"matmul: a floating-point product is a GEMM kernel (jit/llvm/gemm.h), not a library call"};
     case ScalarType::Int: return matmul_exact<int32_t>(a, b, out);
     case ScalarType::Long: return matmul_exact<int64_t>(a, b, out);

@@ -57,8 +57,17 @@ const char* dtype_suffix(ScalarType t) {
     case ScalarType::Long: return "i64";
     case ScalarType::Float: return "f32";
     case ScalarType::Double: return "f64";
+    case ScalarType::BFloat16: break;
   }
   return "?";
+}
+// The suffix of a typed library kernel for the call's dtype. bfloat16 has
+// none yet (scatter_add, linspace): a clear error, not a missing symbol.
+std::string typed_suffix(const ir::LibraryCall& call) {
+  if (call.dtype == ScalarType::BFloat16)
+    throw Error(std::string("cuda library: ") + ir::op_name(call.op) + " (node %" + std::to_string(call.node) +
+                ") has no BFloat16 kernel on the GPU yet; convert with .to(loom::kFloat) first");
+  return dtype_suffix(call.dtype);
 }
 
 // One thread per item, kThreads per block, at most kMaxBlocks blocks.
@@ -117,7 +126,7 @@ Launch matmul(const ir::LibraryCall& call, uint32_t call_index) {
   m[ml::matmul::kK] = K;
   constexpr int64_t tile = ml::matmul::kTile;
   Launch l;
-  l.function = std::string("loom_matmul_") + dtype_suffix(call.dtype);
+  l.function = std::string("loom_matmul_") + typed_suffix(call);
   l.grid[0] = static_cast<uint32_t>(std::min<int64_t>((N + tile - 1) / tile, kMaxGrid));
   l.grid[1] = static_cast<uint32_t>(std::min<int64_t>((M + tile - 1) / tile, kMaxGrid));
   l.grid[2] = static_cast<uint32_t>(std::min<int64_t>(batch, kMaxGrid));
@@ -170,7 +179,7 @@ Launch gather_scatter(const ir::LibraryCall& call, bool scatter) {
     m[ml::gather_scatter::kXStrides + d] = x_strides[d];
     m[ml::gather_scatter::kSrcStrides + d] = scatter ? src_strides[d] : 0;
   }
-  const std::string function = scatter ? std::string("loom_scatter_add_") + dtype_suffix(call.dtype) : "loom_gather";
+  const std::string function = scatter ? std::string("loom_scatter_add_") + typed_suffix(call) : "loom_gather";
   return per_element(function, is.numel(), std::move(m));
 }
 
@@ -223,7 +232,7 @@ Launch leaf(const ir::LibraryCall& call, const char* name) {
   m[ml::leaf::kOut] = call.output;
   m[ml::leaf::kNumel] = call.shape.numel();
   m[ml::leaf::kScalarBegin] = call.scalar_begin;
-  return per_element(std::string(name) + dtype_suffix(call.dtype), call.shape.numel(), std::move(m));
+  return per_element(std::string(name) + typed_suffix(call), call.shape.numel(), std::move(m));
 }
 
 }  // namespace

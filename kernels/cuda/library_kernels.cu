@@ -306,6 +306,7 @@ namespace loom::kernels::cuda {
 extern "C" __global__ void loom_copy_2d(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::copy2d::kElementSize]) {
     case 1: return device::copy_2d<unsigned char>(bufs, meta);
+    case 2: return device::copy_2d<unsigned short>(bufs, meta);
     case 4: return device::copy_2d<unsigned int>(bufs, meta);
     default: return device::copy_2d<unsigned long long>(bufs, meta);
   }
@@ -313,6 +314,7 @@ extern "C" __global__ void loom_copy_2d(LOOM_LIBRARY_PARAMS) {
 extern "C" __global__ void loom_index_select(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::index_select::kElementSize]) {
     case 1: return device::index_select<unsigned char>(bufs, err, meta);
+    case 2: return device::index_select<unsigned short>(bufs, err, meta);
     case 4: return device::index_select<unsigned int>(bufs, err, meta);
     default: return device::index_select<unsigned long long>(bufs, err, meta);
   }
@@ -320,6 +322,7 @@ extern "C" __global__ void loom_index_select(LOOM_LIBRARY_PARAMS) {
 extern "C" __global__ void loom_gather(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::gather_scatter::kElementSize]) {
     case 1: return device::gather<unsigned char>(bufs, err, meta);
+    case 2: return device::gather<unsigned short>(bufs, err, meta);
     case 4: return device::gather<unsigned int>(bufs, err, meta);
     default: return device::gather<unsigned long long>(bufs, err, meta);
   }
@@ -328,6 +331,7 @@ extern "C" __global__ void loom_check_index(LOOM_LIBRARY_PARAMS) { device::check
 extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::scatter_strided::kElementSize]) {
     case 1: return device::scatter_strided<unsigned char>(bufs, meta);
+    case 2: return device::scatter_strided<unsigned short>(bufs, meta);
     case 4: return device::scatter_strided<unsigned int>(bufs, meta);
     default: return device::scatter_strided<unsigned long long>(bufs, meta);
   }

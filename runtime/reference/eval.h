@@ -62,9 +62,15 @@ decltype(auto) dispatch(ScalarType t, F&& f) {
     case ScalarType::Long: return f.template operator()<int64_t>();
     case ScalarType::Float: return f.template operator()<float>();
     case ScalarType::Double: return f.template operator()<double>();
+    case ScalarType::BFloat16: return f.template operator()<BFloat16>();
   }
   return f.template operator()<float>();
 }
+
+// Floating point in the reference's sense: float, double and bfloat16 (whose
+// arithmetic goes through float, rounding each result back to bfloat16).
+template <class T>
+inline constexpr bool is_real_v = std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>;
 
 // A runtime scalar as a value of T (a Full leaf's fill value, a Binary
 // node's scalar operand).

@@ -19,7 +19,7 @@ void eval_leaf(const EvalContext& c) {
       }
       case ir::Op::Arange: {
         // Computed in the widest type of the dtype's kind, as PyTorch does.
-        if constexpr (std::is_floating_point_v<T>) {
+        if constexpr (is_real_v<T>) {
           for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c.scalars[0].f + static_cast<double>(i) * c.scalars[1].f);
         } else {
           for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(c.scalars[0].i + i * c.scalars[1].i);
@@ -29,7 +29,7 @@ void eval_leaf(const EvalContext& c) {
       case ir::Op::Linspace: {
         // PyTorch's symmetric form, exact at both ends: the ends are first
         // converted to T, the step is T for floating types, double for integers.
-        using Step = std::conditional_t<std::is_integral_v<T>, double, T>;
+        using Step = std::conditional_t<std::is_integral_v<T>, double, std::conditional_t<std::is_same_v<T, BFloat16>, float, T>>;
         const T start = from_scalar<T>(c.scalars[0]), end = from_scalar<T>(c.scalars[1]);
         const Step step = n > 1 ? (static_cast<Step>(end) - static_cast<Step>(start)) / static_cast<Step>(n - 1) : Step(0);
         const int64_t half = n / 2;
@@ -44,7 +44,9 @@ void eval_leaf(const EvalContext& c) {
         bool normal = s.op == ir::Op::RandNormal;
         for (int64_t i = 0; i < n; ++i) {
           double v = normal ? ir::philox::normal(seed, offset, i) : ir::philox::uniform(seed, offset, i);
-          if constexpr (std::is_same_v<T, float>) out[i] = normal ? static_cast<float>(v) : ir::philox::uniform_f32(v);
+          // bfloat16: the float32 value, rounded (a uniform one may round up to 1).
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>)
+            out[i] = T(normal ? static_cast<float>(v) : ir::philox::uniform_f32(v));
           else out[i] = static_cast<T>(v);
         }
         break;

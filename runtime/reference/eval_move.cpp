@@ -50,7 +50,7 @@ void matmul(const EvalContext& c) {
   const bool batched = as.n == 3;
   const int64_t B = batched ? as[0] : 1, M = as[as.n - 2], K = as[as.n - 1], N = bs[bs.n - 1];
   dispatch(c.step.dtype, [&]<class T>() {
-    using A = std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, T>>;
+    using A = std::conditional_t<is_real_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, T>>;
     const T* a = c.in[0]->as<T>();
     const T* b = c.in[1]->as<T>();
     T* out = static_cast<T*>(c.out);

@@ -13,7 +13,9 @@ namespace {
 template <class T>
 T unary_value(ir::Op op, T x) {
   using ir::Op;
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return T(unary_value<float>(op, static_cast<float>(x)));
+  } else if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
       case Op::Neg: return -x;
       case Op::Abs: return std::abs(x);
@@ -86,7 +88,9 @@ T int_pow(T base, T exp) {
 template <class T>
 T arith_value(const EvalContext& c, ir::Op op, T a, T b) {
   using ir::Op;
-  if constexpr (std::is_same_v<T, bool>) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return T(arith_value<float>(c, op, static_cast<float>(a), static_cast<float>(b)));
+  } else if constexpr (std::is_same_v<T, bool>) {
     switch (op) {
       case Op::Add: case Op::Maximum: case Op::LogicalOr: return a || b;
       case Op::Mul: case Op::Minimum: case Op::LogicalAnd: return a && b;

@@ -36,7 +36,7 @@ void for_each_reduced(const ir::Dims& in_shape, uint64_t mask, int track_dim, F&
 }
 
 template <class T>
-using Acc = std::conditional_t<std::is_floating_point_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, int64_t, T>>;
+using Acc = std::conditional_t<is_real_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, int64_t, T>>;
 
 }  // namespace
 
@@ -82,9 +82,9 @@ void eval_reduce(const EvalContext& c) {
         for_each_reduced(*x.shape, mask, -1, [&](int64_t i, int64_t o, int64_t) {
           T v = in[i];
           if (!seen[o]) { out[o] = v; seen[o] = 1; return; }
-          if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(out[o])) return;
-            if (std::isnan(v)) { out[o] = v; return; }
+          if constexpr (is_real_v<T>) {
+            if (std::isnan(static_cast<double>(out[o]))) return;
+            if (std::isnan(static_cast<double>(v))) { out[o] = v; return; }
           }
           if (is_max ? v > out[o] : v < out[o]) out[o] = v;
         });
@@ -99,9 +99,9 @@ void eval_reduce(const EvalContext& c) {
         for_each_reduced(*x.shape, mask, track, [&](int64_t i, int64_t o, int64_t coord) {
           T v = in[i];
           if (!seen[o]) { best[o] = v; out[o] = coord; seen[o] = 1; return; }
-          if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(best[o])) return;  // the first NaN wins, as in PyTorch
-            if (std::isnan(v)) { best[o] = v; out[o] = coord; return; }
+          if constexpr (is_real_v<T>) {
+            if (std::isnan(static_cast<double>(best[o]))) return;  // the first NaN wins, as in PyTorch
+            if (std::isnan(static_cast<double>(v))) { best[o] = v; out[o] = coord; return; }
           }
           if (is_max ? v > best[o] : v < best[o]) { best[o] = v; out[o] = coord; }
         });

@@ -44,6 +44,12 @@ Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& o, SourceLoc loc)
   for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == shape[i];
   LOOM_CHECK(ok, "layer_norm", loc, "normalized_shape ", IntArrayRef(shape), " must match the trailing dims of the input ",
              describe(x));
+  if (x.dtype() == kBFloat16) {  // normalized in float32, rounded once (PyTorch's acc_type)
+    LayerNormFuncOptions f = o;
+    if (o.weight().defined()) f.weight(o.weight().to(kFloat, loc));
+    if (o.bias().defined()) f.bias(o.bias().to(kFloat, loc));
+    return layer_norm(x.to(kFloat, loc), f, loc).to(kBFloat16, loc);
+  }
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);
   // Mean and biased variance, as PyTorch: y = (x - mean) / sqrt(var + eps) * weight + bias.

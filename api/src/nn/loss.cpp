@@ -135,8 +135,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOpti
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyFuncOptions& o, SourceLoc loc) {
   const double eps = o.label_smoothing();
   LOOM_CHECK(eps >= 0 && eps <= 1, "cross_entropy", loc, "label_smoothing must be between 0.0 and 1.0, got ", eps);
-  const bool class_target = detail::impl_of(target, "cross_entropy", loc).storage->dtype != kFloat &&
-                            target.dtype() != kDouble;
+  const bool class_target = !is_floating_point(detail::impl_of(target, "cross_entropy", loc).storage->dtype);
   Rows r = as_rows(input, target, class_target, "cross_entropy", loc);
   const int64_t classes = r.input.size(1);
   Tensor log_probs = r.input.log_softmax(1, std::nullopt, loc);

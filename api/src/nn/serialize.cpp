@@ -56,6 +56,7 @@ void write_file(const std::vector<Entry>& entries, const std::string& path) {
       case kLong: data = t.data_ptr<int64_t>(); break;
       case kFloat: data = t.data_ptr<float>(); break;
       case kDouble: data = t.data_ptr<double>(); break;
+      case kBFloat16: data = t.data_ptr<BFloat16>(); break;
     }
     f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   }
