@@ -74,6 +74,29 @@ __device__ __forceinline__ unsigned loom_tf32(float x) {
   return r;
 }
 
+// Split-K: with kchunk > 0, block row blockIdx.y computes the K range
+// [y * kchunk, (y + 1) * kchunk) only (a last range may be short or empty).
+template <class T>
+__device__ __forceinline__ void loom_gemm_split(const T*& A, const T*& B, LoomGemmArgs& g, loom_i64 kchunk) {
+  if (kchunk > 0) {
+    const loom_i64 kb = (loom_i64)blockIdx.y * kchunk;
+    A += kb * g.a_k;
+    B += kb * g.b_k;
+    g.K = g.K - kb < kchunk ? g.K - kb : kchunk;
+  }
+}
+
+// The BM x BN tile of C that block blockIdx.x computes. Blocks go down
+// groups of 8 tile rows column by column, so the blocks resident together
+// read the same few A row panels and B column panels, which then stay in L2.
+__device__ __forceinline__ void loom_gemm_tile(loom_i64 M, loom_i64 N, int BM, int BN, loom_i64& m0, loom_i64& n0) {
+  const loom_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const loom_i64 pid = blockIdx.x, group = 8 * tiles_n, first_m = (pid / group) * 8;
+  const loom_i64 group_m = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
+  m0 = (first_m + (pid % group) % group_m) * BM;
+  n0 = ((pid % group) / group_m) * BN;
+}
+
 // The accumulators: a P x Q thread tile (FFMA) or MI x NI mma fragments.
 template <class T, bool MMA, int P, int Q, int MI, int NI>
 struct LoomGemmAcc {
@@ -341,18 +364,11 @@ struct LoomGemm {
   static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
                                              loom_i64 kchunk = 0) {
     LoomGemmArgs g = ga;
-    if (kchunk > 0) {  // split-K: this block row's K range
-      const loom_i64 kb = (loom_i64)blockIdx.y * kchunk;
-      A += kb * g.a_k;
-      B += kb * g.b_k;
-      g.K = g.K - kb < kchunk ? g.K - kb : kchunk;
-    }
+    loom_gemm_split(A, B, g, kchunk);
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
     T* smem = reinterpret_cast<T*>(loom_gemm_smem);
-    const loom_i64 tiles_m = (g.M + BM - 1) / BM, tiles_n = (g.N + BN - 1) / BN;
-    const loom_i64 pid = blockIdx.x, group = 8 * tiles_n, first_m = (pid / group) * 8;
-    const loom_i64 group_m = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
-    const loom_i64 m0 = (first_m + (pid % group) % group_m) * BM, n0 = ((pid % group) / group_m) * BN;
+    loom_i64 m0, n0;
+    loom_gemm_tile(g.M, g.N, BM, BN, m0, n0);
     const loom_i64 batch = blockIdx.z;
     A += batch * g.a_b;
     B += batch * g.b_b;
