@@ -396,6 +396,11 @@ typedef Config<128, 128, 32, 2, 4, 3, 2, false> C128x128s3b2;
 typedef Config<128, 128, 64, 2, 4, 3, 1, false> C128x128k64;
 typedef Config<128, 256, 64, 2, 4, 3, 1, false> C128x256k64;
 typedef Config<256, 128, 32, 4, 2, 3, 1, false> C256x128;
+typedef Config<128, 128, 32, 2, 4, 4, 2, false> C128x128s4b2;
+typedef Config<128, 128, 64, 2, 4, 3, 2, false> C128x128k64b2;
+typedef Config<128, 256, 64, 2, 4, 4, 1, false> C128x256k64s4;
+typedef Config<64, 64, 32, 2, 2, 4, 4, false> C64x64b4;
+typedef Config<64, 128, 32, 2, 2, 4, 2, false> C64x128b2;
 
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -484,11 +489,16 @@ static void timing() {
 #endif
   time_config<C128x128>(t, cublas_tf);
   time_config<C128x128s3b2>(t, cublas_tf);
+  time_config<C128x128s4b2>(t, cublas_tf);
+  time_config<C128x128k64b2>(t, cublas_tf);
   time_config<C128x128k64>(t, cublas_tf);
   time_config<C128x256>(t, cublas_tf);
   time_config<C128x256k64>(t, cublas_tf);
+  time_config<C128x256k64s4>(t, cublas_tf);
   time_config<C256x128>(t, cublas_tf);
   time_config<C64x64>(t, cublas_tf);
+  time_config<C64x64b4>(t, cublas_tf);
+  time_config<C64x128b2>(t, cublas_tf);
   CHECK(cudaFree(t.A));
   CHECK(cudaFree(t.B));
   CHECK(cudaFree(t.C));
