@@ -24,6 +24,9 @@
 // - MMA (float32 inputs rounded to TF32, only when the user allows it):
 //   P x Q warps, each a (BM/P) x (BN/Q) tile of m16n8k8 mma.sync.
 // The epilogue runs per element of C from registers, bounds-checked.
+//
+// LoomGemmBf16 (end of file) is the same block for bfloat16 operands on
+// m16n8k16 tensor cores, fragments read with ldmatrix, float accumulators.
 typedef long long loom_i64;
 
 struct LoomGemmArgs {
@@ -72,6 +75,29 @@ __device__ __forceinline__ unsigned loom_tf32(float x) {
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
+}
+
+// Split-K: with kchunk > 0, block row blockIdx.y computes the K range
+// [y * kchunk, (y + 1) * kchunk) only (a last range may be short or empty).
+template <class T>
+__device__ __forceinline__ void loom_gemm_split(const T*& A, const T*& B, LoomGemmArgs& g, loom_i64 kchunk) {
+  if (kchunk > 0) {
+    const loom_i64 kb = (loom_i64)blockIdx.y * kchunk;
+    A += kb * g.a_k;
+    B += kb * g.b_k;
+    g.K = g.K - kb < kchunk ? g.K - kb : kchunk;
+  }
+}
+
+// The BM x BN tile of C that block blockIdx.x computes. Blocks go down
+// groups of 8 tile rows column by column, so the blocks resident together
+// read the same few A row panels and B column panels, which then stay in L2.
+__device__ __forceinline__ void loom_gemm_tile(loom_i64 M, loom_i64 N, int BM, int BN, loom_i64& m0, loom_i64& n0) {
+  const loom_i64 tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const loom_i64 pid = blockIdx.x, group = 8 * tiles_n, first_m = (pid / group) * 8;
+  const loom_i64 group_m = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
+  m0 = (first_m + (pid % group) % group_m) * BM;
+  n0 = ((pid % group) / group_m) * BN;
 }
 
 // The accumulators: a P x Q thread tile (FFMA) or MI x NI mma fragments.
@@ -341,18 +367,11 @@ struct LoomGemm {
   static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
                                              loom_i64 kchunk = 0) {
     LoomGemmArgs g = ga;
-    if (kchunk > 0) {  // split-K: this block row's K range
-      const loom_i64 kb = (loom_i64)blockIdx.y * kchunk;
-      A += kb * g.a_k;
-      B += kb * g.b_k;
-      g.K = g.K - kb < kchunk ? g.K - kb : kchunk;
-    }
+    loom_gemm_split(A, B, g, kchunk);
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
     T* smem = reinterpret_cast<T*>(loom_gemm_smem);
-    const loom_i64 tiles_m = (g.M + BM - 1) / BM, tiles_n = (g.N + BN - 1) / BN;
-    const loom_i64 pid = blockIdx.x, group = 8 * tiles_n, first_m = (pid / group) * 8;
-    const loom_i64 group_m = tiles_m - first_m < 8 ? tiles_m - first_m : 8;
-    const loom_i64 m0 = (first_m + (pid % group) % group_m) * BM, n0 = ((pid % group) / group_m) * BN;
+    loom_i64 m0, n0;
+    loom_gemm_tile(g.M, g.N, BM, BN, m0, n0);
     const loom_i64 batch = blockIdx.z;
     A += batch * g.a_b;
     B += batch * g.b_b;
@@ -420,5 +439,215 @@ struct LoomGemmReduce {
       const loom_i64 b = i / mn, r = i - b * mn, m = r / N;
       epi(b, m, r - m * N, v);
     }
+  }
+};
+
+// ---------------------------------------------------------------------------
+// BF16 tensor cores.
+//
+// bfloat16 is the upper half of a float32, so operands travel as their bits
+// (unsigned short): NVRTC compiles this file without cuda_bf16.h.
+
+__device__ __forceinline__ float loom_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
+
+// Round to nearest even on the 16 dropped bits. A NaN is not rounded (a
+// carry could turn its payload into infinity): it keeps its sign and its
+// upper payload, with the quiet bit set so that it stays a NaN.
+__device__ __forceinline__ unsigned short loom_f32_to_bf16(float f) {
+  const unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// ldmatrix.x4: lanes 8i..8i+7 give the addresses of the 8 rows (16 bytes
+// each) of 8x8 matrix i, and register i of lane l receives from matrix i
+// the pair (row l/4, columns 2(l%4), 2(l%4)+1); with .trans, the pair
+// (rows 2(l%4), 2(l%4)+1, column l/4), i.e. the same pair of the transposed
+// matrix. The lower-numbered element is in the low 16 bits, as mma wants.
+// volatile: it reads shared memory that __syncthreads orders, and the
+// compiler sees no memory operand it could order by.
+template <bool TRANS>
+__device__ __forceinline__ void loom_ldsm_x4(unsigned (&r)[4], const void* p) {
+  if (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(loom_smem_addr(p)));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(loom_smem_addr(p)));
+}
+
+// d = a * b + d, one m16n8k16 tile with float accumulators. A pure register
+// operation, so not volatile: ptxas may interleave it with the next loads.
+__device__ __forceinline__ void loom_mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// C[b, m, n] = sum over k of A[b, m, k] * B[b, k, n] with bfloat16 operands
+// and float32 accumulation, then epi(b, m, n, float C). Same pipeline,
+// flags, tile order and split-K as LoomGemm; WARPS_M x WARPS_N warps, each a
+// (BM / WARPS_M) x (BN / WARPS_N) tile of m16n8k16 mma.sync.
+//
+// Shared tiles keep the operand's contiguous global dim contiguous: A is
+// [BK][BM + 8] when AK, else [BM][BK + 8]; B is [BK][BN + 8] when BKM, else
+// [BN][BK + 8]. The 8 padding elements make a row 16 * odd bytes long, so
+// the 8 rows one ldmatrix phase reads (16 bytes each) start in 8 different
+// 4-bank groups: no bank conflicts. They also keep every 16-byte chunk of a
+// row 16-byte aligned, for cp.async and ldmatrix.
+//
+// Fragments (PTX ISA, mma.m16n8k16 .bf16; g = lane / 4, t = lane % 4):
+//   A (row): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..),
+//            a[3] = (g+8, 2t+8..)  as (m, k) of the 16 x 16 tile;
+//   B (col): b[0] = (k 2t..2t+1, n g), b[1] = (k 2t+8..2t+9, n g);
+//   C:       c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1).
+// So A's register i is the 8x8 block (m half i % 2, k half i / 2), and one
+// ldmatrix.x4 with matrix i at that block loads all four. For B, two n8
+// tiles share one x4: matrix i is (k half i % 2, n half i / 2), and its
+// registers are b[0], b[1] of the first tile, then of the second. Which
+// ldmatrix: a tile whose rows run along the fragment's pair dimension (A
+// [BM][BK]: rows m, pairs along k; B [BN][BK]: rows n, pairs along k) is
+// read plain; a tile stored the other way (A [BK][BM], B [BK][BN]: rows k)
+// is read with .trans, which hands each lane the pair down a column.
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool AK, bool AV, bool BKM, bool BV>
+struct LoomGemmBf16 {
+  typedef unsigned short bf16;
+  enum {
+    V = 8,  // bf16 per 16-byte copy
+    THREADS = 32 * WARPS_M * WARPS_N,
+    WM = BM / WARPS_M,
+    WN = BN / WARPS_N,
+    MI = WM / 16,  // m16 tiles per warp
+    NI = WN / 8,   // n8 tiles per warp (even: loaded in pairs)
+    A_LD = AK ? BM + 8 : BK + 8,
+    B_LD = BKM ? BN + 8 : BK + 8,
+    A_ELEMS = AK ? BK * A_LD : BM * A_LD,
+    B_ELEMS = BKM ? BK * B_LD : BN * B_LD,
+    STAGE = A_ELEMS + B_ELEMS,  // elements
+    SMEM_BYTES = 2 * STAGES * STAGE,  // dynamic shared memory the launch must give
+  };
+  static_assert(WM % 16 == 0 && WN % 16 == 0 && WM > 0 && WN > 0, "LoomGemmBf16: a warp tile is whole 16 x 16 blocks");
+  static_assert(BK % 16 == 0, "LoomGemmBf16: BK is whole k16 steps");
+  static_assert(STAGES >= 2, "LoomGemmBf16: the pipeline needs two stages");
+
+  static __device__ __forceinline__ int a_at(int m, int k) { return AK ? k * A_LD + m : m * A_LD + k; }
+  static __device__ __forceinline__ int b_at(int k, int n) { return BKM ? k * B_LD + n : n * B_LD + k; }
+
+  // Rows [r0, r0 + R) by k [k0, k0 + BK) of an operand (A: rows are m; B:
+  // rows are n) into its tile: [BK][R + 8] when KM (contiguous along rows),
+  // else [R][BK + 8]. Consecutive threads take consecutive chunks of the
+  // contiguous dim, so a warp's reads coalesce. Out of range: zeros.
+  template <int R, bool KM, bool VEC>
+  static __device__ __forceinline__ void load_tile(bf16* dst, const bf16* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r,
+                                                   loom_i64 s_k, loom_i64 K, loom_i64 k0) {
+    constexpr int LD = KM ? R + 8 : BK + 8;
+    if (VEC) {  // 8-element chunks; a chunk cut by the edge reads only its valid part (src-size)
+      constexpr int CR = KM ? R / V : R, CK = KM ? BK : BK / V;
+#pragma unroll
+      for (int c = threadIdx.x; c < CR * CK; c += THREADS) {
+        const int r = KM ? (c % CR) * V : c / CK, k = KM ? c / CR : (c % CK) * V;
+        const loom_i64 gr = r0 + r, gk = k0 + k;
+        const loom_i64 room = KM ? (gk < K ? rows - gr : 0) : (gr < rows ? K - gk : 0);
+        const int valid = room <= 0 ? 0 : room >= V ? V : (int)room;
+        loom_cp16(dst + (KM ? k * LD + r : r * LD + k), valid ? src + gr * s_r + gk * s_k : src, valid * 2);
+      }
+    } else {  // cp.async has no 2-byte form: plain loads and stores, ordered by the same __syncthreads
+#pragma unroll 4
+      for (int c = threadIdx.x; c < R * BK; c += THREADS) {
+        const int r = KM ? c % R : c / BK, k = KM ? c / R : c % BK;
+        const loom_i64 gr = r0 + r, gk = k0 + k;
+        dst[KM ? k * LD + r : r * LD + k] = gr < rows && gk < K ? src[gr * s_r + gk * s_k] : (bf16)0;
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void load(bf16* s, const bf16* A, const bf16* B, const LoomGemmArgs& g, loom_i64 m0,
+                                              loom_i64 n0, loom_i64 k0) {
+    load_tile<BM, AK, AV>(s, A, g.M, m0, g.a_m, g.a_k, g.K, k0);
+    load_tile<BN, BKM, BV>(s + A_ELEMS, B, g.N, n0, g.b_n, g.b_k, g.K, k0);
+  }
+
+  // One slice: per k16 step, MI A fragments and NI / 2 B fragment pairs by
+  // ldmatrix, then MI x NI mma. Lane l addresses row l % 8 of matrix l / 8
+  // (see above); the row runs along the tile's stored row dimension.
+  static __device__ __forceinline__ void mma_slice(const bf16* s, float (&acc)[MI][NI][4]) {
+    const bf16* as = s;
+    const bf16* bs = s + A_ELEMS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
+    const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
+    // Matrix mat of A: m half mat % 2, k half mat / 2; of a B pair: k half
+    // mat % 2, n half mat / 2. The lane's row offset goes to the stored row dim.
+    const int am = wm + (mat % 2) * 8 + (AK ? 0 : r), ak = (mat / 2) * 8 + (AK ? r : 0);
+    const int bn = wn + (mat / 2) * 8 + (BKM ? 0 : r), bk = (mat % 2) * 8 + (BKM ? r : 0);
+#pragma unroll
+    for (int kc = 0; kc < BK; kc += 16) {
+      unsigned a[MI][4], b[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) loom_ldsm_x4<AK>(a[mi], as + a_at(am + mi * 16, ak + kc));
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {
+        unsigned q[4];
+        loom_ldsm_x4<BKM>(q, bs + b_at(bk + kc, bn + nj * 16));
+        b[2 * nj][0] = q[0], b[2 * nj][1] = q[1], b[2 * nj + 1][0] = q[2], b[2 * nj + 1][1] = q[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) loom_mma_bf16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+    }
+  }
+
+  // The whole block, as LoomGemm::run: split-K range, grouped tile, STAGES
+  // slices in flight, then the epilogue from the accumulators.
+  template <class Epi>
+  static __device__ __forceinline__ void run(const unsigned short* A, const unsigned short* B, const LoomGemmArgs& ga,
+                                             Epi epi, loom_i64 kchunk = 0) {
+    LoomGemmArgs g = ga;
+    loom_gemm_split(A, B, g, kchunk);
+    extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
+    bf16* smem = reinterpret_cast<bf16*>(loom_gemm_smem);
+    loom_i64 m0, n0;
+    loom_gemm_tile(g.M, g.N, BM, BN, m0, n0);
+    const loom_i64 batch = blockIdx.z;
+    A += batch * g.a_b;
+    B += batch * g.b_b;
+    const loom_i64 KT = (g.K + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+      if (s < KT) load(smem + s * STAGE, A, B, g, m0, n0, (loom_i64)s * BK);
+      loom_cp_commit();
+    }
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.f;
+    int rd = 0, wr = STAGES - 1;  // stages of slice kt and of slice kt + STAGES - 1
+    for (loom_i64 kt = 0; kt < KT; ++kt) {
+      loom_cp_wait<STAGES - 2>();
+      __syncthreads();  // slice kt is in (cp.async waited, plain stores barriered); slice kt-1's stage is free
+      const loom_i64 next = kt + STAGES - 1;
+      if (next < KT) load(smem + wr * STAGE, A, B, g, m0, n0, next * BK);
+      loom_cp_commit();
+      mma_slice(smem + rd * STAGE, acc);
+      rd = rd + 1 == STAGES ? 0 : rd + 1;
+      wr = wr + 1 == STAGES ? 0 : wr + 1;
+    }
+    loom_cp_wait<0>();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
+    const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const loom_i64 gm = m0 + wm + mi * 16 + gq + (q >= 2 ? 8 : 0), gn = n0 + wn + ni * 8 + 2 * t + (q & 1);
+          if (gm < g.M && gn < g.N) epi(batch, gm, gn, acc[mi][ni][q]);
+        }
   }
 };
