@@ -56,6 +56,9 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = True
     rows.append(("W6 matmul 4096 tf32", "torch-eager", median_time(lambda: a @ c), flops))
     torch.backends.cuda.matmul.allow_tf32 = False
+    # W6 in bfloat16 (loom-bench's "W6 matmul 4096 bf16" row): cuBLAS, float32 sums.
+    ah, ch = a.bfloat16(), c.bfloat16()
+    rows.append(("W6 matmul 4096 bf16", "torch-eager", median_time(lambda: ah @ ch), flops))
     for name, peer, t, f in rows:
         extra = f"GFLOP/s={f / t / 1e9:.1f}" if f else f"GB/s={2 * 4 * n * n / t / 1e9:.1f}"
         print(f"{name:<28} {peer:<18} cuda  {t * 1e3:10.4f} ms  {extra}")

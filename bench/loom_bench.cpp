@@ -235,6 +235,17 @@ void w6(const std::string& peer) {
         gemm_repeats());
     loom::cuda::set_allow_tf32(false);
     row_ms("W6 matmul 4096 tf32", peer, t32, "GFLOP/s", flop / t32 / 1e9);
+    // bfloat16 operands on the tensor cores, float32 sums, a bfloat16 result
+    // (linear_peer.py prints torch's row).
+    loom::Tensor ah = a.to(loom::kBFloat16), bh = b.to(loom::kBFloat16);
+    finish();
+    double th = median_time(
+        [&] {
+          loom::Tensor c = loom::matmul(ah, bh);
+          finish();
+        },
+        gemm_repeats());
+    row_ms("W6 matmul 4096 bf16", peer, th, "GFLOP/s", flop / th / 1e9);
   }
   if (!g_dev.is_cpu()) return;
 #ifdef LOOM_BENCH_OPENBLAS

@@ -37,10 +37,12 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op, const Sour
 Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc);
 
 // A bfloat16 product accumulates in float32 and is rounded once (PyTorch's
-// rule). No backend has a bfloat16 GEMM kernel yet, so it is recorded as a
-// float32 product of the widened operands, narrowed after: the narrowing
-// fuses into the GEMM's epilogue, each widening is a pointwise kernel.
-bool widen_bf16(const Tensor& a) { return a.dtype() == kBFloat16; }
+// rule). On a GPU that is one GEMM kernel on the tensor cores
+// (kernels/cuda/gemm_template.cu, LoomGemmBf16). The CPU has no bfloat16
+// GEMM: there it is recorded as a float32 product of the widened operands,
+// narrowed after (the narrowing fuses into the GEMM's epilogue, each
+// widening is a pointwise kernel).
+bool widen_bf16(const Tensor& a) { return a.dtype() == kBFloat16 && !a.device().is_cuda(); }
 
 // The primitive: a [B,M,K] x b [B,K,N] -> [B,M,N]. Shapes are checked by the caller.
 Tensor product(const Tensor& a, const Tensor& b, const SourceLoc& loc) {

@@ -141,7 +141,8 @@ class KernelEmitter {
   // element of C, with the product's value in `acc`.
   void emit_gemm() {
     const GemmProblem g = gemm_problem(p_, k_, gemm_.mma);
-    const char* t = ctype(g.dtype);
+    const char* t = ctype(g.dtype);   // the sums (float for bfloat16)
+    const char* mt = mtype(g.dtype);  // the operands in memory
     const bool split = gemm_.split > 1;
     o_ << "\n// " << k_.name << ": gemm [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k << ", "
        << gemm_.str() << "\n";
@@ -160,8 +161,8 @@ class KernelEmitter {
     emit_gemm_prologue(used);
     o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
        << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
-    o_ << "  " << gemm_instance(gemm_, g) << "::run((const " << t << "*)b" << g.a_buffer << " + " << g.a_off << "LL, (const "
-       << t << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, " << t
+    o_ << "  " << gemm_instance(gemm_, g) << "::run((const " << mt << "*)b" << g.a_buffer << " + " << g.a_off << "LL, (const "
+       << mt << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, " << t
        << " acc) {\n";
     if (split) {
       o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
@@ -493,7 +494,8 @@ class KernelEmitter {
   // load widens it exactly, each computed value is rounded to nearest even
   // (as the reference backend rounds per op), a store keeps the high half.
   std::string rounded(const ir::Expr& x, uint32_t e) {
-    const bool computed = x.kind == ExprKind::Op || x.kind == ExprKind::Scalar || x.kind == ExprKind::Const;
+    const bool computed = x.kind == ExprKind::Op || x.kind == ExprKind::Scalar || x.kind == ExprKind::Const ||
+                          x.kind == ExprKind::Contract;  // a product's float32 sum, rounded once
     return x.dtype == kBFloat16 && computed ? "loom_bf16_round(" + value(x, e) + ")" : value(x, e);
   }
 

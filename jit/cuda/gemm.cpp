@@ -85,6 +85,23 @@ GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool t
 }
 
 std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
+  if (g.dtype == kBFloat16) {
+    // m16n8k16 tensor cores (LoomGemmBf16, p x q warps). Timed on an H100
+    // (bench/micro/bf16_gemm.cu, 4096^3): 128x256x64 202 TFLOP/s,
+    // 128x128x32 two blocks per SM 192, 128x256x32 179, 64x64x32 115.
+    auto mma = [](int bm, int bn, int bk, int p, int q, int stages, int minb = 0, int split = 1) {
+      return GemmConfig{bm, bn, bk, p, q, stages, true, false, minb, split};
+    };
+    const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
+    if (tiles128 >= 132) return {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 32, 2, 4, 3, 2), mma(128, 256, 32, 2, 4, 3)};
+    std::vector<GemmConfig> cs = {mma(64, 64, 32, 2, 2, 4), mma(128, 128, 32, 2, 4, 3, 2)};
+    const int64_t tiles = ((g.m + 63) / 64) * ((g.n + 63) / 64) * g.batch;
+    for (int s : {2, 4, 8, 16}) {
+      if (g.k / s < 64 || tiles * (s / 2) >= 132) break;
+      cs.push_back(mma(64, 64, 32, 2, 2, 4, 0, s));
+    }
+    return cs;
+  }
   if (g.tf32)
     return {{128, 128, 32, 2, 4, 3, true}, {64, 64, 32, 2, 2, 3, true}, {32, 32, 32, 1, 2, 3, true}};
   if (g.dtype == kDouble) return {{64, 64, 16, 4, 4, 3}, {64, 32, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
@@ -146,6 +163,8 @@ int64_t gemm_split_chunk(const GemmConfig& c, const GemmProblem& g) {
   return std::max<int64_t>((per + c.bk - 1) / c.bk, 1) * c.bk;
 }
 
+int64_t gemm_accumulator_size(const GemmProblem& g) { return g.dtype == kBFloat16 ? 4 : static_cast<int64_t>(element_size(g.dtype)); }
+
 int64_t gemm_workspace_elems(const GemmConfig& c, const GemmProblem& g) {
   return c.split > 1 ? int64_t(c.split) * g.batch * g.m * g.n : 0;
 }
@@ -158,6 +177,11 @@ uint32_t gemm_reduce_grid(const GemmProblem& g, int multiprocessors) {
 std::string gemm_instance(const GemmConfig& c, const GemmProblem& g) {
   auto b = [](bool x) { return x ? "true" : "false"; };
   std::ostringstream o;
+  if (g.dtype == kBFloat16) {
+    o << "LoomGemmBf16<" << c.bm << ", " << c.bn << ", " << c.bk << ", " << c.p << ", " << c.q << ", " << c.stages << ", "
+      << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor) << ", " << b(g.b_vec) << ">";
+    return o.str();
+  }
   o << "LoomGemm<" << (g.dtype == kDouble ? "double" : "float") << ", " << c.bm << ", " << c.bn << ", " << c.bk << ", "
     << c.p << ", " << c.q << ", " << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor)
     << ", " << b(g.b_vec) << ", " << b(c.mma) << ", " << b(c.warp) << ">";
@@ -169,18 +193,25 @@ const char* gemm_template_source() { return kernels::cuda::detail::kGemmSource; 
 std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfig>& candidates) {
   std::ostringstream o;
   o << gemm_template_source();
-  const char* t = g.dtype == kDouble ? "double" : "float";
+  // bfloat16: operands and C of 16 bits, float32 sums (and workspace).
+  const bool bf = g.dtype == kBFloat16;
+  const char* t = g.dtype == kDouble ? "double" : "float";  // the accumulator
+  const char* m = bf ? "unsigned short" : t;                // operands and C in memory
+  const char* put = bf ? "loom_f32_to_bf16(v)" : "v";
   for (size_t i = 0; i < candidates.size(); ++i) {
     const GemmConfig& c = candidates[i];
-    o << "extern \"C\" __global__ void " << gemm_launch_bounds(c) << " loom_tune" << i << "(const " << t << "* A, const "
-      << t << "* B, " << t << "* C, LoomGemmArgs g) {\n  " << gemm_instance(c, g)
+    // A split-K candidate's first kernel writes float partial sums to C = W.
+    const char* c_type = c.split > 1 ? t : m;
+    o << "extern \"C\" __global__ void " << gemm_launch_bounds(c) << " loom_tune" << i << "(const " << m << "* A, const "
+      << m << "* B, " << c_type << "* C, LoomGemmArgs g) {\n  " << gemm_instance(c, g)
       << "::run(A, B, g, [&](long long b, long long m, long long n, " << t << " v) { C[((blockIdx.y * "
-      << g.batch << "LL + b) * g.M + m) * g.N + n] = v; }, " << gemm_split_chunk(c, g) << "LL);\n}\n";
+      << g.batch << "LL + b) * g.M + m) * g.N + n] = " << (c.split > 1 ? "v" : put) << "; }, " << gemm_split_chunk(c, g)
+      << "LL);\n}\n";
     if (c.split > 1)
       o << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") loom_tune" << i << "_r(const "
-        << t << "* W, " << t << "* C, LoomGemmArgs g) {\n  LoomGemmReduce<" << t << ">::run(W, " << c.split << ", "
+        << t << "* W, " << m << "* C, LoomGemmArgs g) {\n  LoomGemmReduce<" << t << ">::run(W, " << c.split << ", "
         << g.batch << "LL, g.M, g.N, [&](long long b, long long m, long long n, " << t
-        << " v) { C[(b * g.M + m) * g.N + n] = v; });\n}\n";
+        << " v) { C[(b * g.M + m) * g.N + n] = " << put << "; });\n}\n";
   }
   return o.str();
 }

@@ -59,6 +59,8 @@ uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g);  // grid.x; grid.
 // the workspace's elements (split * batch * m * n); the reduce launch.
 int64_t gemm_split_chunk(const GemmConfig& c, const GemmProblem& g);
 int64_t gemm_workspace_elems(const GemmConfig& c, const GemmProblem& g);
+// Bytes of one sum (and workspace element): float32 for bfloat16 products.
+int64_t gemm_accumulator_size(const GemmProblem& g);
 constexpr int kGemmReduceThreads = 256;
 uint32_t gemm_reduce_grid(const GemmProblem& g, int multiprocessors);
 

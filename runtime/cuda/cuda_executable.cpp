@@ -120,7 +120,7 @@ void CudaExecutable::plan_launches() {
         // Split-K: partial sums in the workspace (one for all GEMMs of the
         // program: they run one after the other), then the reduce kernel.
         workspace_bytes = std::max<int64_t>(workspace_bytes, jit::cuda::gemm_workspace_elems(c, g) *
-                                                                 static_cast<int64_t>(element_size(g.dtype)));
+                                                                 jit::cuda::gemm_accumulator_size(g));
         Launch r;
         r.function = module_.reduce.at(step.index);
         r.grid[0] = jit::cuda::gemm_reduce_grid(g, ctx.multiprocessors);

@@ -69,7 +69,7 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   BufferPtr C = Buffer::allocate(dev, c_n * es);
   int64_t ws_n = 0;
   for (const jc::GemmConfig& c : cs) ws_n = std::max(ws_n, jc::gemm_workspace_elems(c, g));
-  BufferPtr W = ws_n > 0 ? Buffer::allocate(dev, ws_n * es) : nullptr;
+  BufferPtr W = ws_n > 0 ? Buffer::allocate(dev, ws_n * jc::gemm_accumulator_size(g)) : nullptr;
   CUdeviceptr w = W ? reinterpret_cast<CUdeviceptr>(W->data()) : 0;
   check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(A->data()), 0x3c, (g.a_off + a_n) * es, ctx.stream), "cuMemsetD8Async", what);
   check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(B->data()), 0x3c, (g.b_off + b_n) * es, ctx.stream), "cuMemsetD8Async", what);

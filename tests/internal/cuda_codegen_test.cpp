@@ -144,6 +144,8 @@ TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
       loom::arange(96).view({8, 12}) * i, f.t().contiguous(), f.expand({3, 8, 12}) + 1, loom::reciprocal(d),
       f.logsumexp({1}), d.std({0}), f.sum(), (f * d).mean(), b.to(loom::kLong).sum({0}),
       loom::rand({8, 12}) * f, loom::randn({12, 8}, loom::kDouble).t() + d, loom::randn({8, 12}).sum({1}),
+      (loom::tanh(f.to(loom::kBFloat16) * 1.5) + 1).sum({1}), f.to(loom::kBFloat16).softmax(1),
+      f.to(loom::kBFloat16).t().contiguous(), f.to(loom::kBFloat16).amax({0}), loom::rand({8, 12}, loom::kBFloat16) * 2,
   };
   KernelProgram p = lower_outputs(outs);
   EXPECT_GE(p.kernels.size(), 10u);
@@ -172,7 +174,7 @@ loom::ir::LowerOptions gemm_on() {
   return o;
 }
 
-void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& what) {
+void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& what, const char* instance = "LoomGemm<") {
   size_t most = 0;
   for (const auto& k : p.kernels)
     if (k.contraction) most = std::max(most, jc::gemm_candidates(jc::gemm_problem(p, k, tf32)).size());
@@ -186,7 +188,7 @@ void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& 
       }
     const std::string src = jc::emit_source(p, configs);
     if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(p) << src;
-    EXPECT_NE(src.find("LoomGemm<"), std::string::npos);
+    EXPECT_NE(src.find(instance), std::string::npos);
     try {
       loom::runtime::cuda::compile_cubin(src, "sm_90", what);
     } catch (const loom::Error& e) {
@@ -267,6 +269,33 @@ TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
   loom::sync();
   expect_gemm_compiles(lower_outputs({loom::gelu(loom::linear(big, bigw)), loom::linear(h, v, vb)}, gemm_on()), false,
                        "large and split-K GEMMs");
+}
+
+// The program of float32 products, retyped to bfloat16 (a CPU graph never
+// holds a bfloat16 product: the api widens it there): every candidate of
+// the tensor-core path, epilogues and split-K included, compiles.
+KernelProgram as_bf16(KernelProgram p) {
+  for (auto& b : p.buffers)
+    if (b.dtype == loom::kFloat) b.dtype = loom::kBFloat16;
+  for (auto& k : p.kernels)
+    for (auto& e : k.exprs)
+      if (e.dtype == loom::kFloat) e.dtype = loom::kBFloat16;
+  return p;
+}
+
+TEST(CudaCodegen, Bf16GemmKernelsCompileWithNvrtc) {
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
+  auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33}), xt = loom::randn({32, 64});
+  auto big = loom::randn({2048, 64}), bigw = loom::randn({2048, 64}), h = loom::randn({256, 1024});
+  auto v = loom::randn({10, 1024});
+  loom::sync();
+  KernelProgram p = as_bf16(lower_outputs({loom::gelu(loom::matmul(x, w) + b), loom::matmul(xo, wo) * 0.5,
+                                           loom::matmul(xt.t(), w), loom::linear(big, bigw), loom::linear(h, v)},
+                                          gemm_on()));
+  for (const auto& k : p.kernels)
+    if (k.contraction) EXPECT_TRUE(jc::gemm_candidates(jc::gemm_problem(p, k, false))[0].mma);
+  expect_gemm_compiles(p, false, "bfloat16 GEMMs", "LoomGemmBf16<");
 }
 
 }  // namespace
