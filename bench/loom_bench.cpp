@@ -216,36 +216,27 @@ void w6(const std::string& peer) {
   const int64_t n = 4096;
   const double flop = 2.0 * n * n * n;
   loom::Tensor a = input({n, n}), b = input({n, n});
-  double t = median_time(
-      [&] {
-        loom::Tensor c = loom::matmul(a, b);
-        finish();
-      },
-      gemm_repeats());
-  row_ms("W6 matmul 4096 f32", peer, t, "GFLOP/s", flop / t / 1e9);
+  auto product_row = [&](const char* name, const loom::Tensor& x, const loom::Tensor& y) -> double {
+    double t = median_time(
+        [&] {
+          loom::Tensor c = loom::matmul(x, y);
+          finish();
+        },
+        gemm_repeats());
+    row_ms(name, peer, t, "GFLOP/s", flop / t / 1e9);
+    return t;
+  };
+  const double t = product_row("W6 matmul 4096 f32", a, b);
   if (g_dev.is_cuda()) {
     // The same product with TF32 tensor cores, which a user opts into as
-    // with PyTorch's allow_tf32 (linear_peer.py prints torch's row).
+    // with PyTorch's allow_tf32; then bfloat16 operands on the tensor cores,
+    // float32 sums, a bfloat16 result (linear_peer.py prints torch's rows).
     loom::cuda::set_allow_tf32(true);
-    double t32 = median_time(
-        [&] {
-          loom::Tensor c = loom::matmul(a, b);
-          finish();
-        },
-        gemm_repeats());
+    product_row("W6 matmul 4096 tf32", a, b);
     loom::cuda::set_allow_tf32(false);
-    row_ms("W6 matmul 4096 tf32", peer, t32, "GFLOP/s", flop / t32 / 1e9);
-    // bfloat16 operands on the tensor cores, float32 sums, a bfloat16 result
-    // (linear_peer.py prints torch's row).
     loom::Tensor ah = a.to(loom::kBFloat16), bh = b.to(loom::kBFloat16);
     finish();
-    double th = median_time(
-        [&] {
-          loom::Tensor c = loom::matmul(ah, bh);
-          finish();
-        },
-        gemm_repeats());
-    row_ms("W6 matmul 4096 bf16", peer, th, "GFLOP/s", flop / th / 1e9);
+    product_row("W6 matmul 4096 bf16", ah, bh);
   }
   if (!g_dev.is_cpu()) return;
 #ifdef LOOM_BENCH_OPENBLAS
