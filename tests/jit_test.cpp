@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <sys/mman.h>
+
 namespace {
 
 class JitTest : public ::testing::Test {
@@ -91,6 +93,31 @@ TEST_F(JitTest, StreamedOutputsAreExactAtEveryAlignment) {
       ASSERT_NEAR(sm[i * cols + j], want, 4e-6 * want) << "row " << i << " col " << j;
     }
   }
+}
+
+// A kernel reaches its constants (the math polynomials' coefficients)
+// through 32-bit pc-relative addresses, so code and constants must be
+// linked within 2 GiB of each other. On the GPU machine, where CUDA had
+// reserved much of the address space, the linker once put them further
+// apart and the truncated address crashed the kernel. Holes of 3 GiB
+// reserved between compiles scatter the address space the same way.
+TEST_F(JitTest, KernelsRunWhereTheAddressSpaceIsScattered) {
+  std::vector<std::pair<void*, size_t>> holes;
+  const size_t hole = size_t{3} << 30;
+  for (int i = 0; i < 32; ++i) {
+    void* p = mmap(nullptr, hole, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED) holes.emplace_back(p, hole);
+    auto x = loom::arange(100 + i, loom::kFloat).div(64.0 + i);  // a new shape: a new compile
+    auto y = loom::tanh(x).exp() + loom::sigmoid(x) * loom::erf(x);
+    std::vector<float> got = y.to_vector<float>();
+    std::vector<float> xs = x.to_vector<float>();
+    for (size_t j = 0; j < got.size(); ++j) {
+      const double v = xs[j];
+      const double want = std::exp(std::tanh(v)) + 1 / (1 + std::exp(-v)) * std::erf(v);
+      ASSERT_NEAR(got[j], want, 1e-5 * std::abs(want) + 1e-6) << "graph " << i << ", element " << j;
+    }
+  }
+  for (auto [p, n] : holes) munmap(p, n);
 }
 
 TEST_F(JitTest, AGraphReplayedAHundredTimesCompilesOnce) {

@@ -2,6 +2,7 @@
 
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ObjectLinkingLayer.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
@@ -53,7 +54,20 @@ struct Jit {
     init_llvm();
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
     if (!jtmb) throw Error("loom: llvm: cannot describe the host: " + llvm::toString(jtmb.takeError()));
-    auto j = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    // JITLink, not LLVM 16's default RuntimeDyld on ELF: RuntimeDyld's
+    // memory manager maps an object's code and its constants separately,
+    // possibly more than 2 GiB apart (it happened once CUDA had reserved
+    // much of the address space), and then silently truncates their 32-bit
+    // pc-relative references. JITLink puts all of an object's sections in
+    // one allocation, and reaches anything further (libc, loom's own
+    // functions) through stubs it makes.
+    auto j = llvm::orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(std::move(*jtmb))
+                 .setObjectLinkingLayerCreator([](llvm::orc::ExecutionSession& es, const llvm::Triple&) {
+                   return llvm::Expected<std::unique_ptr<llvm::orc::ObjectLayer>>(
+                       std::make_unique<llvm::orc::ObjectLinkingLayer>(es));
+                 })
+                 .create();
     if (!j) throw Error("loom: llvm: cannot create the JIT: " + llvm::toString(j.takeError()));
     lljit = std::move(*j);
   }
