@@ -87,13 +87,14 @@ GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool t
 std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   if (g.dtype == kBFloat16) {
     // m16n8k16 tensor cores (LoomGemmBf16, p x q warps). Timed on an H100
-    // (bench/micro/bf16_gemm.cu, 4096^3): 128x256x64 202 TFLOP/s,
-    // 128x128x32 two blocks per SM 192, 128x256x32 179, 64x64x32 115.
+    // (bench/micro/bf16_gemm.cu, 4096^3, cuBLAS 722 TFLOP/s): 128x256x64
+    // 289 TFLOP/s, 128x128x64 two blocks per SM 289, 128x128x32 two per SM
+    // 282, 128x256x32 244, 64x128x32 211, 64x64x32 160.
     auto mma = [](int bm, int bn, int bk, int p, int q, int stages, int minb = 0, int split = 1) {
       return GemmConfig{bm, bn, bk, p, q, stages, true, false, minb, split};
     };
     const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
-    if (tiles128 >= 132) return {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 32, 2, 4, 3, 2), mma(128, 256, 32, 2, 4, 3)};
+    if (tiles128 >= 132) return {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 64, 2, 4, 3, 2), mma(128, 128, 32, 2, 4, 3, 2)};
     std::vector<GemmConfig> cs = {mma(64, 64, 32, 2, 2, 4), mma(128, 128, 32, 2, 4, 3, 2)};
     const int64_t tiles = ((g.m + 63) / 64) * ((g.n + 63) / 64) * g.batch;
     for (int s : {2, 4, 8, 16}) {

@@ -569,6 +569,76 @@ struct LoomGemmBf16 {
     load_tile<BN, BKM, BV>(s + A_ELEMS, B, g.N, n0, g.b_n, g.b_k, g.K, k0);
   }
 
+  // The 16-byte copies of one operand, planned once per block. load_tile
+  // works out every chunk's position, bounds and 64-bit address again for
+  // every slice: on an H100 that was ~6 instructions per mma and left the
+  // tensor pipe a third busy. Here a thread's chunks share one coordinate
+  // (its k offset for a k-contiguous tile, its row offset for a row-
+  // contiguous one) and step by a fixed stride along the other, so a slice
+  // costs a pointer add, a bound and a cp.async per chunk.
+  template <int R, bool KM>
+  struct Copies {
+    enum {
+      LD = KM ? R + 8 : BK + 8,
+      CR = KM ? R / V : R,   // chunks along the rows
+      CK = KM ? BK : BK / V,  // chunks along k
+      N = CR * CK / THREADS,  // chunks per thread
+      FIXED = KM ? CR : CK,   // chunks along the contiguous dim: one per thread, fixed
+    };
+    static constexpr bool usable = (CR * CK) % THREADS == 0 && THREADS % FIXED == 0;
+    const bf16* base;    // the operand: the address an empty copy names
+    const bf16* p;       // the thread's first chunk at k = 0
+    loom_i64 step;       // elements from one of its chunks to the next
+    loom_i64 s_k;        // the operand's stride along k
+    int dst, dst_step;   // the first chunk's place in a stage's tile, the step between chunks
+    int lead;            // the fixed coordinate: k offset (!KM) or row offset (KM) within the tile
+    int first;           // the stepping coordinate of the first chunk
+    loom_i64 room;       // KM: valid rows from `lead` on; !KM: rows in the operand past r0
+    __device__ __forceinline__ Copies(const bf16* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk) {
+      const int fixed = (threadIdx.x % FIXED) * V, moving = threadIdx.x / FIXED;
+      constexpr int MOVE = THREADS / FIXED;  // the stepping coordinate advances this much per chunk
+      base = src;
+      s_k = sk;
+      lead = fixed;
+      first = moving;
+      if (KM) {  // rows contiguous: chunk = 8 rows at k = first + i * MOVE
+        p = src + (r0 + fixed) * s_r + (loom_i64)moving * sk;
+        step = (loom_i64)MOVE * sk;
+        dst = moving * LD + fixed, dst_step = MOVE * LD;
+        room = rows - (r0 + fixed);
+      } else {   // k contiguous: chunk = 8 k of row first + i * MOVE
+        p = src + (r0 + moving) * s_r + (loom_i64)fixed * sk;
+        step = (loom_i64)MOVE * s_r;
+        dst = moving * LD + fixed, dst_step = MOVE * LD;
+        room = rows - r0;
+      }
+    }
+    // Slice [k0, k0 + BK) into `tile`. Whole chunks read 16 bytes; a chunk
+    // cut by an edge reads its valid part and the copy zero-fills the rest.
+    __device__ __forceinline__ void copy(bf16* tile, loom_i64 k0, loom_i64 K) const {
+      constexpr int MOVE = THREADS / FIXED;
+      const bf16* q = p + k0 * s_k;
+      if (KM) {
+        const int rv = room <= 0 ? 0 : room >= V ? V : (int)room;  // the thread's 8 rows: how many exist
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const bool ok = k0 + first + i * MOVE < K;
+          const int bytes = ok ? rv * 2 : 0;
+          loom_cp16(tile + dst + i * dst_step, bytes ? q + i * step : base, bytes);
+        }
+      } else {
+        const loom_i64 kroom = K - (k0 + lead);
+        const int kv = kroom <= 0 ? 0 : kroom >= V ? V : (int)kroom;  // the thread's 8 k: how many exist
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const bool ok = first + i * MOVE < room;
+          const int bytes = ok ? kv * 2 : 0;
+          loom_cp16(tile + dst + i * dst_step, bytes ? q + i * step : base, bytes);
+        }
+      }
+    }
+  };
+
   // One slice: per k16 step, MI A fragments and NI / 2 B fragment pairs by
   // ldmatrix, then MI x NI mma. Lane l addresses row l % 8 of matrix l / 8
   // (see above); the row runs along the tile's stored row dimension.
@@ -614,9 +684,20 @@ struct LoomGemmBf16 {
     A += batch * g.a_b;
     B += batch * g.b_b;
     const loom_i64 KT = (g.K + BK - 1) / BK;
+    constexpr bool PLANNED = AV && BV && Copies<BM, AK>::usable && Copies<BN, BKM>::usable;
+    const Copies<BM, AK> ca(A, g.M, m0, g.a_m, g.a_k);
+    const Copies<BN, BKM> cb(B, g.N, n0, g.b_n, g.b_k);
+    auto fill = [&](bf16* stage, loom_i64 k0) {
+      if constexpr (PLANNED) {
+        ca.copy(stage, k0, g.K);
+        cb.copy(stage + A_ELEMS, k0, g.K);
+      } else {
+        load(stage, A, B, g, m0, n0, k0);
+      }
+    };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < KT) load(smem + s * STAGE, A, B, g, m0, n0, (loom_i64)s * BK);
+      if (s < KT) fill(smem + s * STAGE, (loom_i64)s * BK);
       loom_cp_commit();
     }
     float acc[MI][NI][4];
@@ -631,7 +712,7 @@ struct LoomGemmBf16 {
       loom_cp_wait<STAGES - 2>();
       __syncthreads();  // slice kt is in (cp.async waited, plain stores barriered); slice kt-1's stage is free
       const loom_i64 next = kt + STAGES - 1;
-      if (next < KT) load(smem + wr * STAGE, A, B, g, m0, n0, next * BK);
+      if (next < KT) fill(smem + wr * STAGE, next * BK);
       loom_cp_commit();
       mma_slice(smem + rd * STAGE, acc);
       rd = rd + 1 == STAGES ? 0 : rd + 1;
