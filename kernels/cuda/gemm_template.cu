@@ -100,6 +100,108 @@ __device__ __forceinline__ void loom_gemm_tile(loom_i64 M, loom_i64 N, int BM, i
   n0 = ((pid % group) / group_m) * BN;
 }
 
+// The copies of one operand's slices into its shared tiles, planned once
+// per block. Working out every chunk's position, bounds and 64-bit address
+// again for every slice cost the bfloat16 kernel ~6 instructions per mma on
+// an H100 and left its tensor pipe a third busy. Here a thread's chunks
+// share one coordinate and step by a fixed stride along the other, so a
+// slice costs a pointer add, a bound and a cp.async per chunk.
+//
+// LoomTileCopies: 16-byte chunks (V elements along the operand's
+// contiguous dim, which has stride 1) of R rows by BK into a tile stored
+// [BK][LD] when KM (rows contiguous) or [R][LD] otherwise; `usable` says
+// whether the chunks divide evenly over the threads as planned.
+template <class T, int THREADS, int BK, int R, bool KM, int LD>
+struct LoomTileCopies {
+  enum {
+    V = 16 / (int)sizeof(T),
+    CR = KM ? R / V : R,     // chunks along the rows
+    CK = KM ? BK : BK / V,   // chunks along k
+    FIXED = KM ? CR : CK,    // chunks along the contiguous dim: each thread keeps one
+    MOVE = THREADS / FIXED,  // the other coordinate's step from one chunk of a thread to the next
+    N = CR * CK / THREADS,   // chunks per thread
+  };
+  static constexpr bool usable = (CR * CK) % THREADS == 0 && THREADS % FIXED == 0;
+  const T* base;      // the operand: the address an empty copy names
+  const T* p;         // the thread's first chunk at k = 0
+  loom_i64 step;      // elements from one of its chunks to the next
+  loom_i64 s_k;       // the operand's stride along k
+  int dst;            // the first chunk's place in a tile
+  int lead, first;    // its fixed coordinate (row offset if KM, else k offset) and its moving one
+  loom_i64 room;      // KM: rows that exist from the thread's row on; else rows past r0
+  __device__ __forceinline__ LoomTileCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk) {
+    const int fixed = (threadIdx.x % FIXED) * V, moving = threadIdx.x / FIXED;
+    base = src, s_k = sk, lead = fixed, first = moving;
+    dst = moving * LD + fixed;
+    if (KM) {  // a chunk: V rows at k = first + i * MOVE
+      p = src + (r0 + fixed) * s_r + (loom_i64)moving * sk;
+      step = (loom_i64)MOVE * sk;
+      room = rows - (r0 + fixed);
+    } else {   // a chunk: V k of row first + i * MOVE
+      p = src + (r0 + moving) * s_r + (loom_i64)fixed * sk;
+      step = (loom_i64)MOVE * s_r;
+      room = rows - r0;
+    }
+  }
+  // Slice [k0, k0 + BK) into `tile`. A chunk cut by an edge reads its valid
+  // part; the copy zero-fills the rest.
+  __device__ __forceinline__ void copy(T* tile, loom_i64 k0, loom_i64 K) const {
+    const T* q = p + k0 * s_k;
+    if (KM) {
+      const int rv = room <= 0 ? 0 : room >= V ? V : (int)room;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int bytes = k0 + first + i * MOVE < K ? rv * (int)sizeof(T) : 0;
+        loom_cp16(tile + dst + i * MOVE * LD, bytes ? q + i * step : base, bytes);
+      }
+    } else {
+      const loom_i64 kroom = K - (k0 + lead);
+      const int kv = kroom <= 0 ? 0 : kroom >= V ? V : (int)kroom;
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const int bytes = first + i * MOVE < room ? kv * (int)sizeof(T) : 0;
+        loom_cp16(tile + dst + i * MOVE * LD, bytes ? q + i * step : base, bytes);
+      }
+    }
+  }
+};
+
+// LoomTransposedCopies: element copies of a k-contiguous operand into a
+// k-major tile [BK][LD] (the warp-tiled float32 loop), 8 lanes along k and
+// THREADS / 8 rows per pass, as LoomGemm::load_transposed, planned.
+template <class T, int THREADS, int BK, int R, int LD>
+struct LoomTransposedCopies {
+  enum { TR = THREADS / 8, PASSES = R / TR, KS = BK / 8 };
+  static constexpr bool usable = THREADS % 8 == 0 && R % TR == 0 && BK % 8 == 0;
+  const T* base;
+  const T* p;          // the thread's first element at k = 0
+  loom_i64 row_step;   // TR rows
+  loom_i64 s_k;
+  int dst, kl, rl;
+  loom_i64 room;       // rows past r0
+  __device__ __forceinline__ LoomTransposedCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk) {
+    kl = threadIdx.x % 8, rl = threadIdx.x / 8;
+    base = src, s_k = sk;
+    p = src + (r0 + rl) * s_r + (loom_i64)kl * sk;
+    row_step = (loom_i64)TR * s_r;
+    dst = kl * LD + rl;
+    room = rows - r0;
+  }
+  __device__ __forceinline__ void copy(T* tile, loom_i64 k0, loom_i64 K) const {
+    const T* q = p + k0 * s_k;
+#pragma unroll
+    for (int j = 0; j < KS; ++j) {
+      const bool kok = k0 + kl + 8 * j < K;
+#pragma unroll
+      for (int r = 0; r < PASSES; ++r) {
+        const bool ok = kok && rl + r * TR < room;
+        loom_cp_elem<sizeof(T)>(tile + dst + 8 * j * LD + r * TR, ok ? q + r * row_step + 8 * j * s_k : base,
+                                ok ? (int)sizeof(T) : 0);
+      }
+    }
+  }
+};
+
 // The accumulators: a P x Q thread tile (FFMA) or MI x NI mma fragments.
 template <class T, bool MMA, int P, int Q, int MI, int NI>
 struct LoomGemmAcc {
@@ -376,9 +478,32 @@ struct LoomGemm {
     A += batch * g.a_b;
     B += batch * g.b_b;
     const loom_i64 KT = (g.K + BK - 1) / BK;
+    // Planned copies (LoomTileCopies, LoomTransposedCopies) where both
+    // operands allow them; load() otherwise.
+    typedef LoomTransposedCopies<T, THREADS, BK, BM, A_LD> TransposedA;
+    typedef LoomTileCopies<T, THREADS, BK, BM, AK, A_LD> VectorA;
+    typedef LoomTransposedCopies<T, THREADS, BK, BN, B_LD> TransposedB;
+    typedef LoomTileCopies<T, THREADS, BK, BN, BKM, B_LD> VectorB;
+    constexpr bool A_T = WT && !AK, B_T = WT && !BKM;
+    constexpr bool PLANNED = (A_T ? TransposedA::usable : AV && VectorA::usable) &&
+                             (B_T ? TransposedB::usable : BV && VectorB::usable);
+    const TransposedA ta(A, g.M, m0, g.a_m, g.a_k);
+    const VectorA va(A, g.M, m0, g.a_m, g.a_k);
+    const TransposedB tb(B, g.N, n0, g.b_n, g.b_k);
+    const VectorB vb(B, g.N, n0, g.b_n, g.b_k);
+    auto fill = [&](T* stage, loom_i64 k0) {
+      if constexpr (PLANNED) {
+        if constexpr (A_T) ta.copy(stage, k0, g.K);
+        else va.copy(stage, k0, g.K);
+        if constexpr (B_T) tb.copy(stage + A_ELEMS, k0, g.K);
+        else vb.copy(stage + A_ELEMS, k0, g.K);
+      } else {
+        load(stage, A, B, g, m0, n0, k0);
+      }
+    };
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < KT) load(smem + s * STAGE, A, B, g, m0, n0, (loom_i64)s * BK);
+      if (s < KT) fill(smem + s * STAGE, (loom_i64)s * BK);
       loom_cp_commit();
     }
     typedef typename LoomGemmAcc<T, MMA, P, Q, MI, NI>::type Acc;
@@ -389,7 +514,7 @@ struct LoomGemm {
       loom_cp_wait<STAGES - 2>();
       __syncthreads();  // slice kt is in; every thread is done with slice kt-1's stage
       const loom_i64 next = kt + STAGES - 1;
-      if (next < KT) load(smem + wr * STAGE, A, B, g, m0, n0, next * BK);
+      if (next < KT) fill(smem + wr * STAGE, next * BK);
       loom_cp_commit();
       if constexpr (MMA) mma_slice(smem + rd * STAGE, acc);
       else if constexpr (WT) wt_slice(smem + rd * STAGE, acc);
@@ -569,76 +694,6 @@ struct LoomGemmBf16 {
     load_tile<BN, BKM, BV>(s + A_ELEMS, B, g.N, n0, g.b_n, g.b_k, g.K, k0);
   }
 
-  // The 16-byte copies of one operand, planned once per block. load_tile
-  // works out every chunk's position, bounds and 64-bit address again for
-  // every slice: on an H100 that was ~6 instructions per mma and left the
-  // tensor pipe a third busy. Here a thread's chunks share one coordinate
-  // (its k offset for a k-contiguous tile, its row offset for a row-
-  // contiguous one) and step by a fixed stride along the other, so a slice
-  // costs a pointer add, a bound and a cp.async per chunk.
-  template <int R, bool KM>
-  struct Copies {
-    enum {
-      LD = KM ? R + 8 : BK + 8,
-      CR = KM ? R / V : R,   // chunks along the rows
-      CK = KM ? BK : BK / V,  // chunks along k
-      N = CR * CK / THREADS,  // chunks per thread
-      FIXED = KM ? CR : CK,   // chunks along the contiguous dim: one per thread, fixed
-    };
-    static constexpr bool usable = (CR * CK) % THREADS == 0 && THREADS % FIXED == 0;
-    const bf16* base;    // the operand: the address an empty copy names
-    const bf16* p;       // the thread's first chunk at k = 0
-    loom_i64 step;       // elements from one of its chunks to the next
-    loom_i64 s_k;        // the operand's stride along k
-    int dst, dst_step;   // the first chunk's place in a stage's tile, the step between chunks
-    int lead;            // the fixed coordinate: k offset (!KM) or row offset (KM) within the tile
-    int first;           // the stepping coordinate of the first chunk
-    loom_i64 room;       // KM: valid rows from `lead` on; !KM: rows in the operand past r0
-    __device__ __forceinline__ Copies(const bf16* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk) {
-      const int fixed = (threadIdx.x % FIXED) * V, moving = threadIdx.x / FIXED;
-      constexpr int MOVE = THREADS / FIXED;  // the stepping coordinate advances this much per chunk
-      base = src;
-      s_k = sk;
-      lead = fixed;
-      first = moving;
-      if (KM) {  // rows contiguous: chunk = 8 rows at k = first + i * MOVE
-        p = src + (r0 + fixed) * s_r + (loom_i64)moving * sk;
-        step = (loom_i64)MOVE * sk;
-        dst = moving * LD + fixed, dst_step = MOVE * LD;
-        room = rows - (r0 + fixed);
-      } else {   // k contiguous: chunk = 8 k of row first + i * MOVE
-        p = src + (r0 + moving) * s_r + (loom_i64)fixed * sk;
-        step = (loom_i64)MOVE * s_r;
-        dst = moving * LD + fixed, dst_step = MOVE * LD;
-        room = rows - r0;
-      }
-    }
-    // Slice [k0, k0 + BK) into `tile`. Whole chunks read 16 bytes; a chunk
-    // cut by an edge reads its valid part and the copy zero-fills the rest.
-    __device__ __forceinline__ void copy(bf16* tile, loom_i64 k0, loom_i64 K) const {
-      constexpr int MOVE = THREADS / FIXED;
-      const bf16* q = p + k0 * s_k;
-      if (KM) {
-        const int rv = room <= 0 ? 0 : room >= V ? V : (int)room;  // the thread's 8 rows: how many exist
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const bool ok = k0 + first + i * MOVE < K;
-          const int bytes = ok ? rv * 2 : 0;
-          loom_cp16(tile + dst + i * dst_step, bytes ? q + i * step : base, bytes);
-        }
-      } else {
-        const loom_i64 kroom = K - (k0 + lead);
-        const int kv = kroom <= 0 ? 0 : kroom >= V ? V : (int)kroom;  // the thread's 8 k: how many exist
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const bool ok = first + i * MOVE < room;
-          const int bytes = ok ? kv * 2 : 0;
-          loom_cp16(tile + dst + i * dst_step, bytes ? q + i * step : base, bytes);
-        }
-      }
-    }
-  };
-
   // One slice: per k16 step, MI A fragments and NI / 2 B fragment pairs by
   // ldmatrix, then MI x NI mma. Lane l addresses row l % 8 of matrix l / 8
   // (see above); the row runs along the tile's stored row dimension.
@@ -684,9 +739,11 @@ struct LoomGemmBf16 {
     A += batch * g.a_b;
     B += batch * g.b_b;
     const loom_i64 KT = (g.K + BK - 1) / BK;
-    constexpr bool PLANNED = AV && BV && Copies<BM, AK>::usable && Copies<BN, BKM>::usable;
-    const Copies<BM, AK> ca(A, g.M, m0, g.a_m, g.a_k);
-    const Copies<BN, BKM> cb(B, g.N, n0, g.b_n, g.b_k);
+    typedef LoomTileCopies<bf16, THREADS, BK, BM, AK, A_LD> CopiesA;
+    typedef LoomTileCopies<bf16, THREADS, BK, BN, BKM, B_LD> CopiesB;
+    constexpr bool PLANNED = AV && BV && CopiesA::usable && CopiesB::usable;
+    const CopiesA ca(A, g.M, m0, g.a_m, g.a_k);
+    const CopiesB cb(B, g.N, n0, g.b_n, g.b_k);
     auto fill = [&](bf16* stage, loom_i64 k0) {
       if constexpr (PLANNED) {
         ca.copy(stage, k0, g.K);
