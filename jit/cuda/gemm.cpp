@@ -110,12 +110,14 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     return GemmConfig{bm, bn, bk, p, q, stages, false, true, minb, split};
   };
   const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
-  // Large products (a wave of 128x128 blocks or more): a warp-tiled 128x256
-  // block (8x16 per thread, one per SM: 3.59 ms for W6 on an H100), 128x128
-  // blocks two per SM (<= 128 registers: 3.65, 3.79 ms), the plain FFMA
-  // loop (3.84 ms) and 128x64 for products just past the threshold.
+  // Large products (a wave of 128x128 blocks or more). Tuner timings of
+  // W6 on an H100 with the planned copies (gemm_template.cu): warp-tiled
+  // 128x256x32, 8x16 per thread, one block per SM 3.09 ms; 128x128x32 two
+  // blocks per SM 3.14; 128x256x16 3.20; the plain FFMA loop 3.28; 128x64
+  // for products just past the threshold (3.94). Four stages or 64-deep
+  // slices were slower (3.15-7.95 ms).
   if (tiles128 >= 132)
-    return {warp(128, 256, 16, 8, 16, 3), warp(128, 128, 16, 8, 8, 4, 2), warp(128, 128, 32, 8, 8, 3, 2),
+    return {warp(128, 256, 32, 8, 16, 3), warp(128, 128, 32, 8, 8, 3, 2), warp(128, 256, 16, 8, 16, 3),
             {128, 128, 32, 8, 8, 3}, warp(128, 64, 32, 8, 8, 3, 2)};
   // Small ones (a batch-256 MLP layer) need small tiles to give 132 SMs a
   // block each, and with a long K split-K: (m/32)(n/32) blocks walking
