@@ -72,6 +72,14 @@ inline int operand_count(const Expr& x) {
 }
 inline uint32_t operand(const Expr& x, int i) { return i == 0 ? x.a : i == 1 ? x.b : x.c; }
 inline uint32_t& operand(Expr& x, int i) { return i == 0 ? x.a : i == 1 ? x.b : x.c; }
+// An expr whose value is computed here (an op, a scalar, a constant, a
+// product's sum), not read (a load, a row value, an index): the exprs a
+// code generator rounds when their dtype is stored narrower than it
+// computes (bfloat16 is computed in float32).
+inline bool is_computed(const Expr& x) {
+  return x.kind == ExprKind::Op || x.kind == ExprKind::Scalar || x.kind == ExprKind::Const ||
+         x.kind == ExprKind::Contract;
+}
 
 // A kernel runs `phases` in order for every outer index (loops [0, outer)).
 // A Reduce phase loops over the row (loops [outer, n)) folding `value` with

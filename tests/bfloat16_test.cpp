@@ -48,6 +48,7 @@ constexpr double kUlp = 1.0 / 128;
 TEST(BFloat16Type, RoundsToNearestEven) {
   EXPECT_EQ(bits_of(BFloat16(1.0f)), 0x3f80);
   EXPECT_EQ(bits_of(BFloat16(-2.0f)), 0xc000);
+  EXPECT_EQ(static_cast<float>(BFloat16::from_bits(0x3fc0)), 1.5f);
   // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even 1.
   EXPECT_EQ(static_cast<float>(BFloat16(1.0f + 0x1p-8f)), 1.0f);
   // 1 + 3 * 2^-8 is halfway between 1 + 2^-7 and 1 + 2^-6: the even one is 1 + 2^-6.

@@ -494,9 +494,7 @@ class KernelEmitter {
   // load widens it exactly, each computed value is rounded to nearest even
   // (as the reference backend rounds per op), a store keeps the high half.
   std::string rounded(const ir::Expr& x, uint32_t e) {
-    const bool computed = x.kind == ExprKind::Op || x.kind == ExprKind::Scalar || x.kind == ExprKind::Const ||
-                          x.kind == ExprKind::Contract;  // a product's float32 sum, rounded once
-    return x.dtype == kBFloat16 && computed ? "loom_bf16_round(" + value(x, e) + ")" : value(x, e);
+    return x.dtype == kBFloat16 && ir::is_computed(x) ? "loom_bf16_round(" + value(x, e) + ")" : value(x, e);
   }
 
   std::string value(const ir::Expr& x, uint32_t e) {

@@ -562,9 +562,7 @@ class KernelEmitter {
 
   Value* eval_one(const ir::Expr& x, const std::vector<Value*>& v, int w) {
     Value* r = eval_value(x, v, w);
-    const bool computed = x.kind == ExprKind::Op || x.kind == ExprKind::Scalar || x.kind == ExprKind::Const ||
-                          x.kind == ExprKind::Contract;
-    return x.dtype == kBFloat16 && computed ? bf16_round(r) : r;
+    return x.dtype == kBFloat16 && ir::is_computed(x) ? bf16_round(r) : r;
   }
   Value* eval_value(const ir::Expr& x, const std::vector<Value*>& v, int w) {
     switch (x.kind) {

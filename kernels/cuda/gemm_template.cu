@@ -100,6 +100,33 @@ __device__ __forceinline__ void loom_gemm_tile(loom_i64 M, loom_i64 N, int BM, i
   n0 = ((pid % group) / group_m) * BN;
 }
 
+// The pipelined main loop of both GEMM structs: STAGES - 1 slices copied
+// ahead, then per slice kt: wait for its copy, barrier (every thread is done
+// with the stage the next copy overwrites, and plain shared stores of a
+// copy are visible), start the copy of slice kt + STAGES - 1, compute on kt.
+// fill(stage, k0) copies the slice at k0 into `stage`; compute(stage) uses it.
+template <int STAGES, class T, class Fill, class Compute>
+__device__ __forceinline__ void loom_gemm_pipeline(T* smem, int stage_elems, loom_i64 KT, int bk, Fill&& fill,
+                                                   Compute&& compute) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) fill(smem + s * stage_elems, (loom_i64)s * bk);
+    loom_cp_commit();
+  }
+  int rd = 0, wr = STAGES - 1;  // stages of slice kt and of slice kt + STAGES - 1
+  for (loom_i64 kt = 0; kt < KT; ++kt) {
+    loom_cp_wait<STAGES - 2>();
+    __syncthreads();
+    const loom_i64 next = kt + STAGES - 1;
+    if (next < KT) fill(smem + wr * stage_elems, next * bk);
+    loom_cp_commit();
+    compute(smem + rd * stage_elems);
+    rd = rd + 1 == STAGES ? 0 : rd + 1;
+    wr = wr + 1 == STAGES ? 0 : wr + 1;
+  }
+  loom_cp_wait<0>();
+}
+
 // The copies of one operand's slices into its shared tiles, planned once
 // per block. Working out every chunk's position, bounds and 64-bit address
 // again for every slice cost the bfloat16 kernel ~6 instructions per mma on
@@ -501,28 +528,14 @@ struct LoomGemm {
         load(stage, A, B, g, m0, n0, k0);
       }
     };
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < KT) fill(smem + s * STAGE, (loom_i64)s * BK);
-      loom_cp_commit();
-    }
     typedef typename LoomGemmAcc<T, MMA, P, Q, MI, NI>::type Acc;
     Acc acc;
     LoomGemmAcc<T, MMA, P, Q, MI, NI>::zero(acc);
-    int rd = 0, wr = STAGES - 1;  // stages of slice kt and of slice kt + STAGES - 1
-    for (loom_i64 kt = 0; kt < KT; ++kt) {
-      loom_cp_wait<STAGES - 2>();
-      __syncthreads();  // slice kt is in; every thread is done with slice kt-1's stage
-      const loom_i64 next = kt + STAGES - 1;
-      if (next < KT) fill(smem + wr * STAGE, next * BK);
-      loom_cp_commit();
-      if constexpr (MMA) mma_slice(smem + rd * STAGE, acc);
-      else if constexpr (WT) wt_slice(smem + rd * STAGE, acc);
-      else ffma_slice(smem + rd * STAGE, acc);
-      rd = rd + 1 == STAGES ? 0 : rd + 1;
-      wr = wr + 1 == STAGES ? 0 : wr + 1;
-    }
-    loom_cp_wait<0>();
+    loom_gemm_pipeline<STAGES>(smem, STAGE, KT, BK, fill, [&](const T* stage) {
+      if constexpr (MMA) mma_slice(stage, acc);
+      else if constexpr (WT) wt_slice(stage, acc);
+      else ffma_slice(stage, acc);
+    });
     if constexpr (MMA) {
       const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
       const int wm = (warp / Q) * WM, wn = (warp % Q) * WN;
@@ -752,11 +765,6 @@ struct LoomGemmBf16 {
         load(stage, A, B, g, m0, n0, k0);
       }
     };
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) {
-      if (s < KT) fill(smem + s * STAGE, (loom_i64)s * BK);
-      loom_cp_commit();
-    }
     float acc[MI][NI][4];
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
@@ -764,18 +772,7 @@ struct LoomGemmBf16 {
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.f;
-    int rd = 0, wr = STAGES - 1;  // stages of slice kt and of slice kt + STAGES - 1
-    for (loom_i64 kt = 0; kt < KT; ++kt) {
-      loom_cp_wait<STAGES - 2>();
-      __syncthreads();  // slice kt is in (cp.async waited, plain stores barriered); slice kt-1's stage is free
-      const loom_i64 next = kt + STAGES - 1;
-      if (next < KT) fill(smem + wr * STAGE, next * BK);
-      loom_cp_commit();
-      mma_slice(smem + rd * STAGE, acc);
-      rd = rd + 1 == STAGES ? 0 : rd + 1;
-      wr = wr + 1 == STAGES ? 0 : wr + 1;
-    }
-    loom_cp_wait<0>();
+    loom_gemm_pipeline<STAGES>(smem, STAGE, KT, BK, fill, [&](const bf16* stage) { mma_slice(stage, acc); });
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
     const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
 #pragma unroll

@@ -6,7 +6,6 @@
 // what every loom backend does per op.
 #pragma once
 #include <cstdint>
-#include <cstring>
 #include <ostream>
 
 #pragma GCC visibility push(default)

@@ -50,10 +50,6 @@ std::ostream& operator<<(std::ostream& os, ScalarType t);
 // The promoted type of two operands of the same priority (torch.promote_types).
 ScalarType promote_types(ScalarType a, ScalarType b);
 
-// The type a reduction or a composite op (softmax, layer norm, ...) of t
-// accumulates in: float32 for bfloat16 (PyTorch's acc_type), t otherwise.
-constexpr ScalarType accumulate_type(ScalarType t) { return t == kBFloat16 ? kFloat : t; }
-
 // Maps a C++ type to its ScalarType (used by item<T>, data_ptr<T>, from_blob).
 template <class T> struct CppType;
 template <> struct CppType<bool> { static constexpr ScalarType value = kBool; };
