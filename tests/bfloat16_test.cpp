@@ -239,6 +239,43 @@ TEST_P(BFloat16Test, ViewsIndexingAndRandomNumbers) {
   EXPECT_EQ(u.to_vector<double>(), uf_b);  // float32's numbers, rounded
 }
 
+// The typed library ops (scatter_add, and through it index_select's
+// gradient; linspace) on every backend, CUDA's own bfloat16 kernels included.
+TEST_P(BFloat16Test, ScatterAddIndexGradientAndLinspace) {
+  // Small integers add exactly in bfloat16 in any order (CUDA's atomics
+  // pick one); the half-ulp case checks each add is rounded.
+  const V xs = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  Tensor x = bf16_tensor(xs, {4, 3});
+  Tensor index = loom::tensor(std::vector<int64_t>{3, 0, 3, 3, 1, 0}).view({2, 3}).to(x.device());
+  Tensor src = bf16_tensor({1, 2, 4, 8, 16, 32}, {2, 3});
+  Tensor y = x.scatter_add(0, index, src);
+  EXPECT_EQ(y.dtype(), loom::kBFloat16);
+  // y[index[r][c]][c] += src[r][c]: row 3 of column 0 gets two adds.
+  EXPECT_EQ(y.to_vector<double>(), (V{1, 2 + 2, 3 + 32, 4, 5 + 16, 6, 7, 8, 9, 10 + 1 + 8, 11, 12 + 4}));
+  Tensor big = bf16_tensor({256}, {1});
+  Tensor half_ulp = big.scatter_add(0, loom::tensor(std::vector<int64_t>{0}).to(x.device()), bf16_tensor({1}, {1}));
+  EXPECT_EQ(half_ulp.item<double>(), bf(256.0 + 1.0));  // 257 ties to even: 256
+
+  // index_select's gradient sums into the rows it picked.
+  Tensor w = bf16_tensor(randn_bf(5 * 2, 11), {5, 2}).detach().requires_grad_();
+  w.index_select(0, loom::tensor(std::vector<int64_t>{4, 1, 4, 4, 0}).to(x.device())).sum().backward();
+  EXPECT_EQ(w.grad().dtype(), loom::kBFloat16);
+  EXPECT_EQ(w.grad().to_vector<double>(), (V{1, 1, 1, 1, 0, 0, 0, 0, 3, 3}));
+
+  // linspace: the ends rounded to bfloat16, the steps in float32 from both
+  // ends (PyTorch's symmetric rule), each value rounded once.
+  for (int64_t n : {1, 2, 7, 100}) {
+    Tensor l = loom::linspace(-1.3, 2.7, n, loom::TensorOptions(loom::kBFloat16).device(x.device()));
+    const float a = bf(-1.3), b = bf(2.7), step = n > 1 ? (b - a) / static_cast<float>(n - 1) : 0.f;
+    V want;
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = n == 1 ? a : i < n / 2 ? a + step * static_cast<float>(i) : b - step * static_cast<float>(n - 1 - i);
+      want.push_back(bf(v));
+    }
+    EXPECT_EQ(l.to_vector<double>(), want) << "linspace of " << n;
+  }
+}
+
 LOOM_INSTANTIATE_BACKENDS(BFloat16Test);
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../kernels/cuda/bfloat16.cuh"
 #include "../../kernels/cuda/gemm_template.cu"
 
 #ifdef WITH_CUBLAS
@@ -52,8 +53,8 @@ static uint16_t float_to_bf16(float f) {
 __global__ void convert_kernel(const float* x, uint16_t* h, float* back, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {
-    h[i] = loom_f32_to_bf16(x[i]);
-    back[i] = loom_bf16_to_f32(h[i]);
+    h[i] = loom_bf16_narrow(x[i]);
+    back[i] = loom_bf16_widen(h[i]);
   }
 }
 
@@ -378,7 +379,7 @@ static void check_conversions() {
   }
   const bool nan_ok = (float_to_bf16(-NAN) & 0x8000) && std::isnan(bf16_to_float(float_to_bf16(-NAN)));
   const bool ok = wrong == 0 && nan_ok;
-  std::printf("%s  loom_f32_to_bf16 / loom_bf16_to_f32 on %d values (ties, overflow, NaNs, random bits)\n",
+  std::printf("%s  loom_bf16_narrow / loom_bf16_widen on %d values (ties, overflow, NaNs, random bits)\n",
               ok ? "PASS" : "FAIL", n);
   (ok ? passed : failed)++;
   CHECK(cudaFree(dx));

@@ -13,6 +13,7 @@
 
 namespace loom::kernels::cuda::detail {
 extern const char kPhiloxSource[];  // ir/philox.h, embedded at build time (embed_source.cmake)
+extern const char kBf16Source[];    // kernels/cuda/bfloat16.cuh, the same way
 }  // namespace loom::kernels::cuda::detail
 
 namespace loom::jit::cuda {
@@ -722,7 +723,7 @@ std::string build_id() { return std::string("cuda codegen ") + __DATE__ " " __TI
 
 std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm) {
   std::ostringstream out;
-  out << kPrelude;
+  out << kPrelude << kernels::cuda::detail::kBf16Source;
   const bool any_random = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) {
     return std::any_of(k.exprs.begin(), k.exprs.end(), [](const ir::Expr& x) {
       return x.kind == ExprKind::Op && (x.op == Op::RandUniform || x.op == Op::RandNormal);

@@ -9,6 +9,7 @@
 
 namespace loom::kernels::cuda::detail {
 extern const char kGemmSource[];
+extern const char kBf16Source[];
 }
 
 namespace loom::jit::cuda {
@@ -195,12 +196,12 @@ const char* gemm_template_source() { return kernels::cuda::detail::kGemmSource; 
 
 std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfig>& candidates) {
   std::ostringstream o;
-  o << gemm_template_source();
+  o << kernels::cuda::detail::kBf16Source << gemm_template_source();
   // bfloat16: operands and C of 16 bits, float32 sums (and workspace).
   const bool bf = g.dtype == kBFloat16;
   const char* t = g.dtype == kDouble ? "double" : "float";  // the accumulator
   const char* m = bf ? "unsigned short" : t;                // operands and C in memory
-  const char* put = bf ? "loom_f32_to_bf16(v)" : "v";
+  const char* put = bf ? "loom_bf16_narrow(v)" : "v";
   for (size_t i = 0; i < candidates.size(); ++i) {
     const GemmConfig& c = candidates[i];
     // A split-K candidate's first kernel writes float partial sums to C = W.

@@ -584,18 +584,8 @@ struct LoomGemmReduce {
 // BF16 tensor cores.
 //
 // bfloat16 is the upper half of a float32, so operands travel as their bits
-// (unsigned short): NVRTC compiles this file without cuda_bf16.h.
-
-__device__ __forceinline__ float loom_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned)h << 16); }
-
-// Round to nearest even on the 16 dropped bits. A NaN is not rounded (a
-// carry could turn its payload into infinity): it keeps its sign and its
-// upper payload, with the quiet bit set so that it stays a NaN.
-__device__ __forceinline__ unsigned short loom_f32_to_bf16(float f) {
-  const unsigned u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
+// (unsigned short), converted by kernels/cuda/bfloat16.cuh, which every
+// source that includes this file puts before it.
 
 // ldmatrix.x4: lanes 8i..8i+7 give the addresses of the 8 rows (16 bytes
 // each) of 8x8 matrix i, and register i of lane l receives from matrix i

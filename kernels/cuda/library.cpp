@@ -57,16 +57,18 @@ const char* dtype_suffix(ScalarType t) {
     case ScalarType::Long: return "i64";
     case ScalarType::Float: return "f32";
     case ScalarType::Double: return "f64";
-    case ScalarType::BFloat16: break;
+    case ScalarType::BFloat16: return "bf16";
   }
   return "?";
 }
 // The suffix of a typed library kernel for the call's dtype. bfloat16 has
-// none yet (scatter_add, linspace): a clear error, not a missing symbol.
+// scatter_add and linspace only: its products are GEMM kernels and its
+// random numbers are generated in place, so any other call is a planning
+// error, reported as one rather than as a missing symbol.
 std::string typed_suffix(const ir::LibraryCall& call) {
-  if (call.dtype == ScalarType::BFloat16)
+  if (call.dtype == ScalarType::BFloat16 && call.op != Op::ScatterAdd && call.op != Op::Linspace)
     throw Error(std::string("cuda library: ") + ir::op_name(call.op) + " (node %" + std::to_string(call.node) +
-                ") has no BFloat16 kernel on the GPU yet; convert with .to(loom::kFloat) first");
+                ") has no BFloat16 library kernel on the GPU");
   return dtype_suffix(call.dtype);
 }
 

@@ -124,15 +124,39 @@ __device__ void gather(void *const *bufs, long long *err, const long long *meta)
   }
 }
 
+// bfloat16 in memory: its 16 bits (kernels/cuda/bfloat16.cuh). Converting
+// to and from float rounds as loom::BFloat16 does, so the typed kernels
+// below compute it in float and round each stored value, as the CPU does.
+struct Bf16 {
+  unsigned short bits;
+  Bf16() = default;
+  __device__ Bf16(float f) : bits(loom_bf16_narrow(f)) {}
+  __device__ operator float() const { return loom_bf16_widen(bits); }
+};
+
 // Integers add in their unsigned type (wrap-around, as on the CPU); bool is
-// an or, done on the aligned 32-bit word that holds the byte (there is no
-// byte atomic). The word never leaves the allocation: allocations are at
-// least 4-byte aligned and sized in whole pages.
+// an or, and bfloat16 a compare-and-swap loop (each add rounded, as the
+// CPU's `+=`), both on the aligned 32-bit word that holds the element (there
+// are no byte or, here, 16-bit atomics). The word never leaves the
+// allocation: allocations are at least 4-byte aligned and sized in whole
+// pages.
 __device__ inline void atomic_add(float *p, float v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(double *p, double v) { atomicAdd(p, v); }
 __device__ inline void atomic_add(int *p, int v) { atomicAdd((unsigned int *)p, (unsigned int)v); }
 __device__ inline void atomic_add(long long *p, long long v) {
   atomicAdd((unsigned long long *)p, (unsigned long long)v);
+}
+__device__ inline void atomic_add(Bf16 *p, Bf16 v) {
+  const unsigned long long address = (unsigned long long)p;
+  unsigned int *word = (unsigned int *)(address & ~3ull);
+  const unsigned shift = (unsigned)(address & 2) * 8;
+  unsigned int seen = *word, expected;
+  do {
+    expected = seen;
+    const float sum = __fadd_rn(loom_bf16_widen((unsigned short)(expected >> shift)), (float)v);
+    const unsigned int next = (expected & ~(0xffffu << shift)) | (unsigned)loom_bf16_narrow(sum) << shift;
+    seen = atomicCAS(word, expected, next);
+  } while (seen != expected);
 }
 __device__ inline void atomic_add(unsigned char *p, unsigned char v) {
   if (v == 0) return;
@@ -250,9 +274,11 @@ __device__ inline double sub_rn(double a, double b) { return __dsub_rn(a, b); }
 __device__ inline double mul_rn(double a, double b) { return __dmul_rn(a, b); }
 __device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
 
-// The step type: T for floating types, double for integers and bool.
+// The step type: T for floating types (float for bfloat16), double for
+// integers and bool.
 template <class T> struct LinspaceStep { typedef double type; };
 template <> struct LinspaceStep<float> { typedef float type; };
+template <> struct LinspaceStep<Bf16> { typedef float type; };
 
 // PyTorch's symmetric linspace, as kernels/cpu: the first half counts up
 // from start, the second half down from end, so both ends are exact.
@@ -299,7 +325,8 @@ __device__ void philox_fill(void *const *bufs, const long long *is, const long l
 // ------------------------------------------------------------ entry points
 // The names plan_library launches (library.cpp). They are extern "C", so
 // the namespace does not enter their names. Data movement picks its word by
-// the element size; the typed kernels end in _b8, _i32, _i64, _f32, _f64.
+// the element size; the typed kernels end in _b8, _i32, _i64, _f32, _f64 (and
+// _bf16 for two of them).
 
 namespace loom::kernels::cuda {
 
@@ -360,5 +387,10 @@ LOOM_TYPED_KERNELS(i64, long long)
 LOOM_TYPED_KERNELS(f32, float)
 LOOM_TYPED_KERNELS(f64, double)
 #undef LOOM_TYPED_KERNELS
+
+// bfloat16 reaches only these two: its products are GEMM kernels and its
+// random numbers are generated in place (library.cpp's typed_suffix).
+extern "C" __global__ void loom_scatter_add_bf16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::Bf16>(bufs, err, meta); }
+extern "C" __global__ void loom_linspace_bf16(LOOM_LIBRARY_PARAMS) { device::linspace<device::Bf16>(bufs, fs, is, meta); }
 
 }  // namespace loom::kernels::cuda

@@ -13,6 +13,7 @@
 #pragma once
 #include <atomic>
 #include <barrier>
+#include <bit>
 #include <cstdint>
 #include <thread>
 #include <vector>
@@ -27,12 +28,17 @@ inline thread_local std::barrier<>* emulated_block_barrier = nullptr;
 #define __device__
 #define __host__
 #define __shared__ static
+#define __forceinline__ inline
 
 inline void __syncthreads() { emulated_block_barrier->arrive_and_wait(); }
 
 inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long desired) {
   std::atomic_ref<unsigned long long>(*p).compare_exchange_strong(expected, desired);
   return expected;  // the old value, as CUDA's
+}
+inline unsigned int atomicCAS(unsigned int* p, unsigned int expected, unsigned int desired) {
+  std::atomic_ref<unsigned int>(*p).compare_exchange_strong(expected, desired);
+  return expected;
 }
 inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 inline double atomicAdd(double* p, double v) { return std::atomic_ref<double>(*p).fetch_add(v); }
@@ -42,6 +48,8 @@ inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
 }
 inline unsigned int atomicOr(unsigned int* p, unsigned int v) { return std::atomic_ref<unsigned int>(*p).fetch_or(v); }
 
+inline float __uint_as_float(unsigned int u) { return std::bit_cast<float>(u); }
+inline unsigned int __float_as_uint(float f) { return std::bit_cast<unsigned int>(f); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }

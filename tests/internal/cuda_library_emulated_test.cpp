@@ -21,6 +21,7 @@
 #include "kernels/cuda/library.h"
 #include "kernels/cuda/meta_layout.h"
 // The kernels themselves, as host code (see cuda_emulation.h).
+#include "kernels/cuda/bfloat16.cuh"
 #include "kernels/cuda/library_kernels.cu"
 
 namespace {
@@ -35,6 +36,9 @@ namespace cuda = loom::kernels::cuda;
 
 constexpr ScalarType kAll[] = {ScalarType::Bool, ScalarType::Int, ScalarType::Long, ScalarType::Float,
                                ScalarType::Double};
+// With bfloat16, which has only some typed kernels (data movement, scatter_add, linspace).
+constexpr ScalarType kAllAndBf16[] = {ScalarType::Bool, ScalarType::Int, ScalarType::Long, ScalarType::Float,
+                                      ScalarType::Double, ScalarType::BFloat16};
 
 Dims dims(std::initializer_list<int64_t> v) { return Dims(v.begin(), v.size()); }
 Attrs attrs(std::initializer_list<int64_t> v) { return Attrs(v.begin(), v.size()); }
@@ -47,7 +51,7 @@ const std::map<std::string, EmulatedKernel>& kernels() {
   static const std::map<std::string, EmulatedKernel> all = {
       LOOM_KERNEL(loom_copy_2d), LOOM_KERNEL(loom_index_select), LOOM_KERNEL(loom_gather),
       LOOM_KERNEL(loom_scatter_strided), LOOM_KERNEL(loom_check_index), LOOM_TYPED(b8), LOOM_TYPED(i32), LOOM_TYPED(i64), LOOM_TYPED(f32),
-      LOOM_TYPED(f64)};
+      LOOM_TYPED(f64), LOOM_KERNEL(loom_scatter_add_bf16), LOOM_KERNEL(loom_linspace_bf16)};
 #undef LOOM_TYPED
 #undef LOOM_KERNEL
   return all;
@@ -85,6 +89,7 @@ HostTensor random_tensor(ScalarType t, Dims s, int64_t offset = 0) {
       case ScalarType::Long: h.as<int64_t>()[i] = v * 4000000000037; break;
       case ScalarType::Float: h.as<float>()[i] = static_cast<float>(reals(rng)); break;
       case ScalarType::Double: h.as<double>()[i] = reals(rng); break;
+      case ScalarType::BFloat16: h.as<loom::BFloat16>()[i] = loom::BFloat16(static_cast<float>(reals(rng))); break;
     }
   }
   return h;
@@ -224,7 +229,7 @@ TEST(CudaLibraryEmulated, AnEmptyOutputStillChecksItsIndex) {
 }
 
 TEST(CudaLibraryEmulated, GatherAndScatterAdd) {
-  for (ScalarType t : kAll)
+  for (ScalarType t : kAllAndBf16)
     for (int dim = 0; dim < 3; ++dim) {
       const Dims xs = dims({4, 5, 6}), is = dims({3, 4, 5}), ss = dims({5, 4, 6});
       const std::string what = " dim " + std::to_string(dim) + " " + name(t);
@@ -300,7 +305,7 @@ TEST(CudaLibraryEmulated, MatMulEveryDtype) {
 TEST(CudaLibraryEmulated, LinspaceEveryDtype) {
   const std::pair<RtScalar, RtScalar> ends[] = {
       {{-3.5, -3}, {7.25, 7}}, {{0.1, 0}, {0.7, 1}}, {{10, 10}, {-10, -10}}, {{1e8 + 1, 100000001}, {1e8 + 17, 100000017}}};
-  for (ScalarType t : kAll)
+  for (ScalarType t : kAllAndBf16)
     for (int64_t n : {1, 2, 3, 10, 101, 1000})
       for (const auto& [s0, s1] : ends) {
         const Call c(Op::Linspace, t, dims({n}), {}, {}, s0, s1);

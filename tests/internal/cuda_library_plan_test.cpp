@@ -70,6 +70,10 @@ std::vector<Fixture> one_of_each() {
     all.emplace_back(Op::RandUniform, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
     all.emplace_back(Op::RandNormal, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
   }
+  // bfloat16's two typed kernels (its products are GEMM kernels).
+  const ScalarType bf = ScalarType::BFloat16;
+  all.emplace_back(Op::ScatterAdd, bf, dims({4, 3}), std::vector{dims({4, 3}), dims({2, 3}), dims({2, 3})}, attrs({0}));
+  all.emplace_back(Op::Linspace, bf, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
   const ScalarType f = ScalarType::Float;
   all.emplace_back(Op::ToDevice, f, dims({6}), std::vector{dims({6})});
   all.emplace_back(Op::Concat, f, dims({2, 5}), std::vector{dims({2, 2}), dims({2, 3})}, attrs({1}));
@@ -138,8 +142,8 @@ TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
     for (const cuda::Launch& l : f.plan()) names.insert(l.function);
   Fixture empty(Op::ScatterAdd, ScalarType::Float, dims({0}), std::vector{dims({0}), dims({2}), dims({2})}, attrs({0}));
   for (const cuda::Launch& l : empty.plan()) names.insert(l.function);
-  // copy_2d, index_select, gather, scatter_strided, check_index + 5 typed kernels x 5 dtypes
-  EXPECT_EQ(names.size(), 5u + 5u * 5u);
+  // copy_2d, index_select, gather, scatter_strided, check_index + 5 typed kernels x 5 dtypes + 2 for bfloat16
+  EXPECT_EQ(names.size(), 5u + 5u * 5u + 2u);
   for (const std::string& name : names)
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
@@ -340,6 +344,14 @@ TEST(CudaLibraryPlan, OtherOpsAndBadBuffersThrowNamingTheOp) {
   Fixture g(Op::ToDevice, ScalarType::Float, dims({3}), std::vector{dims({3})});
   g.call.output = 9;
   EXPECT_THROW(g.plan(), loom::Error);
+  // bfloat16 has no library product or random kernel: an error that says so.
+  Fixture bf(Op::MatMul, ScalarType::BFloat16, dims({2, 5}), std::vector{dims({2, 4}), dims({4, 5})});
+  try {
+    bf.plan();
+    FAIL() << "expected loom::Error";
+  } catch (const loom::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no BFloat16 library kernel"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
