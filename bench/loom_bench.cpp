@@ -186,7 +186,22 @@ void w5(const std::string& peer) {
         finish();
       },
       r);
-  row_ms("W5 control-step 64", peer, t);
+  row_ms("W5 control-step 64", peer, t, "us", t * 1e6);
+  // The same step as a loom::compile'd function (as torch.compile's rows):
+  // traced on the first call, then replayed without recording.
+  loom::CompiledFunction step = loom::compile([&](const std::vector<loom::Tensor>& in) {
+    loom::Tensor a = loom::tanh(loom::tanh(in[0].matmul(W1)).matmul(W2));
+    loom::Tensor s = in[0];
+    for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
+    return std::vector<loom::Tensor>{s};
+  });
+  const double tc = median_time(
+      [&] {
+        loom::Tensor s = step({s0})[0];
+        finish();
+      },
+      r);
+  row_ms("W5 control-step 64", peer + "-compiled", tc, "us", tc * 1e6);
 }
 
 // ---------------------------------------------------------------- W6, G1: matrix products
@@ -317,8 +332,8 @@ struct W4 {
   }
   // As peers.py's step: zero_grad, forward, cross-entropy, backward, step
   // (which syncs: the whole step is one graph).
-  void step() {
-    opt->zero_grad();
+  void step(bool set_to_none = true) {
+    opt->zero_grad(set_to_none);
     loom::Tensor loss = F::cross_entropy(model->forward(x), y);
     loss.backward();
     opt->step();
@@ -384,6 +399,30 @@ void w4(const std::string& peer) {
   row_value("W4 host backward", "us", median(ph[2]));
   row_value("W4 host step-outside-run", "us", median(ph[3]));
   row_value("W4 host release", "us", median(ph[4]));
+
+  // The same step as a loom::compile'd function: one plain step first (it
+  // creates the gradients and the momentum buffers, which later steps
+  // update in place: zero_grad(set_to_none=false)), then each call replays
+  // the step's executable without recording.
+  W4 wc;
+  wc.step(false);
+  loom::CompiledFunction step = loom::compile([&](const std::vector<loom::Tensor>&) {
+    wc.step(false);
+    return std::vector<loom::Tensor>{};
+  });
+  std::vector<double> host_c;
+  const double tc = median_time(
+      [&] {
+        const int64_t exec0 = loom::metrics().execute_ns;
+        const auto t0 = Clock::now();
+        step({});
+        finish();
+        host_c.push_back(seconds_since(t0) * 1e6 - (loom::metrics().execute_ns - exec0) / 1e3);
+      },
+      r);
+  host_c.erase(host_c.begin(), host_c.begin() + r.warmup);
+  row_ms("W4 mlp-train-step b256", peer + "-compiled", tc, "GFLOP/s", W4::flops() / tc / 1e9);
+  row_value("W4 host-per-step compiled", "us", median(host_c));
 }
 
 // C1 / C2: the first W4 step of a new process (this binary, run again with

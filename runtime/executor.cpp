@@ -27,7 +27,8 @@ struct LastRun {
 };
 }  // namespace
 
-void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out) {
+void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out,
+             std::shared_ptr<Executable>* ran) {
   Backend& backend = backend_for(device);
   Counters& c = counters();
   ExecutableCache& cache = executable_cache();
@@ -73,6 +74,7 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
       last.exe = exe;
     }
   }
+  if (ran) *ran = exe ? exe : last.exe;
   if (use_last) last.busy = true;
   struct Unbusy {
     LastRun& l;
@@ -104,6 +106,17 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
   bump(c.graphs_materialized);
   bump(c.graph_nodes, static_cast<int64_t>(g.size()));
   bump(c.kernels_launched, run_exe->kernel_count());
+}
+
+void replay(Executable& exe, const RunArgs& args, std::vector<BufferPtr>& out) {
+  Counters& c = counters();
+  bump(c.cache_hits);
+  int64_t t0 = now_ns();
+  exe.run(args, out);
+  bump(c.execute_ns, now_ns() - t0);
+  bump(c.graphs_materialized);
+  bump(c.compiled_replays);
+  bump(c.kernels_launched, exe.kernel_count());
 }
 
 }  // namespace loom::runtime

@@ -8,6 +8,7 @@
 #include <loom/error.h>
 
 #include "ir/graph.h"
+#include "runtime/backend.h"
 #include "runtime/buffer.h"
 
 namespace loom::runtime {
@@ -25,6 +26,13 @@ class NodeError : public Error {
 // Fills `out` with one buffer per g.outputs entry. Throws loom::Error
 // (naming the failing op and its source line; a NodeError when one node
 // failed) if the run fails; the cache is left as it was.
-void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out);
+// `ran` (if given) receives the executable, for loom::compile's replays.
+void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out,
+             std::shared_ptr<Executable>* ran = nullptr);
+
+// A replay of an executable execute() handed out (loom::compile): runs it on
+// `args` and counts it as a cache hit. RunError passes through (the caller
+// names the node).
+void replay(Executable& exe, const RunArgs& args, std::vector<BufferPtr>& out);
 
 }  // namespace loom::runtime

@@ -135,6 +135,7 @@ Metrics metrics() {
   m.nvrtc_compile_ns = c.nvrtc_compile_ns.load();
   m.cuda_graph_launches = c.cuda_graph_launches.load();
   m.cuda_argument_uploads = c.cuda_argument_uploads.load();
+  m.compiled_replays = c.compiled_replays.load();
   return m;
 }
 
@@ -146,7 +147,8 @@ void reset_metrics() {
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
                   &c.bytes_allocated, &c.buffers_allocated, &c.bytes_copied_back, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
-                  &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads})
+                  &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads,
+                  &c.compiled_replays})
     a->store(0);
 }
 
@@ -172,6 +174,7 @@ std::string Metrics::to_string() const {
   row("compile time", ms(compile_ns));
   row("execute time", ms(execute_ns));
   row("kernels launched", std::to_string(kernels_launched));
+  if (compiled_replays) row("compiled replays", std::to_string(compiled_replays));
   row("bytes allocated", std::to_string(bytes_allocated));
   row("buffers allocated", std::to_string(buffers_allocated));
   row("bytes copied back", std::to_string(bytes_copied_back));

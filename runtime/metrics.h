@@ -32,6 +32,7 @@ struct Counters {
   std::atomic<int64_t> nvrtc_compile_ns{0};
   std::atomic<int64_t> cuda_graph_launches{0};  // cache-hit replays launched as one CUDA graph
   std::atomic<int64_t> cuda_argument_uploads{0};  // runs that copied their argument block to the GPU
+  std::atomic<int64_t> compiled_replays{0};       // loom::compile calls that ran their executable without recording
 };
 
 Counters& counters();

@@ -3,7 +3,9 @@
 
 #include "api/src/block_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -16,6 +18,10 @@
 #include "runtime/metrics.h"
 
 namespace loom::detail {
+
+namespace {
+void note_made_in_trace(const runtime::Buffer* b);  // below, beside the pending lists
+}  // namespace
 
 // ---------------------------------------------------------------- Storage
 
@@ -76,6 +82,7 @@ runtime::BufferPtr Storage::buffer() const {
 }
 
 void Storage::adopt_buffer(runtime::BufferPtr b) {
+  note_made_in_trace(b.get());
   std::lock_guard lock(mu_);
   buffer_ = std::move(b);
 }
@@ -94,6 +101,8 @@ struct PendingList {
   std::vector<std::weak_ptr<Storage>> storages;
   int64_t recorded_since_sync = 0;
   bool syncing = false;
+  bool tracing = false;  // loom::compile is tracing a function on this thread
+  std::vector<const runtime::Buffer*> made_in_trace;
 };
 // The list is reached through a trivially destructible initial-exec pointer:
 // one %fs-relative load per recorded op instead of a __tls_get_addr call and
@@ -114,6 +123,13 @@ struct ListOwner {
 PendingList& pending_list() {
   if (PendingList* l = t_list) [[likely]] return *l;
   return new_thread_list();
+}
+
+// A tensor made from host data while tracing owns its buffer from birth: it
+// is not an in-place update of a tensor from before the call.
+void note_made_in_trace(const runtime::Buffer* b) {
+  PendingList* l = t_list;
+  if (l && l->tracing && b) l->made_in_trace.push_back(b);
 }
 
 // For each node of g: whether its value is computed from node `bad`.
@@ -142,7 +158,25 @@ struct SyncScratch {
   bool busy = false;  // a sync inside a sync (never today): it gets a fresh scratch
 };
 
-void sync_device_with(Device device, PendingList& list, SyncScratch& sc) {
+// What a trace's final sync ran (TraceCapture), read while its nodes live.
+void fill_capture(TraceCapture& cap, Device device, const ir::Graph& g, const SyncScratch& sc) {
+  cap.device = device;
+  cap.outs = sc.outs;
+  cap.targets = sc.targets;
+  for (uint32_t k : g.input_nodes) cap.inputs.push_back(g.nodes[k]->data);
+  cap.scalars = g.scalars;
+  std::vector<std::pair<uint64_t, TraceCapture::Random>> randoms;  // by the offset recording took
+  for (uint32_t i = 0; i < g.size(); ++i) {
+    const ir::Node& n = *g.nodes[i];
+    cap.nodes.push_back({n.op, n.file, n.line});
+    if ((n.op == ir::Op::RandUniform || n.op == ir::Op::RandNormal) && n.num_scalars == 2)
+      randoms.push_back({static_cast<uint64_t>(n.scalar[1].i), {g.scalar_begin[i], n.numel()}});
+  }
+  std::sort(randoms.begin(), randoms.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& r : randoms) cap.randoms.push_back(r.second);
+}
+
+void sync_device_with(Device device, PendingList& list, SyncScratch& sc, TraceCapture* capture = nullptr) {
   struct Clear {
     SyncScratch& s;
     ~Clear() {
@@ -181,7 +215,8 @@ void sync_device_with(Device device, PendingList& list, SyncScratch& sc) {
     // computed) offers it, so the result can land there without a copy.
     sc.targets.resize(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) sc.targets[i] = outs[i]->owned_buffer();
-    runtime::execute(graph, device, sc.targets, results);
+    runtime::execute(graph, device, sc.targets, results, capture ? &capture->exe : nullptr);
+    if (capture) fill_capture(*capture, device, graph, sc);
   } catch (const runtime::NodeError& e) {
     // One node failed: only the outputs computed from it are poisoned (keep
     // the error, raise it when read; buffers written before stay intact).
@@ -219,6 +254,7 @@ void sync_device(Device device, PendingList& list) {
 
 void sync_list(PendingList& list, const Device* only) {
   if (list.syncing) return;  // a cut inside a sync's own bookkeeping
+  if (list.tracing) return;  // deferred to the end of the trace
   list.syncing = true;
   struct Reset {
     PendingList& l;
@@ -256,7 +292,7 @@ namespace {
 }
 void count_recorded(PendingList& list, int64_t nodes_recorded) {
   list.recorded_since_sync += nodes_recorded;
-  if (list.recorded_since_sync > g_max_pending.load(std::memory_order_relaxed) && !list.syncing) {
+  if (list.recorded_since_sync > g_max_pending.load(std::memory_order_relaxed) && !list.syncing && !list.tracing) {
     runtime::bump(runtime::counters().graph_cuts);
     sync_list(list, nullptr);
   }
@@ -280,6 +316,9 @@ void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded)
 }
 
 void materialize(const std::shared_ptr<Storage>& s) {
+  if (pending_list().tracing && s->pending())
+    throw Error("loom::compile: the function reads a tensor's value while it is traced (item, data_ptr, to_vector, "
+                "printing); a compiled function's work must not depend on its data: return the tensor instead");
   if (!s->pending()) {
     s->node();  // raises a stored error
     return;
@@ -299,6 +338,55 @@ void materialize(const std::shared_ptr<Storage>& s) {
     sync_list(list, &d);
   }
   s->node();  // raises the error if this storage's sync failed
+}
+
+// ---------------------------------------------------------------- tracing
+
+bool tracing() { return pending_list().tracing; }
+
+void begin_trace() {
+  PendingList& list = pending_list();
+  if (list.tracing) throw Error("loom::compile: a compiled function was called while another one is being traced");
+  sync_list(list, nullptr);  // what was pending before the call is not part of the function
+  list.tracing = true;
+  list.made_in_trace.clear();
+}
+
+void abandon_trace() {
+  PendingList& list = pending_list();
+  list.tracing = false;
+  list.made_in_trace.clear();
+}
+
+TraceCapture finish_trace() {
+  PendingList& list = pending_list();
+  TraceCapture cap;
+  cap.made_in_trace = std::move(list.made_in_trace);
+  abandon_trace();
+  // The device of the first pending storage; a second device is an error.
+  std::optional<Device> device;
+  for (auto& weak : list.storages)
+    if (std::shared_ptr<Storage> s = weak.lock(); s && s->pending()) {
+      device = s->device;
+      break;
+    }
+  if (!device) {
+    list.storages.clear();
+    return cap;
+  }
+  SyncScratch sc;
+  list.syncing = true;
+  struct Reset {
+    PendingList& l;
+    ~Reset() { l.syncing = false; }
+  } reset{list};
+  list.recorded_since_sync = 0;
+  sync_device_with(*device, list, sc, &cap);
+  for (auto& weak : list.storages)
+    if (std::shared_ptr<Storage> s = weak.lock(); s && s->pending())
+      throw Error("loom::compile: the function left work pending on " + device->str() + " and on " + s->device.str() +
+                  "; a compiled function runs on one device");
+  return cap;
 }
 
 }  // namespace loom::detail

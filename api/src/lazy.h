@@ -3,10 +3,13 @@
 // hands each storage its buffer.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include <loom/device.h>
 
 #include "api/src/tensor_impl.h"
+#include "ir/graph.h"
+#include "runtime/backend.h"
 
 namespace loom::detail {
 
@@ -19,5 +22,36 @@ void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded)
 
 // Materializes `s` (and with it everything pending on its device).
 void materialize(const std::shared_ptr<Storage>& s);
+
+// Tracing, for loom::compile (api/src/compile.cpp). Between begin_trace and
+// finish_trace the thread records as usual, but a sync is deferred to the
+// end of the trace (an optimizer's step() syncs; it is one graph anyway)
+// and reading a value is an error: a traced function's graph must not
+// depend on its data. finish_trace runs everything pending as one graph
+// and says what it ran, so the caller can run it again without recording.
+struct TraceCapture {
+  Device device{kCPU, 0};
+  std::shared_ptr<runtime::Executable> exe;         // null: nothing was pending
+  std::vector<std::shared_ptr<Storage>> outs;       // per graph output, the storage it computed
+  std::vector<runtime::BufferPtr> targets;          // per output, the buffer the storage owned before (or null)
+  std::vector<std::shared_ptr<const ir::DataRef>> inputs;  // per graph input node, its data
+  std::vector<ir::RtScalar> scalars;
+  struct Random {           // a random node: its two scalars are (seed, offset) of numel counters
+    uint32_t scalar = 0;    // index of the seed in `scalars`
+    int64_t numel = 0;
+  };
+  std::vector<Random> randoms;  // in the order their counters were taken while recording
+  struct Where {            // per node, for the messages of a failed replay
+    ir::Op op;
+    const char* file;
+    uint32_t line;
+  };
+  std::vector<Where> nodes;
+  std::vector<const runtime::Buffer*> made_in_trace;  // buffers of tensors made from host data while tracing
+};
+void begin_trace();
+TraceCapture finish_trace();  // also ends the trace; throws (and ends it) if the graph fails
+void abandon_trace();         // ends a trace whose function threw
+bool tracing();
 
 }  // namespace loom::detail

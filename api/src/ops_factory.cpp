@@ -69,6 +69,10 @@ TensorOptions like(const Tensor& t, const TensorOptions& o) {
 
 }  // namespace
 
+namespace detail {
+std::pair<uint64_t, uint64_t> take_random(int64_t n) { return generator().take(n); }
+}  // namespace detail
+
 void manual_seed(uint64_t seed) {
   Generator& g = generator();
   std::lock_guard lock(g.mu);

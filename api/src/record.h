@@ -127,6 +127,10 @@ inline ir::Dims shape_of(const Tensor& t) { return t.impl()->view.sizes; }
 Device resolve_device(Device d, const char* op, const SourceLoc& loc);
 
 // Wraps an existing buffer (already holding the values) as a materialized tensor.
+// Reserves `n` counters of loom's random stream: (seed, first offset), as
+// every random op takes them (ops_factory.cpp); loom::compile's replays too.
+std::pair<uint64_t, uint64_t> take_random(int64_t n);
+
 Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims& strides, int64_t storage_numel,
                    ScalarType dt, Device dev);
 

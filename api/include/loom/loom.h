@@ -3,6 +3,7 @@
 #include <loom/array_ref.h>
 #include <loom/cuda.h>
 #include <loom/autograd.h>
+#include <loom/compile.h>
 #include <loom/device.h>
 #include <loom/dtype.h>
 #include <loom/error.h>

@@ -51,6 +51,8 @@ struct Metrics {
   int64_t cuda_graph_launches = 0; // cache-hit replays on a GPU, each one CUDA graph launch
   int64_t cuda_argument_uploads = 0;  // runs whose buffer addresses or scalars differed from both cached
                                       // argument blocks, so they were copied to the GPU first
+  int64_t compiled_replays = 0;    // calls of loom::compile'd functions that ran their executable
+                                   // without recording (also counted as cache hits)
   std::string to_string() const;   // an aligned two-column table
 };
 Metrics metrics();

@@ -1,0 +1,182 @@
+// loom::compile: a function traced once per signature and replayed without
+// recording. Each test compares a compiled function with the same code run
+// as plain lazy ops, on every backend, and checks what the header promises
+// about arguments, captured tensors, in-place updates, random numbers, a
+// training step, and the errors for what a trace cannot replay.
+#include <loom/compile.h>
+
+#include "test_util.h"
+
+namespace {
+
+using loom::Tensor;
+using loom_test::BackendTest;
+using TL = std::vector<Tensor>;
+namespace nn = loom::nn;
+namespace F = loom::nn::functional;
+
+class CompileTest : public BackendTest {};
+
+// W5's control step (shared/bench-peers/WORKLOADS.md).
+Tensor control_step(const Tensor& s0, const Tensor& W1, const Tensor& W2) {
+  Tensor a = loom::tanh(loom::tanh(s0.matmul(W1)).matmul(W2));
+  Tensor s = s0;
+  for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
+  return s;
+}
+
+TEST_P(CompileTest, ReplaysTheTraceWithoutRecordingAndGivesTheSameBits) {
+  loom::manual_seed(1);
+  Tensor W1 = (loom::randn({64, 64}) * 0.1).clone(), W2 = (loom::randn({64, 64}) * 0.1).clone();
+  loom::CompiledFunction step = loom::compile([&](const TL& in) { return TL{control_step(in[0], W1, W2)}; });
+  Tensor s = loom::randn({1, 64});
+  Tensor eager = s;
+  loom::sync();
+  for (int k = 0; k < 5; ++k) {
+    eager = control_step(eager, W1, W2);
+    const std::vector<float> want = eager.to_vector<float>();
+    const int64_t recorded = loom::metrics().nodes_recorded;
+    s = step({s})[0];
+    if (k > 0) EXPECT_EQ(loom::metrics().nodes_recorded, recorded) << "a replay records nothing";
+    EXPECT_EQ(s.to_vector<float>(), want) << "call " << k;
+  }
+  EXPECT_EQ(step.traces(), 1u);
+  EXPECT_GE(loom::metrics().compiled_replays, 4);
+}
+
+TEST_P(CompileTest, ANewSignatureIsTracedAnew) {
+  loom::CompiledFunction f = loom::compile([](const TL& in) { return TL{in[0].sum(0) * 2}; });
+  EXPECT_EQ(f({loom::ones({3, 2})})[0].to_vector<double>(), (std::vector<double>{6, 6}));
+  EXPECT_EQ(f({loom::ones({4, 2})})[0].to_vector<double>(), (std::vector<double>{8, 8}));
+  EXPECT_EQ(f({loom::ones({3, 2}).t()})[0].to_vector<double>(), (std::vector<double>{4, 4, 4}));  // a view
+  EXPECT_EQ(f({loom::ones({3, 2}, loom::TensorOptions(loom::kDouble))})[0].dtype(), loom::kDouble);
+  EXPECT_EQ(f.traces(), 4u);
+  EXPECT_EQ(f({loom::full({4, 2}, 2.0)})[0].to_vector<double>(), (std::vector<double>{16, 16}));
+  EXPECT_EQ(f.traces(), 4u);
+  // Two arguments that are one tensor trace apart from two tensors.
+  loom::CompiledFunction g = loom::compile([](const TL& in) { return TL{in[0] + in[1]}; });
+  Tensor a = loom::ones({2}), b = loom::full({2}, 5.0);
+  EXPECT_EQ(g({a, b})[0].to_vector<double>(), (std::vector<double>{6, 6}));
+  EXPECT_EQ(g({a, a})[0].to_vector<double>(), (std::vector<double>{2, 2}));
+  EXPECT_EQ(g({b, b})[0].to_vector<double>(), (std::vector<double>{10, 10}));
+  EXPECT_EQ(g({b, a})[0].to_vector<double>(), (std::vector<double>{6, 6}));
+  EXPECT_EQ(g.traces(), 2u);
+}
+
+TEST_P(CompileTest, CapturedTensorsAreReadAtEveryCall) {
+  Tensor w = loom::full({3}, 2.0);
+  loom::CompiledFunction f = loom::compile([&](const TL& in) { return TL{in[0] * w}; });
+  Tensor x = loom::tensor(std::vector<float>{1, 2, 3}).to(w.device());
+  EXPECT_EQ(f({x})[0].to_vector<double>(), (std::vector<double>{2, 4, 6}));
+  w.mul_(3);  // in place, lazily: the next call computes it first
+  EXPECT_EQ(f({x})[0].to_vector<double>(), (std::vector<double>{6, 12, 18}));
+  EXPECT_EQ(f({x + 1})[0].to_vector<double>(), (std::vector<double>{12, 18, 24}));  // a pending argument
+}
+
+TEST_P(CompileTest, InPlaceUpdatesAreRedoneByEveryCall) {
+  Tensor state = loom::zeros({2});
+  loom::CompiledFunction f = loom::compile([&](const TL& in) {
+    Tensor arg = in[0];
+    arg.add_(1);              // an argument
+    state.add_(arg.sum());    // a tensor from before the call
+    return TL{arg * 10, arg};
+  });
+  Tensor x = loom::zeros({2});
+  for (int k = 1; k <= 3; ++k) {
+    TL r = f({x});
+    EXPECT_EQ(x.to_vector<double>(), (std::vector<double>{double(k), double(k)}));
+    EXPECT_EQ(r[0].to_vector<double>(), (std::vector<double>{10.0 * k, 10.0 * k}));
+    EXPECT_EQ(r[1].to_vector<double>(), x.to_vector<double>());
+    r[1].add_(0);  // the result aliases the argument: same storage
+  }
+  EXPECT_EQ(state.to_vector<double>(), (std::vector<double>{2 + 4 + 6, 2 + 4 + 6}));
+  EXPECT_EQ(f.traces(), 1u);
+}
+
+TEST_P(CompileTest, RandomNumbersAreFreshAndThoseOfThePlainCode) {
+  auto noisy = [](const Tensor& x) { return x + loom::randn(x.sizes()) + loom::rand({1}); };
+  Tensor x = loom::zeros({100});
+  loom::manual_seed(7);
+  std::vector<std::vector<float>> plain;
+  for (int k = 0; k < 3; ++k) plain.push_back(noisy(x).to_vector<float>());
+  EXPECT_NE(plain[0], plain[1]);
+  loom::CompiledFunction f = loom::compile([&](const TL& in) { return TL{noisy(in[0])}; });
+  loom::manual_seed(7);
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(f({x})[0].to_vector<float>(), plain[k]) << "call " << k;
+}
+
+struct Mlp : nn::Module {
+  Mlp() : fc1(register_module("fc1", nn::Linear(16, 32))), fc2(register_module("fc2", nn::Linear(32, 4))) {}
+  Tensor forward(const Tensor& x) { return fc2(loom::relu(fc1(x))); }
+  nn::Linear fc1, fc2;
+};
+
+// W4's structure, small: the forward, backward and momentum-SGD update of
+// one step replayed as one executable match the plain loop step for step.
+TEST_P(CompileTest, ATrainingStepCompilesAfterItsStateExists) {
+  struct Run {
+    std::shared_ptr<Mlp> model;
+    std::unique_ptr<loom::optim::SGD> opt;
+    Tensor x, y;
+    Run() {
+      loom::manual_seed(3);
+      model = std::make_shared<Mlp>();
+      opt = std::make_unique<loom::optim::SGD>(model->parameters(), loom::optim::SGDOptions(0.05).momentum(0.9));
+      x = loom::randn({8, 16});
+      y = loom::randint(0, 4, {8});
+    }
+    Tensor step() {
+      opt->zero_grad(/*set_to_none=*/false);
+      Tensor loss = F::cross_entropy(model->forward(x), y);
+      loss.backward();
+      opt->step();
+      return loss.detach();
+    }
+    std::vector<float> params() const {
+      std::vector<float> all;
+      for (const Tensor& p : model->parameters())
+        for (float v : p.to_vector<float>()) all.push_back(v);
+      return all;
+    }
+  };
+  Run plain, compiled;
+  plain.step();
+  compiled.step();  // the first step creates the gradients and the momentum buffers
+  loom::CompiledFunction step = loom::compile([&](const TL&) { return TL{compiled.step()}; });
+  for (int k = 0; k < 20; ++k) {
+    const float want = plain.step().item<float>();
+    EXPECT_EQ(step({})[0].item<float>(), want) << "step " << k;
+  }
+  EXPECT_EQ(compiled.params(), plain.params());
+  EXPECT_EQ(step.traces(), 1u);
+}
+
+TEST_P(CompileTest, WhatATraceCannotReplayIsAnErrorSayingWhatToChange) {
+  const std::string read = loom_test::error_of([] {
+    loom::compile([](const TL& in) { return TL{in[0] * in[0].sum().item<double>()}; })({loom::ones({2})});
+  });
+  EXPECT_NE(read.find("reads a tensor's value while it is traced"), std::string::npos) << read;
+  EXPECT_NE(read.find("compile_test.cpp"), std::string::npos) << read;
+
+  Tensor w = loom::ones({2}).requires_grad_();
+  const std::string history = loom_test::error_of([&] { loom::compile([&](const TL& in) { return TL{in[0] * w}; })({loom::ones({2})}); });
+  EXPECT_NE(history.find("grad_fn"), std::string::npos) << history;
+
+  Tensor escaped;
+  const std::string escape = loom_test::error_of([&] {
+    loom::compile([&](const TL& in) {
+      escaped = in[0] + 1;
+      return TL{in[0] * 2};
+    })({loom::ones({2})});
+  });
+  EXPECT_NE(escape.find("alive outside its results"), std::string::npos) << escape;
+
+  // The thread records and syncs normally after each of these.
+  Tensor t = loom::ones({3}) * 4;
+  EXPECT_EQ(t.sum().item<double>(), 12);
+  EXPECT_EQ(escaped.to_vector<double>(), (std::vector<double>{2, 2}));
+}
+
+LOOM_INSTANTIATE_BACKENDS(CompileTest);
+
+}  // namespace
