@@ -252,15 +252,20 @@ void sync_device(Device device, PendingList& list) {
   sync_device_with(device, list, scratch);
 }
 
+// A sync in progress on `list`: a cut inside its own bookkeeping is ignored.
+struct SyncingScope {
+  PendingList& l;
+  explicit SyncingScope(PendingList& list) : l(list) {
+    l.syncing = true;
+    l.recorded_since_sync = 0;
+  }
+  ~SyncingScope() { l.syncing = false; }
+};
+
 void sync_list(PendingList& list, const Device* only) {
   if (list.syncing) return;  // a cut inside a sync's own bookkeeping
   if (list.tracing) return;  // deferred to the end of the trace
-  list.syncing = true;
-  struct Reset {
-    PendingList& l;
-    ~Reset() { l.syncing = false; }
-  } reset{list};
-  list.recorded_since_sync = 0;
+  SyncingScope scope(list);
   if (only) {
     sync_device(*only, list);
     return;
@@ -375,12 +380,7 @@ TraceCapture finish_trace() {
     return cap;
   }
   SyncScratch sc;
-  list.syncing = true;
-  struct Reset {
-    PendingList& l;
-    ~Reset() { l.syncing = false; }
-  } reset{list};
-  list.recorded_since_sync = 0;
+  SyncingScope scope(list);
   sync_device_with(*device, list, sc, &cap);
   for (auto& weak : list.storages)
     if (std::shared_ptr<Storage> s = weak.lock(); s && s->pending())
