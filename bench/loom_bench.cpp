@@ -170,6 +170,14 @@ void w3(const std::string& peer) {
   row_ms("W3 layernorm 8192x4096 f32", peer, t, "GB/s", 2.0 * 4 * x.numel() / t / 1e9);
 }
 
+// W5's step: a two-layer tanh policy, then ten clamped state updates.
+loom::Tensor w5_step(const loom::Tensor& s0, const loom::Tensor& W1, const loom::Tensor& W2) {
+  loom::Tensor a = loom::tanh(loom::tanh(s0.matmul(W1)).matmul(W2));
+  loom::Tensor s = s0;
+  for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
+  return s;
+}
+
 void w5(const std::string& peer) {
   loom::Tensor W1 = input({64, 64}, 0.1);
   loom::Tensor W2 = input({64, 64}, 0.1);
@@ -180,21 +188,15 @@ void w5(const std::string& peer) {
   r.min_s = 0.5;
   double t = median_time(
       [&] {
-        loom::Tensor a = loom::tanh(loom::tanh(s0.matmul(W1)).matmul(W2));
-        loom::Tensor s = s0;
-        for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
+        loom::Tensor s = w5_step(s0, W1, W2);
         finish();
       },
       r);
   row_ms("W5 control-step 64", peer, t, "us", t * 1e6);
   // The same step as a loom::compile'd function (as torch.compile's rows):
   // traced on the first call, then replayed without recording.
-  loom::CompiledFunction step = loom::compile([&](const std::vector<loom::Tensor>& in) {
-    loom::Tensor a = loom::tanh(loom::tanh(in[0].matmul(W1)).matmul(W2));
-    loom::Tensor s = in[0];
-    for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
-    return std::vector<loom::Tensor>{s};
-  });
+  loom::CompiledFunction step =
+      loom::compile([&](const std::vector<loom::Tensor>& in) { return std::vector<loom::Tensor>{w5_step(in[0], W1, W2)}; });
   const double tc = median_time(
       [&] {
         loom::Tensor s = step({s0})[0];

@@ -27,6 +27,18 @@ struct LastRun {
 };
 }  // namespace
 
+namespace {
+// Runs `exe` and counts the run (time inside it, graphs, kernels).
+void run_counted(Executable& exe, const RunArgs& args, std::vector<BufferPtr>& out) {
+  Counters& c = counters();
+  const int64_t t0 = now_ns();
+  exe.run(args, out);
+  bump(c.execute_ns, now_ns() - t0);
+  bump(c.graphs_materialized);
+  bump(c.kernels_launched, exe.kernel_count());
+}
+}  // namespace
+
 void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out,
              std::shared_ptr<Executable>* ran) {
   Backend& backend = backend_for(device);
@@ -94,29 +106,21 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
   const Buffer** inputs = n_in > kFew ? many.data() : few;
   for (size_t k = 0; k < n_in; ++k) inputs[k] = static_cast<const Buffer*>(g.nodes[g.input_nodes[k]]->data.get());
 
-  int64_t t0 = now_ns();
   try {
-    run_exe->run(RunArgs{std::span<const Buffer* const>(inputs, n_in), g.scalars, targets}, out);
+    run_counted(*run_exe, RunArgs{std::span<const Buffer* const>(inputs, n_in), g.scalars, targets}, out);
   } catch (const RunError& e) {
     const ir::Node& n = *g.nodes[e.node];
     std::string where = n.line ? std::string(" (called from ") + n.file + ":" + std::to_string(n.line) + ")" : "";
     throw NodeError("loom: " + std::string(ir::op_name(n.op)) + ": " + e.message + where, e.node);
   }
-  bump(c.execute_ns, now_ns() - t0);
-  bump(c.graphs_materialized);
   bump(c.graph_nodes, static_cast<int64_t>(g.size()));
-  bump(c.kernels_launched, run_exe->kernel_count());
 }
 
 void replay(Executable& exe, const RunArgs& args, std::vector<BufferPtr>& out) {
   Counters& c = counters();
   bump(c.cache_hits);
-  int64_t t0 = now_ns();
-  exe.run(args, out);
-  bump(c.execute_ns, now_ns() - t0);
-  bump(c.graphs_materialized);
   bump(c.compiled_replays);
-  bump(c.kernels_launched, exe.kernel_count());
+  run_counted(exe, args, out);
 }
 
 }  // namespace loom::runtime

@@ -24,7 +24,6 @@
 #include <loom/error.h>
 #include <loom/runtime.h>
 
-#include "api/src/block_pool.h"
 #include "api/src/lazy.h"
 #include "api/src/record.h"
 #include "runtime/executor.h"
@@ -115,13 +114,8 @@ std::shared_ptr<Storage> storage_of(const Tensor& t) { return t.impl()->storage;
 
 // A materialized storage holding `buffer` (what Storage::set_result leaves).
 std::shared_ptr<Storage> new_storage(const OutputSink& o, runtime::BufferPtr buffer) {
-  auto input = detail::make_node();
-  input->op = ir::Op::Input;
-  input->dtype = o.dtype;
-  input->device = o.device;
-  input->shape = o.leaf_shape;
-  input->data = buffer;
-  auto s = std::make_shared<Storage>(std::move(input), o.dtype, o.device, o.numel);
+  auto s = std::make_shared<Storage>(detail::input_node(buffer, o.dtype, o.device, o.leaf_shape), o.dtype, o.device,
+                                     o.numel);
   s->adopt_buffer(std::move(buffer));
   return s;
 }
@@ -134,30 +128,37 @@ Tensor view_of(std::shared_ptr<Storage> s, const ViewSpec& v) {
 std::vector<Tensor> trace(const TensorFunction& fn, const std::vector<Tensor>& args, Signature key, Trace& t,
                           const SourceLoc& loc) {
   detail::begin_trace();  // syncs what was pending: every argument now has its buffer
+  // An error inside the function or its graph names the call it came from.
+  auto in_trace = [&](const Error& e) {
+    return Error(std::string(e.what()) + " (in the trace of a compiled function called from " + loc.file_name() + ":" +
+                 std::to_string(loc.line()) + ")");
+  };
   std::vector<const runtime::Buffer*> arg_buffers;
+  for (const Tensor& a : args) arg_buffers.push_back(storage_of(a)->owned_buffer().get());
   std::vector<Tensor> results;
-  detail::TraceCapture cap;
   try {
-    for (const Tensor& a : args) arg_buffers.push_back(storage_of(a)->owned_buffer().get());
     results = fn(args);
-    for (size_t r = 0; r < results.size(); ++r) {
-      if (!results[r].defined()) fail(loc, "result " + std::to_string(r) + " of the function is undefined");
-      if (results[r].grad_fn())
-        fail(loc, "result " + std::to_string(r) + " has a grad_fn (" + results[r].grad_fn()->name() +
-                      "); a replay records no history: return it detached (.detach())");
-    }
-    cap = detail::finish_trace();
   } catch (const Error& e) {
     detail::abandon_trace();
-    const std::string what = e.what();
-    if (what.find("(in the trace of a compiled function") != std::string::npos ||
-        what.starts_with("loom::compile: result "))
-      throw;
-    throw Error(what + " (in the trace of a compiled function called from " + loc.file_name() + ":" +
-                std::to_string(loc.line()) + ")");
+    throw in_trace(e);
   } catch (...) {
     detail::abandon_trace();
     throw;
+  }
+  for (size_t r = 0; r < results.size(); ++r) {
+    const char* bad = !results[r].defined() ? "is undefined" : results[r].grad_fn() ? "has a grad_fn" : nullptr;
+    if (!bad) continue;
+    detail::abandon_trace();
+    fail(loc, "result " + std::to_string(r) + " of the function " + bad +
+                  (results[r].defined() ? " (" + results[r].grad_fn()->name() +
+                                              "); a replay records no history: return it detached (.detach())"
+                                        : std::string()));
+  }
+  detail::TraceCapture cap;
+  try {
+    cap = detail::finish_trace();  // ends the trace, also when it throws
+  } catch (const Error& e) {
+    throw in_trace(e);
   }
   t.key = std::move(key);
   t.exe = cap.exe;
@@ -257,11 +258,12 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
                                              : static_cast<const runtime::Buffer*>(in.captured.get());
       t->input_buffers.push_back(b);
     }
-    std::vector<ir::RtScalar> scalars = t->scalars;
+    // The trace's scalars, with fresh counters for its random nodes: they
+    // are the only scalars a replay changes.
     for (const detail::TraceCapture::Random& r : t->randoms) {
       auto [seed, offset] = detail::take_random(r.numel);
-      scalars[r.scalar] = ir::RtScalar{0, static_cast<int64_t>(seed)};
-      scalars[r.scalar + 1] = ir::RtScalar{0, static_cast<int64_t>(offset)};
+      t->scalars[r.scalar] = ir::RtScalar{0, static_cast<int64_t>(seed)};
+      t->scalars[r.scalar + 1] = ir::RtScalar{0, static_cast<int64_t>(offset)};
     }
     t->targets.clear();
     for (const OutputSink& o : t->outputs)
@@ -269,7 +271,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
                            : o.kind == OutputSink::InPlaceKept ? o.kept->owned_buffer()
                                                                : nullptr);
     try {
-      runtime::replay(*t->exe, runtime::RunArgs{t->input_buffers, scalars, t->targets}, t->produced);
+      runtime::replay(*t->exe, runtime::RunArgs{t->input_buffers, t->scalars, t->targets}, t->produced);
     } catch (const runtime::RunError& e) {
       const detail::TraceCapture::Where& w = t->nodes.at(e.node);
       std::string where = w.line ? std::string(" (recorded at ") + w.file + ":" + std::to_string(w.line) + ")" : "";

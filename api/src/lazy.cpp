@@ -49,13 +49,17 @@ void Storage::set_result(const runtime::BufferPtr& result) {
   } else {
     buffer_ = result;
   }
+  node_ = input_node(buffer_, dtype, device, node_->shape);
+}
+
+ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device, const ir::Dims& shape) {
   auto input = make_node();
   input->op = ir::Op::Input;
   input->dtype = dtype;
   input->device = device;
-  input->shape = node_->shape;
-  input->data = buffer_;
-  node_ = std::move(input);
+  input->shape = shape;
+  input->data = std::move(data);
+  return input;
 }
 
 void Storage::set_error(const std::string& message) {
@@ -159,8 +163,7 @@ struct SyncScratch {
 };
 
 // What a trace's final sync ran (TraceCapture), read while its nodes live.
-void fill_capture(TraceCapture& cap, Device device, const ir::Graph& g, const SyncScratch& sc) {
-  cap.device = device;
+void fill_capture(TraceCapture& cap, const ir::Graph& g, const SyncScratch& sc) {
   cap.outs = sc.outs;
   cap.targets = sc.targets;
   for (uint32_t k : g.input_nodes) cap.inputs.push_back(g.nodes[k]->data);
@@ -216,7 +219,7 @@ void sync_device_with(Device device, PendingList& list, SyncScratch& sc, TraceCa
     sc.targets.resize(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) sc.targets[i] = outs[i]->owned_buffer();
     runtime::execute(graph, device, sc.targets, results, capture ? &capture->exe : nullptr);
-    if (capture) fill_capture(*capture, device, graph, sc);
+    if (capture) fill_capture(*capture, graph, sc);
   } catch (const runtime::NodeError& e) {
     // One node failed: only the outputs computed from it are poisoned (keep
     // the error, raise it when read; buffers written before stay intact).
@@ -321,14 +324,14 @@ void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded)
 }
 
 void materialize(const std::shared_ptr<Storage>& s) {
-  if (pending_list().tracing && s->pending())
-    throw Error("loom::compile: the function reads a tensor's value while it is traced (item, data_ptr, to_vector, "
-                "printing); a compiled function's work must not depend on its data: return the tensor instead");
   if (!s->pending()) {
     s->node();  // raises a stored error
     return;
   }
   PendingList& list = pending_list();
+  if (list.tracing)
+    throw Error("loom::compile: the function reads a tensor's value while it is traced (item, data_ptr, to_vector, "
+                "printing); a compiled function's work must not depend on its data: return the tensor instead");
   Device d = s->device;
   try {
     sync_list(list, &d);
@@ -350,8 +353,7 @@ void materialize(const std::shared_ptr<Storage>& s) {
 bool tracing() { return pending_list().tracing; }
 
 void begin_trace() {
-  PendingList& list = pending_list();
-  if (list.tracing) throw Error("loom::compile: a compiled function was called while another one is being traced");
+  PendingList& list = pending_list();  // not tracing: CompiledFunction refuses a call inside a trace
   sync_list(list, nullptr);  // what was pending before the call is not part of the function
   list.tracing = true;
   list.made_in_trace.clear();

@@ -20,6 +20,9 @@ void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
 // other thread can have listed yet.
 void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
 
+// The Input node of a materialized storage: `data` holds its value.
+ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device, const ir::Dims& shape);
+
 // Materializes `s` (and with it everything pending on its device).
 void materialize(const std::shared_ptr<Storage>& s);
 
@@ -30,7 +33,6 @@ void materialize(const std::shared_ptr<Storage>& s);
 // depend on its data. finish_trace runs everything pending as one graph
 // and says what it ran, so the caller can run it again without recording.
 struct TraceCapture {
-  Device device{kCPU, 0};
   std::shared_ptr<runtime::Executable> exe;         // null: nothing was pending
   std::vector<std::shared_ptr<Storage>> outs;       // per graph output, the storage it computed
   std::vector<runtime::BufferPtr> targets;          // per output, the buffer the storage owned before (or null)

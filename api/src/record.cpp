@@ -205,18 +205,13 @@ Device resolve_device(Device d, const char* op, const SourceLoc& loc) {
 // Wraps an existing buffer as a materialized tensor.
 Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims& strides, int64_t storage_numel,
                    ScalarType dt, Device dev) {
-  auto input = std::make_shared<ir::Node>();
-  input->op = ir::Op::Input;
-  input->dtype = dt;
-  input->device = dev;
   // A tensor that is its whole storage, contiguous, gets a leaf of its own
   // shape: then reading it is the leaf itself and writing it in place (an
   // optimizer's update of a parameter moved with .to()) replaces the leaf,
   // so the update can be donated. Otherwise the leaf is the flat storage
   // and the tensor a view of it.
   const bool whole = storage_numel == sizes.numel() && strides == ir::contiguous_strides(sizes);
-  input->shape = whole ? sizes : ir::Dims(&storage_numel, 1);
-  input->data = buf;
+  ir::NodePtr input = detail::input_node(buf, dt, dev, whole ? sizes : ir::Dims(&storage_numel, 1));
   auto impl = std::make_shared<detail::TensorImpl>();
   impl->storage = std::make_shared<detail::Storage>(std::move(input), dt, dev, storage_numel);
   impl->storage->adopt_buffer(std::move(buf));
