@@ -861,11 +861,13 @@ class KernelEmitter {
   // scalar tails). Independent vectors in flight hide the latency of the
   // long dependency chains of the math emitters (one vector of
   // sigmoid(tanh(x)) leaves the out-of-order window mostly waiting) and give
-  // a reduction as many accumulators. Four with AVX-512 (32 registers),
-  // eight for kernels of two or more transcendentals per element (W1: 0.62
-  // -> 0.54 ns/element on Zen 4; softmax gains nothing from eight); half
-  // that with AVX2's 16 registers.
-  const int unroll_ = (width_ >= 16 ? 4 : 2) * (k_.cost_per_element >= 16 ? 2 : 1);
+  // a reduction as many accumulators. Four with AVX-512 (32 registers), two
+  // with AVX2's 16; eight for kernels of two or more transcendentals per
+  // element with either: W1 0.62 -> 0.54 ns/element on Zen 4 (AVX-512,
+  // from four), 0.53-0.59 -> 0.45-0.51 on Zen 3 (AVX2, from four: the
+  // spills this costs use the load/store ports, which the FMA chains leave
+  // idle; sixteen or twelve are slower again). Softmax gains nothing.
+  const int unroll_ = k_.cost_per_element >= 16 ? 8 : width_ >= 16 ? 4 : 2;
   llvm::Function* fn_ = nullptr;
   Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;
   std::vector<llvm::AllocaInst*> idx_;
