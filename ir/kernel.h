@@ -191,6 +191,22 @@ struct KernelProgram {
   int64_t arena_bytes = 0;
 };
 
+// Whether a step can fail on bad data: an index out of range (gather,
+// index_select, scatter_add) or an integer division by zero (fmod,
+// remainder). A failed run must leave every existing tensor as it was, so
+// lowering runs such steps as early as it can (pass "checks first") and the
+// runtime writes into a caller's buffer only after the last of them
+// (runtime/output_plan.cpp).
+inline bool can_fail(const KernelProgram& p, const Step& s) {
+  if (s.kind == Step::Library) {
+    const Op op = p.library_calls[s.index].op;
+    return op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd;
+  }
+  for (const Expr& e : p.kernels[s.index].exprs)
+    if (e.kind == ExprKind::Op && (e.op == Op::Fmod || e.op == Op::Remainder) && !is_floating_point(e.dtype)) return true;
+  return false;
+}
+
 // Ops whose value costs far more to compute than to keep: a code generator
 // keeps such a value for the later phases of a row rather than computing it
 // again (the row stash of jit/llvm and jit/cuda).

@@ -129,6 +129,7 @@ class Lowering {
     horizontal();
     note(passes, "horizontal: " + std::to_string(before - p_.kernels.size()) + " kernels merged");
     note(passes, "late updates: " + std::to_string(late_updates()) + " steps moved after the last reader of what they update");
+    note(passes, "checks first: " + std::to_string(checks_first()) + " steps moved before the steps they do not need");
     int collapsed = 0;
     for (Kernel& k : p_.kernels) collapsed += collapse(k);
     note(passes, "collapse: " + std::to_string(collapsed) + " loop dims merged");
@@ -847,6 +848,44 @@ class Lowering {
     p_.steps = std::move(steps);
     return moved;
   }
+  // ---------------------------------------------------------------- pass 4d
+  // The steps that can fail on bad data (ir::can_fail: a cross-entropy's
+  // gather of its labels, an index_select) run as early as what they read
+  // allows: each one, and every earlier step it needs (transitively: a step
+  // that writes what it reads, or touches what it writes), moves ahead of
+  // the steps it does not need. Values are unchanged. A failed run must
+  // leave every tensor as it was, so the runtime writes into a caller's
+  // buffer (an in-place update) only after the last such step
+  // (runtime/output_plan.cpp); with the check after the updates (a training
+  // step that also returns its loss, gradients zeroed in place), every
+  // update would go to a new buffer and be copied back. Returns the number
+  // of steps moved.
+  int checks_first() {
+    const size_t ns = p_.steps.size();
+    std::vector<std::vector<uint32_t>> reads(ns), writes(ns);
+    for (size_t s = 0; s < ns; ++s) step_buffers(p_.steps[s], reads[s], writes[s]);
+    std::vector<bool> early(ns, false);
+    for (size_t s = ns; s-- > 0;) {
+      early[s] = early[s] || can_fail(p_, p_.steps[s]);
+      if (!early[s]) continue;
+      for (size_t t = 0; t < s; ++t)
+        early[t] = early[t] || overlap(writes[t], reads[s]) || overlap(reads[t], writes[s]) || overlap(writes[t], writes[s]);
+    }
+    // Moved: a step that is not early but comes before an early one.
+    int moved = 0;
+    size_t last_early = 0;
+    for (size_t s = 0; s < ns; ++s)
+      if (early[s]) last_early = s + 1;
+    for (size_t s = 0; s < last_early; ++s) moved += !early[s];
+    if (moved == 0) return 0;
+    std::vector<Step> steps;
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t s = 0; s < ns; ++s)
+        if (early[s] == (pass == 0)) steps.push_back(p_.steps[s]);
+    p_.steps = std::move(steps);
+    return moved;
+  }
+
   // An output that could be written into input `in`'s buffer: same size and type.
   bool may_update(uint32_t out, uint32_t in) const {
     const BufferInfo &o = p_.buffers[out], &i = p_.buffers[in];

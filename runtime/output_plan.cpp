@@ -11,17 +11,11 @@ OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_f
   const auto& steps = program_.steps;
   writer_.assign(program_.buffers.size(), kNoStep);
   for (size_t s = 0; s < steps.size(); ++s) {
-    bool fails = false;
     auto wrote = [&](uint32_t b) { writer_[b] = writer_[b] == kNoStep ? s : kTwoWriters; };
     if (steps[s].kind == ir::Step::Library) {
-      const ir::LibraryCall& c = program_.library_calls[steps[s].index];
-      fails = c.op == ir::Op::IndexSelect || c.op == ir::Op::Gather || c.op == ir::Op::ScatterAdd;
-      wrote(c.output);
+      wrote(program_.library_calls[steps[s].index].output);
     } else {
       const ir::Kernel& k = program_.kernels[steps[s].index];
-      for (const ir::Expr& e : k.exprs)
-        fails = fails || (e.kind == ir::ExprKind::Op && (e.op == ir::Op::Fmod || e.op == ir::Op::Remainder) &&
-                          !is_floating_point(e.dtype));
       std::vector<uint32_t> stored;
       for (const ir::Phase& ph : k.phases)
         for (auto [a, e] : ph.stores) stored.push_back(k.accesses[a].buffer);
@@ -29,7 +23,7 @@ OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_f
       stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
       for (uint32_t b : stored) wrote(b);
     }
-    if (fails) last_failing_step_ = static_cast<int64_t>(s);
+    if (ir::can_fail(program_, steps[s])) last_failing_step_ = static_cast<int64_t>(s);
   }
   for (uint32_t o = 0; o < program_.buffers.size(); ++o)
     if (program_.buffers[o].kind == ir::BufferKind::Output)
