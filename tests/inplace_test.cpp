@@ -103,6 +103,29 @@ TEST_P(InplaceTest, WritesThroughSlicesSelectsAndTransposes) {
   EXPECT_EQ(m.sum().item<float>(), -101.f - 2 + 7 + 4 + 8 - 8 + 9);
 }
 
+// A view that covers its whole storage in order, in another shape (a bias
+// gradient made [1, n] by a keepdim sum and seen as [n]): writing it
+// replaces the storage's value without a scatter, and every view of the
+// storage, the old shape's too, sees the new value; a later partial write
+// through the old shape still lands where it should.
+TEST_P(InplaceTest, WritingAWholeStorageThroughAReshapedViewNeedsNoScatter) {
+  Tensor base = loom::zeros({1, 4}) + 1;  // a storage whose node is [1, 4]
+  Tensor flat = base.view({4});
+  loom::sync();
+  const loom::Metrics m0 = loom::metrics();
+  flat.add_(loom::tensor({1.f, 2.f, 3.f, 4.f}));
+  loom::sync();
+  // On the compiling backends: one add kernel (before: the add, then a
+  // library scatter of the view into the storage).
+  if (GetParam() != "reference") EXPECT_EQ(loom::metrics().kernels_launched - m0.kernels_launched, 1);
+  EXPECT_EQ(base.to_vector<float>(), (std::vector<float>{2, 3, 4, 5}));
+  EXPECT_EQ(flat.to_vector<float>(), (std::vector<float>{2, 3, 4, 5}));
+  base.slice(1, 1, 3).mul_(10);
+  EXPECT_EQ(flat.to_vector<float>(), (std::vector<float>{2, 30, 40, 5}));
+  flat.zero_();
+  EXPECT_EQ(base.sum().item<float>(), 0.f);
+}
+
 TEST_P(InplaceTest, ExpressionsRecordedBeforeAWriteSeeTheOldValue) {
   Tensor a = loom::tensor({1.f, 2.f});      // materialized
   Tensor b = a * 2;                         // recorded, not computed

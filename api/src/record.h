@@ -24,6 +24,19 @@ inline bool is_plain_read(const ViewSpec& v, const ir::Node& base) {
   }
   return true;
 }
+// Whether view `v` covers all of a storage of `numel` elements in order,
+// whatever the shape the storage's node has (a bias gradient made [1, n] by
+// a keepdim sum and seen as [n]): a write through it replaces the whole
+// value, no scatter.
+inline bool covers_in_order(const ViewSpec& v, int64_t numel) {
+  if (v.offset != 0 || v.sizes.numel() != numel) return false;
+  int64_t expect = 1;
+  for (int d = static_cast<int>(v.sizes.n) - 1; d >= 0; --d) {
+    if (v.sizes[d] != 1 && v.strides[d] != expect) return false;
+    expect *= v.sizes[d];
+  }
+  return true;
+}
 // An AsStrided node reading view `im` of `base`.
 ir::NodePtr read_view(const TensorImpl& im, ir::NodePtr base, const SourceLoc& loc);
 // The node whose value is `t` (contiguous, t's shape): the storage's node
