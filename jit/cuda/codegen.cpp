@@ -31,6 +31,9 @@ const char* kPrelude =
 constexpr int kLanes = 4;           // elements per thread in vectorized pointwise kernels
 constexpr int kMaxPerThread = 8;    // a row up to G x this many elements stays in registers
 constexpr int kMaxStashRegs = 48;   // registers per thread the row stash may take
+// The parameters of a single-block program and its steps (see emit_source).
+const char* const kSingleBlockStepParams =
+    "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
 
 const char* ctype(ScalarType dt) {
   switch (dt) {
@@ -71,6 +74,14 @@ int pow2_at_least(int64_t x) {
 }
 
 
+// Threads that share one element of a single-block product: the block's
+// threads over the outputs, a power of two from 1 to 32 (one warp).
+int block_product_lanes(int64_t outputs) {
+  int p = 1;
+  while (p < 32 && outputs * p * 2 <= kSingleBlockThreads) p *= 2;
+  return p;
+}
+
 bool is_pointwise(const ir::Kernel& k) {
   return k.phases.size() == 1 && k.phases[0].kind == ir::Phase::Store && !k.phases[0].per_row;
 }
@@ -94,8 +105,8 @@ bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
 class KernelEmitter {
  public:
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
-                GemmConfig gemm = {})
-      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm) {
+                GemmConfig gemm = {}, bool single_block = false)
+      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block) {
     // Values that are the same for every element of a phase (scalars, row
     // results and what is computed from them only) are computed once per
     // thread before the element loop: kernels have no __restrict__ (a
@@ -110,13 +121,19 @@ class KernelEmitter {
   }
 
   void emit() {
+    if (k_.contraction && single_block_) return emit_block_product();
     if (k_.contraction) return emit_gemm();
     const LaunchDims dims = launch_dims(plan_);
     o_ << "\n// " << k_.name << ": loop [";
     for (int d = 0; d < k_.loop.n; ++d) o_ << (d ? ", " : "") << k_.loop[d];
     o_ << "], outer " << int(k_.outer) << "\n";
-    o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << kernel_symbol(index_)
-       << "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
+    // In a single-block program (see single_block()) the kernel is a step of
+    // loom_program: the same grid-stride loop, with a grid of one block.
+    if (single_block_)
+      o_ << "__device__ __forceinline__ void " << kernel_symbol(index_) << kSingleBlockStepParams;
+    else
+      o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << kernel_symbol(index_)
+         << "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
     std::vector<bool> used(p_.buffers.size(), false);
     for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
     for (size_t b = 0; b < used.size(); ++b)
@@ -124,7 +141,9 @@ class KernelEmitter {
     o_ << "  (void)fs; (void)is;\n";
     // After an earlier kernel of the run failed on bad data, write nothing:
     // donated buffers must keep their values (runtime/output_plan.h).
-    if (plan_.pointwise) {
+    if (single_block_) {
+      // loom_program checks the error word after each step that can fail.
+    } else if (plan_.pointwise) {
       o_ << "  if (err[0] != 0) return;\n";
     } else {
       o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
@@ -184,6 +203,55 @@ class KernelEmitter {
     body(need, "        ");
     for (auto [a, e] : ph.stores) store(a, e, "        ");
     o_ << "      });\n}\n";
+  }
+
+  // ---------------------------------------------------------------- product in a single block
+  // A step of a single-block program. Few outputs (W5: 64) would leave
+  // most of the block idle and each thread a chain of K dependent sums
+  // waiting on its loads, so P = kSingleBlockThreads / outputs threads
+  // (a power of two, at most 32: lanes of one warp) share an element of C:
+  // each sums every P-th term of its K in order, the P partial sums are
+  // added by warp shuffles, and the first of them runs the epilogue.
+  void emit_block_product() {
+    const GemmProblem g = gemm_problem(p_, k_, false);
+    const char* t = ctype(g.dtype);
+    const int64_t outputs = g.batch * g.m * g.n;
+    const int P = block_product_lanes(outputs);
+    const int64_t total = (outputs * P + kSingleBlockThreads - 1) / kSingleBlockThreads * kSingleBlockThreads;
+    o_ << "\n// " << k_.name << ": product [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k
+       << ", a step of a single-block program, " << P << " threads per element\n";
+    o_ << "__device__ __forceinline__ void " << kernel_symbol(index_) << kSingleBlockStepParams;
+    std::vector<bool> used(p_.buffers.size(), false);
+    for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
+    for (size_t b = 0; b < used.size(); ++b)
+      if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
+    o_ << "  (void)fs; (void)is; (void)err;\n";
+    // Every thread runs the same iterations (whole warps shuffle together).
+    o_ << "  for (long long base = 0; base < " << total << "LL; base += " << kSingleBlockThreads << ") {\n";
+    o_ << "    const long long t = base + threadIdx.x, o = t / " << P << ";\n";
+    o_ << "    const int j = (int)(t % " << P << ");\n";
+    o_ << "    const bool active = o < " << outputs << "LL;\n";
+    o_ << "    const long long gn = o % " << g.n << "LL, gm = o / " << g.n << "LL % " << g.m << "LL, bz = o / "
+       << g.m * g.n << "LL;\n";
+    o_ << "    " << t << " acc = 0;\n";
+    o_ << "    if (active) {\n";
+    o_ << "      const " << t << "* pa = b" << g.a_buffer << " + " << g.a_off << "LL + bz * " << g.a_b << "LL + gm * " << g.a_m
+       << "LL;\n";
+    o_ << "      const " << t << "* pb = b" << g.b_buffer << " + " << g.b_off << "LL + bz * " << g.b_b << "LL + gn * " << g.b_n
+       << "LL;\n";
+    o_ << "      for (long long q = j; q < " << g.k << "LL; q += " << P << ") acc = " << (g.dtype == kDouble ? "fma" : "fmaf")
+       << "(pa[q * " << g.a_k << "LL], pb[q * " << g.b_k << "LL], acc);\n";
+    o_ << "    }\n";
+    for (int w = P / 2; w >= 1; w /= 2) o_ << "    acc += __shfl_xor_sync(0xffffffffu, acc, " << w << ");\n";
+    o_ << "    if (!active || j != 0) continue;\n";
+    if (k_.loop.n == 3) o_ << "    const long long i0 = bz, i1 = gm, i2 = gn;\n";
+    else o_ << "    const long long i0 = gm, i1 = gn; (void)bz;\n";
+    const ir::Phase& ph = k_.phases[0];
+    std::vector<bool> need = needed(ph);
+    hoisted(need, "    ");
+    body(need, "    ");
+    for (auto [a, e] : ph.stores) store(a, e, "    ");
+    o_ << "  }\n}\n";
   }
 
   // The used buffers' pointers, then the whole block returns if an earlier
@@ -661,6 +729,7 @@ class KernelEmitter {
   std::ostringstream& o_;
   KernelPlan plan_;
   GemmConfig gemm_;
+  bool single_block_;          // a step of loom_program, not a kernel of its own
   bool lane_ = false;          // emitting inside a pointwise lane loop
   int phase_ = -1;
   std::vector<bool> stash_;    // exprs kept in registers across phases
@@ -719,9 +788,35 @@ LaunchDims launch_dims(const KernelPlan& plan) {
 
 std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
 
+
+bool single_block(const ir::KernelProgram& p) {
+  if (p.steps.size() < 2) return false;
+  int64_t work = 0;
+  for (const ir::Step& st : p.steps) {
+    if (st.kind != ir::Step::Generated) return false;
+    const ir::Kernel& k = p.kernels[st.index];
+    if (!is_pointwise(k)) return false;
+    const int64_t numel = prod(k.loop, 0, k.loop.n);
+    if (numel > kSingleBlockMaxElements) return false;
+    int64_t per_element = 1;
+    if (k.contraction) {
+      const GemmProblem g = gemm_problem(p, k, false);
+      if (g.dtype != kFloat && g.dtype != kDouble) return false;
+      // Operands stored as they are summed (a bfloat16 product keeps its template).
+      if (p.buffers[g.a_buffer].dtype != g.dtype || p.buffers[g.b_buffer].dtype != g.dtype) return false;
+      per_element = g.k;
+      // Each thread's chain of sums stays short (its loads wait in turn).
+      const int lanes = block_product_lanes(numel);
+      if ((g.k + lanes - 1) / lanes > kSingleBlockMaxChain) return false;
+    }
+    work += numel * per_element;
+  }
+  return work <= kSingleBlockMaxWork;
+}
+
 std::string build_id() { return std::string("cuda codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id(); }
 
-std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm) {
+std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, bool allow_single_block) {
   std::ostringstream out;
   out << kPrelude << kernels::cuda::detail::kBf16Source;
   const bool any_random = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) {
@@ -730,6 +825,29 @@ std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig
     });
   });
   if (any_random) out << kernels::cuda::detail::kPhiloxSource;
+  if (allow_single_block && single_block(p)) {
+    // Each kernel a __device__ step, then the one kernel that runs them in
+    // program order, each after a barrier: a step reads what earlier steps
+    // of the block wrote to global memory, which __syncthreads() makes
+    // visible; after a failed step the error word stops the rest.
+    for (size_t i = 0; i < p.kernels.size(); ++i) KernelEmitter(p, p.kernels[i], i, out, {}, true).emit();
+    // The error word is read only after a step that can fail: no earlier
+    // kernel of the run can have failed, and each read costs a round trip
+    // to memory. (__restrict__ on the argument block, to load the buffer
+    // addresses once, measured 1 us slower on W5.)
+    out << "\nextern \"C\" __global__ void __launch_bounds__(" << kSingleBlockThreads << ") " << kSingleBlockSymbol
+        << kSingleBlockStepParams;
+    bool first = true, check = false;
+    for (const ir::Step& st : p.steps) {
+      if (plan_kernel(p, p.kernels[st.index]).empty) continue;
+      if (!first) out << "  __syncthreads();\n" << (check ? "  if (err[0] != 0) return;\n" : "");
+      out << "  " << kernel_symbol(st.index) << "(bufs, fs, is, err);\n";
+      first = false;
+      check = ir::can_fail(p, st);
+    }
+    out << "}\n";
+    return out.str();
+  }
   const bool any_gemm = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) { return k.contraction.has_value(); });
   if (any_gemm) out << gemm_template_source();
   for (size_t i = 0; i < p.kernels.size(); ++i) {

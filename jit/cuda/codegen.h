@@ -42,6 +42,24 @@ struct LaunchDims {
 };
 LaunchDims launch_dims(const KernelPlan& plan);
 
+// A single-block program: a program of two or more steps, each a
+// generated pointwise kernel or float/double product over at most
+// kSingleBlockMaxElements elements, kSingleBlockMaxWork elements (times K
+// for a product) in all, and no thread summing more than
+// kSingleBlockMaxChain terms of a product. It runs as one kernel, kSingleBlockSymbol, of one
+// block of kSingleBlockThreads: the steps in program order, a barrier
+// between them. A whole step of such a program computes in less time than
+// launching one more kernel takes (W5 on an H100: a captured graph of one
+// empty kernel launched and waited for, 7.4 us; of two, 8.6 us; the tiled
+// GEMM template's 64x64x1 product ~5 us of GPU time), so one launch serves
+// all of them. No GEMM tuning: each product is one sum per element.
+inline constexpr int kSingleBlockThreads = 256;
+inline constexpr int64_t kSingleBlockMaxElements = 4096;
+inline constexpr int64_t kSingleBlockMaxWork = int64_t{1} << 17;
+inline constexpr int64_t kSingleBlockMaxChain = 64;  // terms of K one thread sums
+inline constexpr const char* kSingleBlockSymbol = "loom_program";
+bool single_block(const ir::KernelProgram& p);
+
 // The parameter list of every generated kernel (library kernels add `meta`):
 //   (void* const* bufs, const double* fs, const long long* is, long long* err)
 // bufs[b]: device address of buffer b; fs/is: runtime scalars; err[0] = error
@@ -53,7 +71,9 @@ inline constexpr long long kErrorIndexOutOfRange = 2;
 // kernel i (ir::Kernel::contraction) uses gemm[i] (runtime/cuda/gemm_tune.h
 // picks it); without one, gemm_heuristic for 132 SMs. Its launch is
 // gemm_threads / gemm_grid / gemm_shared_bytes, not launch_dims.
-std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm = {});
+// With `allow_single_block` (and single_block(p)), the single-block form.
+std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm = {},
+                        bool allow_single_block = true);
 std::string kernel_symbol(size_t i);
 // Changes whenever the generated code could: part of the disk-cache key.
 std::string build_id();

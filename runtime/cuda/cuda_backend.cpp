@@ -1,5 +1,8 @@
 #include "runtime/cuda/cuda_backend.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "ir/lower.h"
 #include "jit/cuda/codegen.h"
 #include "runtime/cuda/context.h"
@@ -31,20 +34,31 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
     const bool tf32 = allow_tf32();
     std::vector<uint64_t> key(g.canonical.begin(), g.canonical.end());
     key.push_back(tf32);
+    // A single-block program computes its products itself: no tuning.
+    // LOOM_CUDA_SINGLE_BLOCK=0 (read at each compile) keeps one kernel per
+    // step, for comparisons and for tests of the GEMM template.
+    const char* env = std::getenv("LOOM_CUDA_SINGLE_BLOCK");
+    const bool single_block = !(env && std::string(env) == "0") && jit::cuda::single_block(program);
+    key.push_back(single_block);
     module.gemm.resize(program.kernels.size());
-    for (size_t i = 0; i < program.kernels.size(); ++i) {
+    for (size_t i = 0; i < program.kernels.size() && !single_block; ++i) {
       if (!program.kernels[i].contraction) continue;
       const jit::cuda::GemmConfig& c = module.gemm[i] =
           choose_gemm(jit::cuda::gemm_problem(program, program.kernels[i], tf32), index);
       for (int w : {c.bm, c.bn, c.bk, c.p, c.q, c.stages, int(c.mma), int(c.warp), c.minb, c.split})
         key.push_back(static_cast<uint64_t>(w));
     }
-    const std::string source = jit::cuda::emit_source(program, module.gemm);
+    const std::string source = jit::cuda::emit_source(program, module.gemm, single_block);
     dump_file(folder, "kernels.cu", source);
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
     module.module = load_module(cached_cubin(source, index, key, what, folder,
                                              static_cast<int64_t>(program.kernels.size())),
                                 index, what);
+    if (single_block) {
+      check(driver().cuModuleGetFunction(&module.single_block, module.module, jit::cuda::kSingleBlockSymbol),
+            "cuModuleGetFunction", what);
+      return std::make_unique<CudaExecutable>(std::move(program), index, std::move(module));
+    }
     for (size_t i = 0; i < program.kernels.size(); ++i) {
       CUfunction f = nullptr;
       check(driver().cuModuleGetFunction(&f, module.module, jit::cuda::kernel_symbol(i).c_str()), "cuModuleGetFunction",

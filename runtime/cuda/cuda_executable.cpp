@@ -93,6 +93,15 @@ void CudaExecutable::plan_launches() {
   const DeviceContext& ctx = context(device_);
   std::vector<int64_t> meta;
   int64_t workspace_bytes = 0;
+  if (module_.single_block) {
+    Launch l;
+    l.function = module_.single_block;
+    l.block[0] = jit::cuda::kSingleBlockThreads;
+    l.label = "single block: " + std::to_string(program_.steps.size()) + " steps";
+    for (const ir::Step& step : program_.steps) l.label += " " + program_.kernels[step.index].name;
+    launches_.push_back(l);
+    return;
+  }
   for (const ir::Step& step : program_.steps) {
     if (step.kind == ir::Step::Generated && program_.kernels[step.index].contraction) {
       // A GEMM: one block per output tile (grid.x), the batch in grid.z,

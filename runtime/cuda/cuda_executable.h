@@ -36,6 +36,7 @@ struct LoadedModule {
   std::vector<CUfunction> kernels;  // generated kernel i
   std::vector<jit::cuda::GemmConfig> gemm;  // kernel i's tile configuration, if it is a GEMM
   std::vector<CUfunction> reduce;           // kernel i's split-K reduce kernel, if it has one
+  CUfunction single_block = nullptr;        // a single-block program's one kernel (jit/cuda/codegen.h)
 };
 
 class CudaExecutable final : public Executable {

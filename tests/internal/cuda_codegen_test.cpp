@@ -186,7 +186,7 @@ void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& 
         auto cs = jc::gemm_candidates(jc::gemm_problem(p, p.kernels[i], tf32));
         configs[i] = cs[std::min(c, cs.size() - 1)];
       }
-    const std::string src = jc::emit_source(p, configs);
+    const std::string src = jc::emit_source(p, configs, /*allow_single_block=*/false);
     if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(p) << src;
     EXPECT_NE(src.find(instance), std::string::npos);
     try {
@@ -296,6 +296,44 @@ TEST(CudaCodegen, Bf16GemmKernelsCompileWithNvrtc) {
   for (const auto& k : p.kernels)
     if (k.contraction) EXPECT_TRUE(jc::gemm_candidates(jc::gemm_problem(p, k, false))[0].mma);
   expect_gemm_compiles(p, false, "bfloat16 GEMMs", "LoomGemmBf16<");
+}
+
+// A small program of several steps (W5: two products with tanh, then ten
+// clamped updates) is one kernel of one block: each step a __device__
+// function, each product one sum per element, no GEMM template; it
+// compiles for sm_90. A larger program keeps one kernel per step.
+TEST(CudaCodegen, SmallProgramsRunAsOneBlock) {
+  auto s0 = loom::randn({1, 64}), w1 = loom::randn({64, 64}), w2 = loom::randn({64, 64});
+  auto big = loom::randn({256, 1024}), bw = loom::randn({1024, 1024});
+  loom::sync();
+  loom::Tensor a = loom::tanh(loom::tanh(loom::matmul(s0, w1)).matmul(w2));
+  loom::Tensor s = s0;
+  for (int i = 0; i < 10; ++i) s = loom::clamp(s * 0.99 + a * 0.01, -1.0, 1.0);
+  KernelProgram p = lower_outputs({s}, gemm_on());
+  ASSERT_GE(p.steps.size(), 2u);
+  EXPECT_TRUE(jc::single_block(p));
+  const std::string src = jc::emit_source(p);
+  if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(p) << src;
+  EXPECT_NE(src.find(jc::kSingleBlockSymbol), std::string::npos);
+  EXPECT_EQ(src.find("LoomGemm<"), std::string::npos);
+  EXPECT_EQ(src.find("__global__"), src.rfind("__global__"));  // exactly one kernel
+  if (std::string why = nvrtc_missing(); why.empty()) {
+    try {
+      loom::runtime::cuda::compile_cubin(src, "sm_90", "W5 as one block");
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << e.what() << "\n--- source ---\n" << src;
+    }
+  }
+  // Random numbers and several pointwise steps.
+  loom::Tensor rx = loom::rand({1000}), ry = loom::randn({1000});
+  KernelProgram pr = lower_outputs({rx, ry, rx * 2 + 1, loom::ones({3}) + 1}, gemm_on());
+  EXPECT_TRUE(jc::single_block(pr));
+  if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(pr) << jc::emit_source(pr);
+  if (std::string why = nvrtc_missing(); why.empty()) expect_compiles(pr, "random numbers in one block");
+  // Not for: a product past the work bound, a lone step, a reduction.
+  EXPECT_FALSE(jc::single_block(lower_outputs({loom::relu(loom::matmul(big, bw)) + 1}, gemm_on())));
+  EXPECT_FALSE(jc::single_block(lower_outputs({loom::tanh(s0)}, gemm_on())));
+  EXPECT_FALSE(jc::single_block(lower_outputs({loom::tanh(s0).sum() + s0}, gemm_on())));
 }
 
 }  // namespace
