@@ -840,13 +840,17 @@ class Lowering {
       late[s] = updates && !conflicts;
       moved += late[s];
     }
-    if (moved == 0) return 0;
+    if (moved > 0) steps_last(late);
+    return moved;
+  }
+  // Moves the steps marked in `last` after the others; each group keeps its
+  // order.
+  void steps_last(const std::vector<bool>& last) {
     std::vector<Step> steps;
     for (int pass = 0; pass < 2; ++pass)
-      for (size_t s = 0; s < ns; ++s)
-        if (late[s] == (pass == 1)) steps.push_back(p_.steps[s]);
+      for (size_t s = 0; s < p_.steps.size(); ++s)
+        if (last[s] == (pass == 1)) steps.push_back(p_.steps[s]);
     p_.steps = std::move(steps);
-    return moved;
   }
   // ---------------------------------------------------------------- pass 4d
   // The steps that can fail on bad data (ir::can_fail: a cross-entropy's
@@ -877,12 +881,11 @@ class Lowering {
     for (size_t s = 0; s < ns; ++s)
       if (early[s]) last_early = s + 1;
     for (size_t s = 0; s < last_early; ++s) moved += !early[s];
-    if (moved == 0) return 0;
-    std::vector<Step> steps;
-    for (int pass = 0; pass < 2; ++pass)
-      for (size_t s = 0; s < ns; ++s)
-        if (early[s] == (pass == 0)) steps.push_back(p_.steps[s]);
-    p_.steps = std::move(steps);
+    if (moved > 0) {
+      std::vector<bool> late(ns);
+      for (size_t s = 0; s < ns; ++s) late[s] = !early[s];
+      steps_last(late);
+    }
     return moved;
   }
 

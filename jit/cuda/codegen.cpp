@@ -233,6 +233,11 @@ class KernelEmitter {
     o_ << "    const bool active = o < " << outputs << "LL;\n";
     o_ << "    const long long gn = o % " << g.n << "LL, gm = o / " << g.n << "LL % " << g.m << "LL, bz = o / "
        << g.m * g.n << "LL;\n";
+    // The epilogue's invariant values (scalars) first: their loads overlap
+    // the product's instead of following its shuffles.
+    const ir::Phase& ph = k_.phases[0];
+    std::vector<bool> need = needed(ph);
+    hoisted(need, "    ");
     o_ << "    " << t << " acc = 0;\n";
     o_ << "    if (active) {\n";
     o_ << "      const " << t << "* pa = b" << g.a_buffer << " + " << g.a_off << "LL + bz * " << g.a_b << "LL + gm * " << g.a_m
@@ -251,9 +256,6 @@ class KernelEmitter {
     o_ << "    if (!active || j != 0) continue;\n";
     if (k_.loop.n == 3) o_ << "    const long long i0 = bz, i1 = gm, i2 = gn;\n";
     else o_ << "    const long long i0 = gm, i1 = gn; (void)bz;\n";
-    const ir::Phase& ph = k_.phases[0];
-    std::vector<bool> need = needed(ph);
-    hoisted(need, "    ");
     body(need, "    ");
     for (auto [a, e] : ph.stores) store(a, e, "    ");
     o_ << "  }\n}\n";
