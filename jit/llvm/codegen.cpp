@@ -861,13 +861,15 @@ class KernelEmitter {
   // scalar tails). Independent vectors in flight hide the latency of the
   // long dependency chains of the math emitters (one vector of
   // sigmoid(tanh(x)) leaves the out-of-order window mostly waiting) and give
-  // a reduction as many accumulators. Four with AVX-512 (32 registers), two
-  // with AVX2's 16; eight for kernels of two or more transcendentals per
-  // element with either: W1 0.62 -> 0.54 ns/element on Zen 4 (AVX-512,
-  // from four), 0.53-0.59 -> 0.45-0.51 on Zen 3 (AVX2, from four: the
-  // spills this costs use the load/store ports, which the FMA chains leave
-  // idle; sixteen or twelve are slower again). Softmax gains nothing.
-  const int unroll_ = k_.cost_per_element >= 16 ? 8 : width_ >= 16 ? 4 : 2;
+  // a reduction as many accumulators. Two with AVX2's 16 registers, four
+  // with AVX-512's 32 or for a kernel with a transcendental (cost 8: W2's
+  // softmax on Zen 3, 0.353-0.362 -> 0.318-0.333 ns/element, interleaved
+  // runs; eight was no better), eight for two or more with either ISA: W1
+  // 0.62 -> 0.54 ns/element on Zen 4 (AVX-512, from four), 0.53-0.59 ->
+  // 0.45-0.51 on Zen 3 (AVX2, from four: the spills this costs use the
+  // load/store ports, which the FMA chains leave idle; sixteen or twelve
+  // are slower again).
+  const int unroll_ = k_.cost_per_element >= 16 ? 8 : (width_ >= 16 || k_.cost_per_element >= 8) ? 4 : 2;
   llvm::Function* fn_ = nullptr;
   Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;
   std::vector<llvm::AllocaInst*> idx_;
