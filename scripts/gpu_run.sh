@@ -2,7 +2,8 @@
 # Runs on the GPU machine, from the repository root, with .carry/ made by
 # scripts/gpu_carry.sh. Writes full logs under $OUT (default ./gpu-out):
 #   gpu.txt        the GPU and driver
-#   tests.log      the op suite and the differential test on cuda
+#   tests.log      the op suite and the differential test on cuda (SHARDS=n: in
+#                  n processes at once)
 #   sanitizer.log  compute-sanitizer memcheck over the cuda op suite (less the
 #                  out-of-memory test, whose failing cuMemAlloc it would report,
 #                  and the resident-memory test, which its own memory breaks)
@@ -27,8 +28,17 @@ for step in $STEPS; do
       { nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; } > "$OUT/gpu.txt" 2>&1
       cat "$OUT/gpu.txt" ;;
     tests)
-      "$bin/loom_tests" --gtest_filter="${TEST_FILTER:-*cuda*:*Cuda*}" > "$OUT/tests.log" 2>&1
-      echo "tests rc=$?"; grep -E "FAILED|PASSED|tests? ran|differential|SKIPPED" "$OUT/tests.log" | head -60; tail -3 "$OUT/tests.log" ;;
+      # SHARDS=n runs the tests in n processes at once (gtest sharding): a
+      # fresh machine spends most of the run in NVRTC, one compile per core.
+      shards=${SHARDS:-1}
+      for i in $(seq 0 $((shards - 1))); do
+        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i "$bin/loom_tests" --gtest_filter="${TEST_FILTER:-*cuda*:*Cuda*}" \
+          > "$OUT/tests.$i.log" 2>&1 &
+      done
+      wait
+      cat "$OUT"/tests.*.log > "$OUT/tests.log" && rm "$OUT"/tests.*.log
+      echo "tests: $(grep -c '^\[       OK' "$OUT/tests.log") passed, $(grep -c '^\[  SKIPPED \] .* ms)$' "$OUT/tests.log") skipped, $(grep -c '^\[  FAILED  \] .* ms)$' "$OUT/tests.log") failed; $(grep -c 'tests\? from .* ran' "$OUT/tests.log") of $shards processes finished"
+      grep -h -E "^\[  FAILED  \] [A-Z]|Failure" "$OUT/tests.log" | sort -u | head -40 ;;
     sanitizer)
       LOOM_DIFF_GRAPHS=20 compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$bin/loom_tests" --gtest_filter="${SANITIZER_FILTER:-*/*.*/cuda:CudaTest.*:Differential.*Cuda*:-CudaTest.OutOfMemory*:*ResidentMemoryFlat*}" --gtest_brief=1 \

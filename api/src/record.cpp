@@ -128,8 +128,9 @@ void write_through(const Tensor& self, ir::NodePtr value, const char* op, const 
   if (covers_in_order(im.view, base->shape.numel())) {
     // The storage's node takes the view's shape: readers through this view
     // then read it plainly, and others through an AsStrided, which indexes
-    // the flat buffer whatever the node's shape. A storage never adopts another storage's Input leaf (see wrap()); one
-    // arrives here when a graph cut computed the value already: copy it in.
+    // the flat buffer whatever the node's shape. A storage never adopts
+    // another storage's Input leaf (see wrap()); one arrives here when a
+    // graph cut computed the value already: copy it in.
     if (value->op == ir::Op::Input && value != base) value = copy_node(std::move(value), loc);
     st.set_node(std::move(value));
   } else {

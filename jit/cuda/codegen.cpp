@@ -795,7 +795,6 @@ LaunchDims launch_dims(const KernelPlan& plan) {
 
 std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
 
-
 bool single_block(const ir::KernelProgram& p) {
   if (p.steps.size() < 2) return false;
   int64_t work = 0;
@@ -838,12 +837,11 @@ std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig
     // of the block wrote to global memory, which __syncthreads() makes
     // visible; after a failed step the error word stops the rest.
     for (size_t i = 0; i < p.kernels.size(); ++i) KernelEmitter(p, p.kernels[i], i, out, {}, true).emit();
-    // The error word is read only after a step that can fail: no earlier
-    // kernel of the run can have failed, and each read costs a round trip
-    // to memory. (__restrict__ on the argument block, to load the buffer
-    // addresses once, measured 1 us slower on W5.)
     // The buffer addresses are read once, into registers (`bp`), not by
-    // each step after its barrier.
+    // each step after its barrier (__restrict__ on the argument block
+    // instead measured 1 us slower on W5). The error word is read only
+    // after a step that can fail: no earlier kernel of the run can have
+    // failed, and each read is a round trip to memory.
     out << "\nextern \"C\" __global__ void __launch_bounds__(" << kSingleBlockThreads << ") " << kSingleBlockSymbol
         << kSingleBlockStepParams;
     out << "  void* bp[" << std::max<size_t>(p.buffers.size(), 1) << "];\n";
