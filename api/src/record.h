@@ -14,28 +14,26 @@
 
 namespace loom::detail {
 
-// Whether view `v` reads all of `base` in order (no AsStrided node needed).
-inline bool is_plain_read(const ViewSpec& v, const ir::Node& base) {
-  if (v.offset != 0 || !(v.sizes == base.shape)) return false;
+// Whether view `v` walks its elements in storage order from offset 0
+// (dims of extent 1 have any stride).
+inline bool in_storage_order(const ViewSpec& v) {
   int64_t expect = 1;
   for (int d = static_cast<int>(v.sizes.n) - 1; d >= 0; --d) {
     if (v.sizes[d] != 1 && v.strides[d] != expect) return false;
     expect *= v.sizes[d];
   }
-  return true;
+  return v.offset == 0;
+}
+// Whether view `v` reads all of `base` in order (no AsStrided node needed).
+inline bool is_plain_read(const ViewSpec& v, const ir::Node& base) {
+  return v.offset == 0 && v.sizes == base.shape && in_storage_order(v);
 }
 // Whether view `v` covers all of a storage of `numel` elements in order,
 // whatever the shape the storage's node has (a bias gradient made [1, n] by
 // a keepdim sum and seen as [n]): a write through it replaces the whole
 // value, no scatter.
 inline bool covers_in_order(const ViewSpec& v, int64_t numel) {
-  if (v.offset != 0 || v.sizes.numel() != numel) return false;
-  int64_t expect = 1;
-  for (int d = static_cast<int>(v.sizes.n) - 1; d >= 0; --d) {
-    if (v.sizes[d] != 1 && v.strides[d] != expect) return false;
-    expect *= v.sizes[d];
-  }
-  return true;
+  return v.offset == 0 && v.sizes.numel() == numel && in_storage_order(v);
 }
 // An AsStrided node reading view `im` of `base`.
 ir::NodePtr read_view(const TensorImpl& im, ir::NodePtr base, const SourceLoc& loc);
@@ -139,11 +137,11 @@ inline ir::Dims shape_of(const Tensor& t) { return t.impl()->view.sizes; }
 // Resolves an unset device index to 0 and rejects malformed devices.
 Device resolve_device(Device d, const char* op, const SourceLoc& loc);
 
-// Wraps an existing buffer (already holding the values) as a materialized tensor.
 // Reserves `n` counters of loom's random stream: (seed, first offset), as
 // every random op takes them (ops_factory.cpp); loom::compile's replays too.
 std::pair<uint64_t, uint64_t> take_random(int64_t n);
 
+// Wraps an existing buffer (already holding the values) as a materialized tensor.
 Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims& strides, int64_t storage_numel,
                    ScalarType dt, Device dev);
 

@@ -31,9 +31,9 @@ const char* kPrelude =
 constexpr int kLanes = 4;           // elements per thread in vectorized pointwise kernels
 constexpr int kMaxPerThread = 8;    // a row up to G x this many elements stays in registers
 constexpr int kMaxStashRegs = 48;   // registers per thread the row stash may take
-// The parameters of a single-block program and its steps (see emit_source).
-const char* const kSingleBlockStepParams =
-    "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
+// The parameters every generated kernel starts with (codegen.h), and a
+// single-block program's steps too.
+const char* const kKernelParams = "void* const* bufs, const double* fs, const long long* is, long long* err";
 
 const char* ctype(ScalarType dt) {
   switch (dt) {
@@ -130,24 +130,19 @@ class KernelEmitter {
     // In a single-block program (see single_block()) the kernel is a step of
     // loom_program: the same grid-stride loop, with a grid of one block.
     if (single_block_)
-      o_ << "__device__ __forceinline__ void " << kernel_symbol(index_) << kSingleBlockStepParams;
+      o_ << "__device__ __forceinline__ void " << kernel_symbol(index_);
     else
-      o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << kernel_symbol(index_)
-         << "(void* const* bufs, const double* fs, const long long* is, long long* err) {\n";
-    std::vector<bool> used(p_.buffers.size(), false);
-    for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
-    for (size_t b = 0; b < used.size(); ++b)
-      if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
-    o_ << "  (void)fs; (void)is;\n";
+      o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << kernel_symbol(index_);
+    o_ << "(" << kKernelParams << ") {\n";
+    emit_buffer_pointers(kernel_buffers());
     // After an earlier kernel of the run failed on bad data, write nothing:
-    // donated buffers must keep their values (runtime/output_plan.h).
-    if (single_block_) {
-      // loom_program checks the error word after each step that can fail.
-    } else if (plan_.pointwise) {
+    // donated buffers must keep their values (runtime/output_plan.h). (A
+    // single-block program's steps need no check: loom_program reads the
+    // error word after each step that can fail.)
+    if (!single_block_ && plan_.pointwise)
       o_ << "  if (err[0] != 0) return;\n";
-    } else {
+    else if (!single_block_)
       o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
-    }
     if (plan_.pointwise) emit_pointwise();
     else emit_rows();
     o_ << "}\n";
@@ -170,13 +165,11 @@ class KernelEmitter {
     // parameter) and kernel_symbol(i)_reduce adds them up and runs the
     // epilogue.
     o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << kernel_symbol(index_)
-       << "(void* const* bufs, const double* fs, const long long* is, long long* err"
-       << (split ? std::string(", ") + t + "* ws" : std::string()) << ") {\n";
-    std::vector<bool> used(p_.buffers.size(), false);
-    if (split) {
+       << "(" << kKernelParams << (split ? std::string(", ") + t + "* ws" : std::string()) << ") {\n";
+    std::vector<bool> used = kernel_buffers();
+    if (split) {  // only the operands: the reduce kernel runs the epilogue
+      used.assign(used.size(), false);
       used[g.a_buffer] = used[g.b_buffer] = true;
-    } else {
-      for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
     }
     emit_gemm_prologue(used);
     o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
@@ -188,10 +181,8 @@ class KernelEmitter {
       o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
       o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL);\n}\n";
       o_ << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") " << kernel_symbol(index_)
-         << "_reduce(void* const* bufs, const double* fs, const long long* is, long long* err, const " << t << "* ws) {\n";
-      std::fill(used.begin(), used.end(), false);
-      for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
-      emit_gemm_prologue(used);
+         << "_reduce(" << kKernelParams << ", const " << t << "* ws) {\n";
+      emit_gemm_prologue(kernel_buffers());
       o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << g.batch << "LL, " << g.m << "LL, " << g.n
          << "LL,\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
     }
@@ -220,12 +211,9 @@ class KernelEmitter {
     const int64_t total = (outputs * P + kSingleBlockThreads - 1) / kSingleBlockThreads * kSingleBlockThreads;
     o_ << "\n// " << k_.name << ": product [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k
        << ", a step of a single-block program, " << P << " threads per element\n";
-    o_ << "__device__ __forceinline__ void " << kernel_symbol(index_) << kSingleBlockStepParams;
-    std::vector<bool> used(p_.buffers.size(), false);
-    for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
-    for (size_t b = 0; b < used.size(); ++b)
-      if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
-    o_ << "  (void)fs; (void)is; (void)err;\n";
+    o_ << "__device__ __forceinline__ void " << kernel_symbol(index_) << "(" << kKernelParams << ") {\n";
+    emit_buffer_pointers(kernel_buffers());
+    o_ << "  (void)err;\n";
     // Every thread runs the same iterations (whole warps shuffle together).
     o_ << "  for (long long base = 0; base < " << total << "LL; base += " << kSingleBlockThreads << ") {\n";
     o_ << "    const long long t = base + threadIdx.x, o = t / " << P << ";\n";
@@ -261,12 +249,23 @@ class KernelEmitter {
     o_ << "  }\n}\n";
   }
 
-  // The used buffers' pointers, then the whole block returns if an earlier
-  // kernel failed (one read of the error word per block).
-  void emit_gemm_prologue(const std::vector<bool>& used) {
+  // Which buffers the kernel's accesses touch.
+  std::vector<bool> kernel_buffers() const {
+    std::vector<bool> used(p_.buffers.size(), false);
+    for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
+    return used;
+  }
+  // A typed pointer b<i> for each used buffer, from the argument block.
+  void emit_buffer_pointers(const std::vector<bool>& used) {
     for (size_t b = 0; b < used.size(); ++b)
       if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
     o_ << "  (void)fs; (void)is;\n";
+  }
+
+  // The used buffers' pointers, then the whole block returns if an earlier
+  // kernel failed (one read of the error word per block).
+  void emit_gemm_prologue(const std::vector<bool>& used) {
+    emit_buffer_pointers(used);
     o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
   }
 
@@ -843,7 +842,7 @@ std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig
     // after a step that can fail: no earlier kernel of the run can have
     // failed, and each read is a round trip to memory.
     out << "\nextern \"C\" __global__ void __launch_bounds__(" << kSingleBlockThreads << ") " << kSingleBlockSymbol
-        << kSingleBlockStepParams;
+        << "(" << kKernelParams << ") {\n";
     out << "  void* bp[" << std::max<size_t>(p.buffers.size(), 1) << "];\n";
     for (size_t b = 0; b < p.buffers.size(); ++b) out << "  bp[" << b << "] = bufs[" << b << "];\n";
     bool first = true, check = false;
