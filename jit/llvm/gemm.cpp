@@ -128,6 +128,8 @@ class TileEmitter {
   // nearer); prefetching past the panel's end fetches the next panel, the
   // one the next tile reads.
   static constexpr int kUnroll = 4, kPrefetchA = 16;
+  static constexpr int kRowChains = 4;  // row_by_row's chains of a short product: <= MR
+  static_assert(kRowChains == 4, "row_by_row adds its chains as (0 + 1) + (2 + 3)");
   void packed_loop() {
     const int64_t eb = dt_ == kDouble ? 8 : 4;
     auto step = [&](Value* k) {
@@ -185,22 +187,42 @@ class TileEmitter {
       });
       spill();
     };
-    auto row_by_row = [&](int nv) {
+    // One row has only NV accumulators, and one chain of K dependent FMAs
+    // each waits on the FMA's latency every k (a 64 x 64 matrix times a
+    // vector: ~256 cycles a tile where the loads allow ~64). A product
+    // shorter than MR (kGemmShort: all its rows come here) sums over
+    // kRowChains interleaved chains, added pairwise at the end. Only then:
+    // an edge tile under full tiles keeps their order, so a row of a
+    // product does not change with the rows around it.
+    auto row_by_row = [&](int nv, int chains) {
       for_range(b_.getInt64(0), rows_, [&](Value* r) {
         Value* arow = b_.CreateGEP(t_, a_, b_.CreateMul(r, a_rs_));
-        for (int q = 0; q < nv_; ++q) b_.CreateStore(llvm::Constant::getNullValue(vt_), acc_[q]);
-        for_range(b_.getInt64(0), kc_, [&](Value* k) {
+        for (int u = 0; u < chains; ++u)
+          for (int q = 0; q < nv_; ++q) b_.CreateStore(llvm::Constant::getNullValue(vt_), acc_[u * nv_ + q]);
+        auto step = [&](Value* k, int u) {
           Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, arow, b_.CreateMul(k, a_ks_))));
-          for (int q = 0; q < nv; ++q) fma(acc_[q], av, bload(k, q));
-        });
-        for (int q = 0; q < nv_; ++q) put(r, b_.getInt64(q * s_.lanes), s_.lanes, b_.CreateLoad(vt_, acc_[q]));
+          for (int q = 0; q < nv; ++q) fma(acc_[u * nv_ + q], av, bload(k, q));
+        };
+        Value* kmain = b_.CreateAnd(kc_, b_.getInt64(~int64_t{chains - 1}));
+        for_range(b_.getInt64(0), kmain, [&](Value* k) {
+          for (int u = 0; u < chains; ++u) step(b_.CreateAdd(k, b_.getInt64(u)), u);
+        }, chains);
+        for_range(kmain, kc_, [&](Value* k) { step(k, 0); });
+        for (int q = 0; q < nv_; ++q) {
+          auto chain = [&](int u) { return b_.CreateLoad(vt_, acc_[u * nv_ + q]); };
+          Value* sum = chains == 1 ? chain(0) : b_.CreateFAdd(b_.CreateFAdd(chain(0), chain(1)), b_.CreateFAdd(chain(2), chain(3)));
+          put(r, b_.getInt64(q * s_.lanes), s_.lanes, sum);
+        }
       });
+    };
+    auto short_rows = [&](int nv) {
+      if_else(flag(kGemmShort), [&] { row_by_row(nv, kRowChains); }, [&] { row_by_row(nv, 1); });
     };
     Value* narrow = b_.CreateICmpSLE(cols_, b_.getInt64(s_.lanes));
     if_else(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), [&] {
       if_else(narrow, [&] { full_height(1); }, [&] { full_height(nv_); });
     }, [&] {
-      if_else(narrow, [&] { row_by_row(1); }, [&] { row_by_row(nv_); });
+      if_else(narrow, [&] { short_rows(1); }, [&] { short_rows(nv_); });
     });
   }
 

@@ -48,6 +48,7 @@ struct GemmTile {
 inline constexpr int64_t kGemmDirect = 1;   // A unpacked (a_rs, a_ks); B loads masked to `cols`
 inline constexpr int64_t kGemmAddPartial = 2;  // add `partial` to the sums first
 inline constexpr int64_t kGemmLast = 4;     // the last K block: run the epilogue; else store to `partial`
+inline constexpr int64_t kGemmShort = 8;    // direct, and the product has fewer than MR rows (M = 1: a vector)
 
 using GemmFn = void (*)(const GemmTile* tile, void* const* buffers, const double* fscalars, const int64_t* iscalars,
                         int32_t* error);

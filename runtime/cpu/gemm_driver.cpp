@@ -272,7 +272,7 @@ void run_direct(const Ctx& x) {
         t.a = A + bi * g.a_sb + i * g.a_sm + pc * g.a_sk;
         t.b = b0 + pc * b_ks;
         t.flags = jit::llvm_cpu::kGemmDirect | (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) |
-                  (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0);
+                  (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0) | (g.m < mr ? jit::llvm_cpu::kGemmShort : 0);
         x.call(t);
       }
     }
