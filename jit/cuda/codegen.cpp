@@ -174,9 +174,9 @@ class KernelEmitter {
     emit_gemm_prologue(used);
     o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
        << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
-    o_ << "  " << gemm_instance(gemm_, g) << "::run((const " << mt << "*)b" << g.a_buffer << " + " << g.a_off << "LL, (const "
-       << mt << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, " << t
-       << " acc) {\n";
+    o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "((const " << mt << "*)b" << g.a_buffer << " + " << g.a_off
+       << "LL, (const " << mt << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, "
+       << t << " acc) {\n";
     if (split) {
       o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
       o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL);\n}\n";
@@ -186,13 +186,27 @@ class KernelEmitter {
       o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << g.batch << "LL, " << g.m << "LL, " << g.n
          << "LL,\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
     }
-    if (k_.loop.n == 3) o_ << "        const long long i0 = bz, i1 = gm, i2 = gn;\n";
-    else o_ << "        const long long i0 = gm, i1 = gn; (void)bz;\n";
+    const char* indices = k_.loop.n == 3 ? "        const long long i0 = bz, i1 = gm, i2 = gn;\n"
+                                         : "        const long long i0 = gm, i1 = gn; (void)bz;\n";
+    o_ << indices;
     const ir::Phase& ph = k_.phases[0];
     std::vector<bool> need = needed(ph);
     hoisted(need, "        ");
     body(need, "        ");
     for (auto [a, e] : ph.stores) store(a, e, "        ");
+    o_ << "      }";
+    if (split) {
+      o_ << ");\n}\n";
+      return;
+    }
+    // The tile's prefetch of what the epilogue loads (LoomGemm::run_with).
+    o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << indices;
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      if (!need[e] || x.kind != ExprKind::Load || !varies_[e]) continue;
+      const ir::Access& a = k_.accesses[x.a];
+      o_ << "        asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(b" << a.buffer << " + " << offset(a, "") << "));\n";
+    }
     o_ << "      });\n}\n";
   }
 

@@ -122,7 +122,9 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
             {128, 128, 32, 8, 8, 3}, warp(128, 64, 32, 8, 8, 3, 2)};
   // Small ones (a batch-256 MLP layer) need small tiles to give 132 SMs a
   // block each, and with a long K split-K: (m/32)(n/32) blocks walking
-  // K = 1024 alone are latency-bound.
+  // K = 1024 alone are latency-bound. Timed on an H100 for W4's products
+  // (LOOM_LOG=kernels, session 9) and slower everywhere: 8x8 thread tiles
+  // (128x64, 64x128, 64x64; 2-4x), 64x64x16 with four stages (+5-10%).
   std::vector<GemmConfig> cs = {warp(64, 64, 32, 4, 4, 3), warp(64, 32, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)};
   for (const GemmConfig& c : {warp(64, 64, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)}) {
     const int64_t tiles = ((g.m + c.bm - 1) / c.bm) * ((g.n + c.bn - 1) / c.bn) * g.batch;

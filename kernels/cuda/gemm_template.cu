@@ -23,7 +23,8 @@
 //   row are adjacent; neighbouring threads' rows land in different banks).
 // - MMA (float32 inputs rounded to TF32, only when the user allows it):
 //   P x Q warps, each a (BM/P) x (BN/Q) tile of m16n8k8 mma.sync.
-// The epilogue runs per element of C from registers, bounds-checked.
+// The epilogue runs per element of C, bounds-checked: FFMA tiles first go
+// through shared memory so that a warp's elements are adjacent in a row.
 //
 // LoomGemmBf16 (end of file) is the same block for bfloat16 operands on
 // m16n8k16 tensor cores, fragments read with ldmatrix, float accumulators.
@@ -69,6 +70,16 @@ __device__ __forceinline__ void loom_lds(double* d, const double* s) {
     const double2 v = *reinterpret_cast<const double2*>(s + i);
     d[i] = v.x, d[i + 1] = v.y;
   }
+}
+
+// Four adjacent elements to shared memory (16-byte aligned for float,
+// 32 for double): one or two vector stores.
+__device__ __forceinline__ void loom_sts4(float* d, float a, float b, float c, float e) {
+  *reinterpret_cast<float4*>(d) = make_float4(a, b, c, e);
+}
+__device__ __forceinline__ void loom_sts4(double* d, double a, double b, double c, double e) {
+  reinterpret_cast<double2*>(d)[0] = make_double2(a, b);
+  reinterpret_cast<double2*>(d)[1] = make_double2(c, e);
 }
 
 __device__ __forceinline__ unsigned loom_tf32(float x) {
@@ -290,6 +301,11 @@ struct LoomGemm {
     WTM = 8 * P,
     WTN = 4 * Q,
     WARPS_N = WT ? BN / WTN : 1,
+    // The C tile staged for the epilogue: rows of BN + 4 (16-byte aligned;
+    // 4-column groups of lanes 4 rows apart land in different banks).
+    C_LD = BN + 4,
+    // A thread's columns come in groups of 4 adjacent ones (see col()).
+    COL_GROUPS = (WT || BKM) && Q % 4 == 0,
   };
   static_assert(!WT || (BM % WTM == 0 && BN % WTN == 0 && P % 4 == 0 && Q % 4 == 0 && BK % 8 == 0 &&
                         (BM / WTM) * (BN / WTN) * 32 == THREADS && BM % (THREADS / 8) == 0 &&
@@ -495,6 +511,12 @@ struct LoomGemm {
   template <class Epi>
   static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
                                              loom_i64 kchunk = 0) {
+    run_with(A, B, ga, epi, [](loom_i64, loom_i64, loom_i64) {}, kchunk);
+  }
+  // pre(b, m, n): prefetches what epi(b, m, n, .) will load (see below).
+  template <class Epi, class Pre>
+  static __device__ __forceinline__ void run_with(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi, Pre pre,
+                                                  loom_i64 kchunk = 0) {
     LoomGemmArgs g = ga;
     loom_gemm_split(A, B, g, kchunk);
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
@@ -548,6 +570,42 @@ struct LoomGemm {
             const loom_i64 gm = m0 + wm + mi * 16 + gq + (q >= 2 ? 8 : 0), gn = n0 + wn + ni * 8 + 2 * t + (q & 1);
             if (gm < g.M && gn < g.N) epi(batch, gm, gn, (T)acc[mi][ni][q]);
           }
+    } else if constexpr (BM * C_LD <= STAGES * STAGE) {
+      // The tile leaves through shared memory (the pipeline's, free now):
+      // a thread's P x Q elements are 4-column groups spread over 8 or
+      // more rows, so reading the epilogue's operands and writing C from
+      // registers touched four 32-byte sectors per 128 useful bytes (ncu on
+      // W4's weight gradient with its SGD update: 57% excess sectors, half
+      // the stalls on those loads). Read back row by row, a warp's elements
+      // are 32 adjacent columns.
+      __syncthreads();  // every warp is done with the last stage
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        T* crow = smem + row(i) * C_LD;
+        if constexpr (COL_GROUPS) {
+#pragma unroll
+          for (int j = 0; j < Q; j += 4) loom_sts4(crow + col(j), acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]);
+        } else {
+#pragma unroll
+          for (int j = 0; j < Q; ++j) crow[col(j)] = acc[i][j];
+        }
+      }
+      __syncthreads();
+      // The epilogue's loads of one element may not move above the stores
+      // of the one before (a donated output may alias an input), so each
+      // element waits out its loads in turn; prefetched into L1 first, the
+      // wait is an L1 hit's instead of L2's (W4's SGD update on an H100).
+#pragma unroll 4
+      for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
+        const loom_i64 gm = m0 + e / BN, gn = n0 + e % BN;
+        if (gm < g.M && gn < g.N) pre(batch, gm, gn);
+      }
+#pragma unroll 4
+      for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
+        const int r = e / BN, c = e % BN;
+        const loom_i64 gm = m0 + r, gn = n0 + c;
+        if (gm < g.M && gn < g.N) epi(batch, gm, gn, smem[r * C_LD + c]);
+      }
     } else {
 #pragma unroll
       for (int i = 0; i < P; ++i) {
@@ -727,6 +785,12 @@ struct LoomGemmBf16 {
     }
   }
 
+  // The epilogue runs from the accumulators here, with nothing to prefetch.
+  template <class Epi, class Pre>
+  static __device__ __forceinline__ void run_with(const unsigned short* A, const unsigned short* B,
+                                                  const LoomGemmArgs& ga, Epi epi, Pre) {
+    run(A, B, ga, epi);
+  }
   // The whole block, as LoomGemm::run: split-K range, grouped tile, STAGES
   // slices in flight, then the epilogue from the accumulators.
   template <class Epi>
