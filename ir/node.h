@@ -14,7 +14,7 @@
 namespace loom::ir {
 
 // Bump when the meaning of the canonical form changes (op numbering, attrs).
-inline constexpr uint32_t kIrVersion = 2;  // 2: Binary nodes with a scalar operand; Clamp
+inline constexpr uint32_t kIrVersion = 3;  // 2: Binary nodes with a scalar operand; Clamp. 3: IndexCheck
 inline constexpr int kMaxDims = 8;
 
 enum class Op : uint8_t {

@@ -30,6 +30,9 @@ struct RunError {
   uint32_t node;
   std::string message;
 };
+// A compiled kernel's failed index_check (the reference names the index).
+inline constexpr const char* kIndexOutOfRangeMessage =
+    "index out of bounds: an index is below 0 or not below the size of the dimension it indexes";
 
 class Executable {
  public:

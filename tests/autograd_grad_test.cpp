@@ -228,6 +228,9 @@ TEST_P(GradTest, JoinsAndIndexing) {
   EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].index_select(1, idx.to(loom::kInt)); }, {input({2, 3}, 88)}));
   EXPECT_TRUE(gradcheck([&](const T& v) { return loom::embedding(v[0], gidx); }, {input({3, 4}, 89)}));
   EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].gather(1, gidx); }, {input({2, 4}, 90)}));
+  // One index per line (a select, not a scatter_add), along the last dim and along dim 0.
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].gather(1, gidx.narrow(1, 1, 1)); }, {input({2, 4}, 100)}));
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].gather(0, gidx.narrow(0, 0, 1)); }, {input({3, 3}, 101)}));
   EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].scatter_add(1, gidx, v[1]); }, {input({2, 4}, 91), input({2, 3}, 92)}));
   EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].scatter_add(1, gidx.narrow(1, 0, 2), v[1]); },
                         {input({2, 4}, 93), input({2, 3}, 94)}));

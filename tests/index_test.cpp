@@ -221,6 +221,28 @@ TEST_P(IndexTest, GatherScatterErrors) {
   EXPECT_TRUE(all_close(x.gather(1, longs({2}, {1, 1})), {1.0}));
 }
 
+// A gather of one element per row (cross_entropy's target) has a select
+// for its gradient, not a scatter_add: the same values, and an index out of
+// range still fails when only the gradient is read (the gather itself,
+// unread, is not run).
+TEST_P(IndexTest, GatherOfOnePerLineGradientSelectsAndChecksTheIndex) {
+  Tensor x = make(iota(12), {3, 4}).requires_grad_();
+  Tensor w = make({1, 2, 3}, {3, 1});  // weights the rows' picks
+  (x.gather(1, longs({2, 0, 3}, {3, 1})) * w).sum().backward();
+  EXPECT_TRUE(all_close(x.grad(), {0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 3}));
+  // Along dim 0, which is not the last dim: one row index per column.
+  Tensor y = make(iota(12), {3, 4}).requires_grad_();
+  y.gather(0, longs({2, 0, 1, 2}, {1, 4})).sum().backward();
+  EXPECT_TRUE(all_close(y.grad(), {0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 0, 1}));
+  for (int64_t bad : {4, -1}) {
+    Tensor z = make(iota(12), {3, 4}).requires_grad_();
+    z.gather(1, longs({1, bad, 0}, {3, 1})).sum().backward();
+    std::string msg = loom_test::error_of([&] { z.grad().to_vector<double>(); });
+    EXPECT_NE(msg.find("out of bounds"), std::string::npos) << msg;
+  }
+  EXPECT_TRUE(all_close(loom::arange(4, loom::kFloat).sum(), {6.0}));  // the runtime is still usable
+}
+
 // ---------------------------------------------------------------- embedding, one_hot
 
 TEST_P(IndexTest, EmbeddingLooksUpRows) {

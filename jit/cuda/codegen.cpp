@@ -728,6 +728,7 @@ class KernelEmitter {
       case Op::Pow: return call("loom_ipow");
       case Op::Fmod: return "loom_imod(" + a + ", " + b + ", false, err, " + node + ")";
       case Op::Remainder: return "loom_imod(" + a + ", " + b + ", true, err, " + node + ")";
+      case Op::IndexCheck: return "loom_index_check(" + a + ", " + b + ", err, " + node + ")";
       default: return a;
     }
   }

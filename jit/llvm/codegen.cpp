@@ -720,6 +720,7 @@ class KernelEmitter {
       case Op::Ge: return b_.CreateICmpSGE(a, c);
       case Op::Pow: return int_pow(a, c);
       case Op::Fmod: case Op::Remainder: return int_mod(op, a, c);
+      case Op::IndexCheck: return index_check(a, c);
       default: return a;
     }
   }
@@ -749,6 +750,16 @@ class KernelEmitter {
       case Op::Ge: return b_.CreateFCmpOGE(a, c);
       default: return a;
     }
+  }
+
+  // An index that must lie in [0, n): kept, and the error flag raised if
+  // any lane's does not.
+  Value* index_check(Value* i, Value* n) {
+    Value* bad = b_.CreateOr(b_.CreateICmpSLT(i, llvm::Constant::getNullValue(i->getType())), b_.CreateICmpSGE(i, n));
+    if (i->getType()->isVectorTy()) bad = b_.CreateOrReduce(bad);
+    Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+    b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(kErrorIndexOutOfRange), e), err_acc_);
+    return i;
   }
 
   // Integer fmod/remainder; a zero divisor yields 0 and raises the error flag.

@@ -31,6 +31,7 @@ const Target& host_target();
 using KernelFn = void (*)(int64_t begin, int64_t end, void* const* buffers, const double* fscalars,
                           const int64_t* iscalars, int32_t* error);
 inline constexpr int32_t kErrorIntegerDivisionByZero = 1;
+inline constexpr int32_t kErrorIndexOutOfRange = 2;  // an index_check failed
 
 // When this code generator (and the lowering and math it uses) was built:
 // part of the disk-cache key, so objects made by an older build of loom are

@@ -80,6 +80,7 @@ void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, c
   }
   if (err == jit::llvm_cpu::kErrorIntegerDivisionByZero)
     throw RunError{program_.kernels[ki].root, "ZeroDivisionError: integer division by zero"};
+  if (err == jit::llvm_cpu::kErrorIndexOutOfRange) throw RunError{program_.kernels[ki].root, kIndexOutOfRangeMessage};
 }
 
 namespace {

@@ -312,6 +312,7 @@ void CudaExecutable::check_errors() {
   if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
   for (const ir::LibraryCall& call : program_.library_calls)
     if (call.node == node) throw RunError{node, out_of_range_message(call)};
+  if (err[0] == jit::cuda::kErrorIndexOutOfRange) throw RunError{node, kIndexOutOfRangeMessage};
   throw RunError{node, "bad data (error code " + std::to_string(err[0]) + ")"};
 }
 

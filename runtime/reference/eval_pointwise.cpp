@@ -126,6 +126,10 @@ T arith_value(const EvalContext& c, ir::Op op, T a, T b) {
         return int_pow(a, b);
       case Op::Maximum: return a > b ? a : b;
       case Op::Minimum: return a < b ? a : b;
+      case Op::IndexCheck:
+        if (a < 0 || a >= b)
+          c.fail("index " + std::to_string(a) + " is out of bounds for dimension of size " + std::to_string(b));
+        return a;
       case Op::Fmod:
       case Op::Remainder: {
         if (b == 0) c.fail("ZeroDivisionError: integer division by zero");

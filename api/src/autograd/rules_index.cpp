@@ -1,6 +1,7 @@
 // Gradient rules of the joins and indexing ops (api/src/ops_index.cpp):
 // cat splits the gradient back; index_select and gather add it back into
-// zeros at the rows they read (scatter_add), scatter_add reads it back.
+// zeros at the rows they read (scatter_add; a gather of one element per
+// line selects instead), scatter_add reads it back.
 #include <loom/functions.h>
 
 #include "api/src/autograd/hooks.h"
@@ -45,7 +46,34 @@ V index_select_b(const OpGrad& n, const Tensor& g) {
 
 // node.ints[0]: dim; node.shape: the input's shape; saved: the index.
 V gather_b(const OpGrad& n, const Tensor& g) {
-  return {zeros_shaped(n.shape, g).scatter_add(n.ints[0], n.saved(0), g), Tensor()};
+  const int64_t d = n.ints[0];
+  const Tensor& index = n.saved(0);
+  // One index per line along d, covering the input's other dims (the
+  // target of cross_entropy / nll_loss): nothing is added twice, so the
+  // gradient is g where the position along d is the index. A pointwise
+  // select fuses into the kernels around it; scatter_add needs zeros, their
+  // copy into the result and a library kernel (three launches of W4's step).
+  bool one_per_line = index.dim() == n.shape.n && index.size(d) == 1;
+  for (int64_t k = 0; one_per_line && k < index.dim(); ++k) one_per_line = k == d || index.size(k) == n.shape[k];
+  if (one_per_line) {
+    // scatter_add checked the index (a gather whose value nobody reads is
+    // gone from the graph): index_check keeps that check, in the kernel.
+    const SourceLoc here = SourceLoc::current();
+    auto check = new_node(ir::Op::IndexCheck, kLong, index.device(), shape_of(index), read(index, here), here);
+    check->scalar[0] = ir::RtScalar{static_cast<double>(n.shape[d]), n.shape[d]};
+    check->num_scalars = 1;
+    const Tensor checked = wrap(std::move(check));
+    // Along the last dim the 1-D arange broadcasts as it is (a view of it
+    // would be materialized as a kernel of its own).
+    Tensor position = arange(n.shape[d], TensorOptions(kLong).device(g.device()));
+    if (d + 1 < n.shape.n) {
+      std::vector<int64_t> along(n.shape.n, 1);
+      along[d] = n.shape[d];
+      position = position.reshape(along);
+    }
+    return {where(position == checked, g, 0.0), Tensor()};
+  }
+  return {zeros_shaped(n.shape, g).scatter_add(d, index, g), Tensor()};
 }
 
 // node.ints[0]: dim; node.shape: src's shape; saved: the index.
