@@ -125,6 +125,10 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   // K = 1024 alone are latency-bound. Timed on an H100 for W4's products
   // (LOOM_LOG=kernels, session 9) and slower everywhere: 8x8 thread tiles
   // (128x64, 64x128, 64x64; 2-4x), 64x64x16 with four stages (+5-10%).
+  // Within the tuner's noise of 4x4: 4x8 and 8x4 (64x64, 128x64, 64x128),
+  // minb 2, split 8; and in the graph the 8x4 weight gradients ran slower
+  // (36 against 32 us: twice the epilogue elements per thread). The tuner
+  // times a plain store, not the kernel's epilogue.
   std::vector<GemmConfig> cs = {warp(64, 64, 32, 4, 4, 3), warp(64, 32, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)};
   for (const GemmConfig& c : {warp(64, 64, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)}) {
     const int64_t tiles = ((g.m + c.bm - 1) / c.bm) * ((g.n + c.bn - 1) / c.bn) * g.batch;
