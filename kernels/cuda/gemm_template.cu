@@ -593,8 +593,9 @@ struct LoomGemm {
       __syncthreads();
       // The epilogue's loads of one element may not move above the stores
       // of the one before (a donated output may alias an input), so each
-      // element waits out its loads in turn; prefetched into L1 first, the
-      // wait is an L1 hit's instead of L2's (W4's SGD update on an H100).
+      // element waits out its loads in turn; they are prefetched first, all
+      // at once (W4's weight gradient with its SGD update, H100: 33.3 ->
+      // 32.3 us; most of the wait remains, see docs/PERFORMANCE.md).
 #pragma unroll 4
       for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
         const loom_i64 gm = m0 + e / BN, gn = n0 + e % BN;
