@@ -180,12 +180,23 @@ class KernelEmitter {
     // momentum and weight loads).
     const ir::Phase& ph = k_.phases[0];
     const std::vector<bool> need = needed(ph);
-    if (!split) hoisted(need, "  ");
+    // The values the epilogue loads from memory, per element: the tile
+    // loads a few elements' (the lambda after the epilogue's) before it
+    // runs their arithmetic and stores (LoomGemm::run_with).
+    std::vector<uint32_t> loads;
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (need[e] && varies_[e] && k_.exprs[e].kind == ExprKind::Load) loads.push_back(static_cast<uint32_t>(e));
+    if (!split) {
+      hoisted(need, "  ");
+      o_ << "  struct Loaded {";
+      for (uint32_t e : loads) o_ << " " << ctype(k_.exprs[e].dtype) << " x" << e << ";";
+      o_ << " };\n";
+    }
     o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
        << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
     o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "((const " << mt << "*)b" << g.a_buffer << " + " << g.a_off
        << "LL, (const " << mt << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, "
-       << t << " acc) {\n";
+       << t << " acc" << (split ? "" : ", const Loaded& loaded") << ") {\n";
     if (split) {
       o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
       o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL);\n}\n";
@@ -199,22 +210,18 @@ class KernelEmitter {
     const char* indices = k_.loop.n == 3 ? "        const long long i0 = bz, i1 = gm, i2 = gn;\n"
                                          : "        const long long i0 = gm, i1 = gn; (void)bz;\n";
     o_ << indices;
+    preloaded_ = !split;  // the body reads its loads from `loaded`
     body(need, "        ");
+    preloaded_ = false;
     for (auto [a, e] : ph.stores) store(a, e, "        ");
     o_ << "      }";
     if (split) {
       o_ << ");\n}\n";
       return;
     }
-    // The tile's prefetch of what the epilogue loads (LoomGemm::run_with).
-    o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << indices;
-    for (size_t e = 0; e < k_.exprs.size(); ++e) {
-      const ir::Expr& x = k_.exprs[e];
-      if (!need[e] || x.kind != ExprKind::Load || !varies_[e]) continue;
-      const ir::Access& a = k_.accesses[x.a];
-      o_ << "        asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(b" << a.buffer << " + " << offset(a, "") << "));\n";
-    }
-    o_ << "      });\n}\n";
+    o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << indices << "        Loaded loaded;\n";
+    for (uint32_t e : loads) o_ << "        loaded.x" << e << " = " << value(k_.exprs[e], e) << ";\n";
+    o_ << "        return loaded;\n      });\n}\n";
   }
 
   // ---------------------------------------------------------------- product in a single block
@@ -596,6 +603,7 @@ class KernelEmitter {
   std::string value(const ir::Expr& x, uint32_t e) {
     switch (x.kind) {
       case ExprKind::Load: {
+        if (preloaded_) return "loaded.x" + std::to_string(e);
         const ir::Access& a = k_.accesses[x.a];
         std::string v = lane_vector(x.a) && lane_ ? "ld" + std::to_string(e) + "[l]"
                                                   : "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + "]";
@@ -759,6 +767,7 @@ class KernelEmitter {
   GemmConfig gemm_;
   bool single_block_;          // a step of loom_program, not a kernel of its own
   bool lane_ = false;          // emitting inside a pointwise lane loop
+  bool preloaded_ = false;     // a GEMM epilogue: loads come from its `loaded` struct
   int phase_ = -1;
   std::vector<bool> stash_;    // exprs kept in registers across phases
   std::vector<int> first_;     // the phase that computes each

@@ -72,6 +72,9 @@ __device__ __forceinline__ void loom_lds(double* d, const double* s) {
   }
 }
 
+// What a plain epilogue (a store of the sum) loads: nothing.
+struct LoomNoLoads {};
+
 // Four adjacent elements to shared memory (16-byte aligned for float,
 // 32 for double): one or two vector stores.
 __device__ __forceinline__ void loom_sts4(float* d, float a, float b, float c, float e) {
@@ -306,6 +309,8 @@ struct LoomGemm {
     C_LD = BN + 4,
     // A thread's columns come in groups of 4 adjacent ones (see col()).
     COL_GROUPS = (WT || BKM) && Q % 4 == 0,
+    // Epilogue elements a thread loads for before it stores any of them.
+    EPI_BATCH = 4,
   };
   static_assert(!WT || (BM % WTM == 0 && BN % WTN == 0 && P % 4 == 0 && Q % 4 == 0 && BK % 8 == 0 &&
                         (BM / WTM) * (BN / WTN) * 32 == THREADS && BM % (THREADS / 8) == 0 &&
@@ -511,12 +516,14 @@ struct LoomGemm {
   template <class Epi>
   static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
                                              loom_i64 kchunk = 0) {
-    run_with(A, B, ga, epi, [](loom_i64, loom_i64, loom_i64) {}, kchunk);
+    run_with(A, B, ga, [&](loom_i64 b, loom_i64 m, loom_i64 n, T v, const LoomNoLoads&) { epi(b, m, n, v); },
+             [](loom_i64, loom_i64, loom_i64) { return LoomNoLoads{}; }, kchunk);
   }
-  // pre(b, m, n): prefetches what epi(b, m, n, .) will load (see below).
-  template <class Epi, class Pre>
-  static __device__ __forceinline__ void run_with(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi, Pre pre,
-                                                  loom_i64 kchunk = 0) {
+  // epi_loads(b, m, n) returns what the epilogue of element (m, n) reads
+  // from memory; epi(b, m, n, sum, loaded) computes and stores it (below).
+  template <class Epi, class Load>
+  static __device__ __forceinline__ void run_with(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
+                                                  Load epi_loads, loom_i64 kchunk = 0) {
     LoomGemmArgs g = ga;
     loom_gemm_split(A, B, g, kchunk);
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
@@ -568,7 +575,7 @@ struct LoomGemm {
 #pragma unroll
           for (int q = 0; q < 4; ++q) {
             const loom_i64 gm = m0 + wm + mi * 16 + gq + (q >= 2 ? 8 : 0), gn = n0 + wn + ni * 8 + 2 * t + (q & 1);
-            if (gm < g.M && gn < g.N) epi(batch, gm, gn, (T)acc[mi][ni][q]);
+            if (gm < g.M && gn < g.N) epi(batch, gm, gn, (T)acc[mi][ni][q], epi_loads(batch, gm, gn));
           }
     } else if constexpr (BM * C_LD <= STAGES * STAGE) {
       // The tile leaves through shared memory (the pipeline's, free now):
@@ -591,21 +598,39 @@ struct LoomGemm {
         }
       }
       __syncthreads();
-      // The epilogue's loads of one element may not move above the stores
-      // of the one before (a donated output may alias an input), so each
-      // element waits out its loads in turn; they are prefetched first, all
-      // at once (W4's weight gradient with its SGD update, H100: 33.3 ->
-      // 32.3 us; most of the wait remains, see docs/PERFORMANCE.md).
+      // A thread's elements EPI_BATCH at a time: every load of the batch,
+      // then every element's arithmetic and stores. The compiler may not
+      // move a load above an earlier store (a donated output may alias an
+      // input), so one element at a time each waited out its own loads
+      // (ncu on W4's weight gradient with its SGD update: 31% of the stall
+      // samples, on the momentum and weight loads). The order is safe: a
+      // kernel reads a donated input only at the element it writes
+      // (runtime/output_plan.cpp, can_write_in_place), so no load of one
+      // element reads what another element's store writes.
+      typedef decltype(epi_loads(0, 0, 0)) Loaded;
+      if constexpr (__is_empty(Loaded)) {  // a plain store (W6 ran 4% slower through the batches)
 #pragma unroll 4
-      for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
-        const loom_i64 gm = m0 + e / BN, gn = n0 + e % BN;
-        if (gm < g.M && gn < g.N) pre(batch, gm, gn);
-      }
-#pragma unroll 4
-      for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
-        const int r = e / BN, c = e % BN;
-        const loom_i64 gm = m0 + r, gn = n0 + c;
-        if (gm < g.M && gn < g.N) epi(batch, gm, gn, smem[r * C_LD + c]);
+        for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
+          const int r = e / BN, c = e % BN;
+          const loom_i64 gm = m0 + r, gn = n0 + c;
+          if (gm < g.M && gn < g.N) epi(batch, gm, gn, smem[r * C_LD + c], Loaded{});
+        }
+      } else {
+        for (int e0 = threadIdx.x; e0 < BM * BN; e0 += EPI_BATCH * THREADS) {
+          Loaded in[EPI_BATCH];
+#pragma unroll
+          for (int u = 0; u < EPI_BATCH; ++u) {
+            const int e = e0 + u * THREADS;
+            const loom_i64 gm = m0 + e / BN, gn = n0 + e % BN;
+            if (e < BM * BN && gm < g.M && gn < g.N) in[u] = epi_loads(batch, gm, gn);
+          }
+#pragma unroll
+          for (int u = 0; u < EPI_BATCH; ++u) {
+            const int e = e0 + u * THREADS, r = e / BN, c = e % BN;
+            const loom_i64 gm = m0 + r, gn = n0 + c;
+            if (e < BM * BN && gm < g.M && gn < g.N) epi(batch, gm, gn, smem[r * C_LD + c], in[u]);
+          }
+        }
       }
     } else {
 #pragma unroll
@@ -615,7 +640,7 @@ struct LoomGemm {
 #pragma unroll
         for (int j = 0; j < Q; ++j) {
           const loom_i64 gn = n0 + col(j);
-          if (gn < g.N) epi(batch, gm, gn, acc[i][j]);
+          if (gn < g.N) epi(batch, gm, gn, acc[i][j], epi_loads(batch, gm, gn));
         }
       }
     }
@@ -786,11 +811,11 @@ struct LoomGemmBf16 {
     }
   }
 
-  // The epilogue runs from the accumulators here, with nothing to prefetch.
-  template <class Epi, class Pre>
+  // The epilogue runs from the accumulators here, an element at a time.
+  template <class Epi, class Load>
   static __device__ __forceinline__ void run_with(const unsigned short* A, const unsigned short* B,
-                                                  const LoomGemmArgs& ga, Epi epi, Pre) {
-    run(A, B, ga, epi);
+                                                  const LoomGemmArgs& ga, Epi epi, Load epi_loads) {
+    run(A, B, ga, [&](loom_i64 b, loom_i64 m, loom_i64 n, float v) { epi(b, m, n, v, epi_loads(b, m, n)); });
   }
   // The whole block, as LoomGemm::run: split-K range, grouped tile, STAGES
   // slices in flight, then the epilogue from the accumulators.
