@@ -172,21 +172,18 @@ class KernelEmitter {
       used[g.a_buffer] = used[g.b_buffer] = true;
     }
     emit_gemm_prologue(used);
-    // The epilogue's values that are the same for every element (scalars)
-    // are computed once per thread, out here: inside the lambda they were
-    // read from the argument block again after every element's stores (the
-    // SASS of W4's weight gradient: four 8-byte loads and a conversion per
-    // element; its time did not change, 32.3 -> 32.7 us, the wait is on the
-    // momentum and weight loads).
     const ir::Phase& ph = k_.phases[0];
     const std::vector<bool> need = needed(ph);
     // The values the epilogue loads from memory, per element: the tile
     // loads a few elements' (the lambda after the epilogue's) before it
     // runs their arithmetic and stores (LoomGemm::run_with).
     std::vector<uint32_t> loads;
-    for (size_t e = 0; e < k_.exprs.size(); ++e)
+    for (size_t e = 0; e < k_.exprs.size() && !split; ++e)
       if (need[e] && varies_[e] && k_.exprs[e].kind == ExprKind::Load) loads.push_back(static_cast<uint32_t>(e));
     if (!split) {
+      // Values the same for every element (scalars) once per thread, out
+      // here: inside the lambda they would be read from the argument block
+      // again after every element's stores.
       hoisted(need, "  ");
       o_ << "  struct Loaded {";
       for (uint32_t e : loads) o_ << " " << ctype(k_.exprs[e].dtype) << " x" << e << ";";
@@ -207,8 +204,7 @@ class KernelEmitter {
       o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << g.batch << "LL, " << g.m << "LL, " << g.n
          << "LL,\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
     }
-    const char* indices = k_.loop.n == 3 ? "        const long long i0 = bz, i1 = gm, i2 = gn;\n"
-                                         : "        const long long i0 = gm, i1 = gn; (void)bz;\n";
+    const std::string indices = element_indices("        ");
     o_ << indices;
     preloaded_ = !split;  // the body reads its loads from `loaded`
     body(need, "        ");
@@ -270,11 +266,16 @@ class KernelEmitter {
     o_ << "    }\n";
     for (int w = P / 2; w >= 1; w /= 2) o_ << "    acc += __shfl_xor_sync(0xffffffffu, acc, " << w << ");\n";
     o_ << "    if (!active || j != 0) continue;\n";
-    if (k_.loop.n == 3) o_ << "    const long long i0 = bz, i1 = gm, i2 = gn;\n";
-    else o_ << "    const long long i0 = gm, i1 = gn; (void)bz;\n";
+    o_ << element_indices("    ");
     body(need, "    ");
     for (auto [a, e] : ph.stores) store(a, e, "    ");
     o_ << "  }\n}\n";
+  }
+
+  // A product's loop indices from the element (bz, gm, gn) of C.
+  std::string element_indices(const char* in) const {
+    return std::string(in) + (k_.loop.n == 3 ? "const long long i0 = bz, i1 = gm, i2 = gn;\n"
+                                             : "const long long i0 = gm, i1 = gn; (void)bz;\n");
   }
 
   // Which buffers the kernel's accesses touch.

@@ -60,7 +60,7 @@ V gather_b(const OpGrad& n, const Tensor& g) {
     // gone from the graph): index_check keeps that check, in the kernel.
     const SourceLoc here = SourceLoc::current();
     auto check = new_node(ir::Op::IndexCheck, kLong, index.device(), shape_of(index), read(index, here), here);
-    check->scalar[0] = ir::RtScalar{static_cast<double>(n.shape[d]), n.shape[d]};
+    check->scalar[0] = rt_scalar(n.shape[d]);
     check->num_scalars = 1;
     const Tensor checked = wrap(std::move(check));
     // Along the last dim the 1-D arange broadcasts as it is (a view of it
