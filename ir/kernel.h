@@ -191,6 +191,27 @@ struct KernelProgram {
   int64_t arena_bytes = 0;
 };
 
+// The buffers a step reads and the buffers it writes (an in-place update is
+// in both). Lowering orders and joins steps by them; the CUDA runtime gives
+// each launch of a replayed graph only the dependencies they imply.
+struct StepBuffers {
+  std::vector<uint32_t> reads, writes;
+};
+inline StepBuffers kernel_buffers(const Kernel& k) {
+  StepBuffers b;
+  for (const Expr& e : k.exprs)
+    if (e.kind == ExprKind::Load) b.reads.push_back(k.accesses[e.a].buffer);
+  if (k.contraction) b.reads.insert(b.reads.end(), {k.accesses[k.contraction->a].buffer, k.accesses[k.contraction->b].buffer});
+  for (const Phase& ph : k.phases)
+    for (auto& [a, e] : ph.stores) b.writes.push_back(k.accesses[a].buffer);
+  return b;
+}
+inline StepBuffers step_buffers(const KernelProgram& p, const Step& s) {
+  if (s.kind == Step::Generated) return kernel_buffers(p.kernels[s.index]);
+  const LibraryCall& c = p.library_calls[s.index];
+  return StepBuffers{c.inputs, {c.output}};
+}
+
 // Whether a step can fail on bad data: an index out of range (gather,
 // index_select, scatter_add) or an integer division by zero (fmod,
 // remainder). A failed run must leave every existing tensor as it was, so

@@ -708,13 +708,7 @@ class Lowering {
   static bool store_only(const Kernel& k) {
     return k.outer == 0 && k.phases.size() == 1 && k.phases[0].kind == Phase::Store && !k.phases[0].per_row;
   }
-  static std::vector<uint32_t> read_buffers(const Kernel& k) {
-    std::vector<uint32_t> r;
-    for (const Expr& e : k.exprs)
-      if (e.kind == ExprKind::Load) r.push_back(k.accesses[e.a].buffer);
-    if (k.contraction) r.insert(r.end(), {k.accesses[k.contraction->a].buffer, k.accesses[k.contraction->b].buffer});
-    return r;
-  }
+  static std::vector<uint32_t> read_buffers(const Kernel& k) { return kernel_buffers(k).reads; }
   // Whether step `st` writes a buffer in `reads` or reads or writes one in `writes`.
   bool touches(const Step& st, const std::vector<uint32_t>& reads, const std::vector<uint32_t>& writes) const {
     std::vector<uint32_t> r, w;
@@ -898,20 +892,11 @@ class Lowering {
     return std::any_of(xs.begin(), xs.end(), [&](uint32_t x) { return std::find(ys.begin(), ys.end(), x) != ys.end(); });
   }
   void step_buffers(const Step& st, std::vector<uint32_t>& reads, std::vector<uint32_t>& writes) const {
-    if (st.kind == Step::Library) {
-      const LibraryCall& c = p_.library_calls[st.index];
-      reads = c.inputs, writes = {c.output};
-    } else {
-      reads = read_buffers(p_.kernels[st.index]), writes = written(p_.kernels[st.index]);
-    }
+    StepBuffers b = ir::step_buffers(p_, st);
+    reads = std::move(b.reads), writes = std::move(b.writes);
   }
 
-  static std::vector<uint32_t> written(const Kernel& k) {
-    std::vector<uint32_t> w;
-    for (const Phase& ph : k.phases)
-      for (auto& [a, e] : ph.stores) w.push_back(k.accesses[a].buffer);
-    return w;
-  }
+  static std::vector<uint32_t> written(const Kernel& k) { return kernel_buffers(k).writes; }
   static bool reads_any(const Kernel& k, const std::vector<uint32_t>& bufs) {
     if (k.contraction)
       for (uint32_t a : {k.contraction->a, k.contraction->b})

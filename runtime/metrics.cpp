@@ -134,6 +134,9 @@ Metrics metrics() {
   m.nvrtc_compiles = c.nvrtc_compiles.load();
   m.nvrtc_compile_ns = c.nvrtc_compile_ns.load();
   m.cuda_graph_launches = c.cuda_graph_launches.load();
+  m.cuda_graphs_built = c.cuda_graphs_built.load();
+  m.cuda_graph_kernels = c.cuda_graph_kernels.load();
+  m.cuda_graph_depth = c.cuda_graph_depth.load();
   m.cuda_argument_uploads = c.cuda_argument_uploads.load();
   m.compiled_replays = c.compiled_replays.load();
   return m;
@@ -148,7 +151,7 @@ void reset_metrics() {
                   &c.bytes_allocated, &c.buffers_allocated, &c.bytes_copied_back, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
                   &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads,
-                  &c.compiled_replays})
+                  &c.cuda_graphs_built, &c.cuda_graph_kernels, &c.cuda_graph_depth, &c.compiled_replays})
     a->store(0);
 }
 
@@ -190,6 +193,9 @@ std::string Metrics::to_string() const {
     row("nvrtc compiles", std::to_string(nvrtc_compiles));
     row("nvrtc compile time", ms(nvrtc_compile_ns));
     row("cuda graph launches", std::to_string(cuda_graph_launches));
+    row("cuda graphs built", std::to_string(cuda_graphs_built));
+    row("cuda graph kernels", std::to_string(cuda_graph_kernels));
+    row("cuda graph depth", std::to_string(cuda_graph_depth));
     row("cuda argument uploads", std::to_string(cuda_argument_uploads));
   }
   return os.str();

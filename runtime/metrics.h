@@ -31,6 +31,9 @@ struct Counters {
   std::atomic<int64_t> nvrtc_compiles{0};    // NVRTC programs compiled (graphs and the library module)
   std::atomic<int64_t> nvrtc_compile_ns{0};
   std::atomic<int64_t> cuda_graph_launches{0};  // cache-hit replays launched as one CUDA graph
+  std::atomic<int64_t> cuda_graphs_built{0};
+  std::atomic<int64_t> cuda_graph_kernels{0};  // kernel nodes in the graphs built
+  std::atomic<int64_t> cuda_graph_depth{0};    // their longest dependency chains (runtime/cuda/launch_graph.h)
   std::atomic<int64_t> cuda_argument_uploads{0};  // runs that copied their argument block to the GPU
   std::atomic<int64_t> compiled_replays{0};       // loom::compile calls that ran their executable without recording
 };

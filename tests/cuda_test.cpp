@@ -71,6 +71,37 @@ TEST_F(CudaTest, ReplaysAsOneCudaGraphAndAllocatesFromTheCache) {
   EXPECT_EQ(after.driver_allocations, after_first.driver_allocations) << "replays must allocate from the cache";
 }
 
+// A replayed graph orders a launch only after the launches whose memory it
+// shares (runtime/cuda/launch_graph.h): here two products of the same
+// operand run side by side, while the in-place update of `w` still waits
+// for the kernel that reads the old `w`. Every replay must match the CPU.
+TEST_F(CudaTest, ReplayedGraphOverlapsOnlyIndependentKernels) {
+  loom::manual_seed(3);
+  const Tensor a = loom::randn({256, 784}), b = loom::randn({784, 512}) * 0.05, c = loom::randn({256, 784});
+  Tensor w = loom::randn({512});
+  const Tensor ga = a.to(loom::kCUDA), gb = b.to(loom::kCUDA), gc = c.to(loom::kCUDA);
+  Tensor gw = w.to(loom::kCUDA);
+  auto step = [](const Tensor& a, const Tensor& b, const Tensor& c, Tensor& w) {
+    Tensor p = loom::relu(a.matmul(b));  // two products that do not depend on each other
+    Tensor q = loom::tanh(c.matmul(b));
+    Tensor r = (p + q * w).sum(0);  // reads w
+    w.add_(p.mean(0));              // then updates it in place
+    return r;
+  };
+  loom::sync();
+  loom::reset_metrics();
+  for (int i = 0; i < 6; ++i) {
+    Tensor want = step(a, b, c, w), got = step(ga, gb, gc, gw);
+    loom::sync();
+    ASSERT_TRUE(loom_test::all_close(got, want.to_vector<double>(), 1e-4, 1e-3)) << "replay " << i;
+    ASSERT_TRUE(loom_test::all_close(gw, w.to_vector<double>(), 1e-4, 1e-4)) << "replay " << i;
+  }
+  const loom::Metrics m = loom::metrics();
+  EXPECT_GE(m.cuda_graph_launches, 5);
+  ASSERT_GE(m.cuda_graphs_built, 1);
+  EXPECT_LT(m.cuda_graph_depth, m.cuda_graph_kernels) << "the two products overlap: not a chain";
+}
+
 // The loop `y = f(x)`: the new y is allocated before the old one is freed,
 // so the output alternates between two buffers. Each address set keeps its
 // own argument block and graph: after both are seen, no run uploads, and a

@@ -11,6 +11,7 @@
 #include "jit/cuda/codegen.h"
 #include "kernels/cuda/library.h"
 #include "runtime/cuda/context.h"
+#include "runtime/cuda/launch_graph.h"
 #include "runtime/cuda/library_module.h"
 #include "runtime/metrics.h"
 
@@ -48,6 +49,21 @@ KernelTimes& kernel_times() {
   static KernelTimes t;
   return t;
 }
+
+// LOOM_CUDA_GRAPH_SERIAL=1: the replayed graph is a chain in program order,
+// as the first run launches it (to compare against, or to rule out an
+// ordering bug).
+bool serial_graph() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOOM_CUDA_GRAPH_SERIAL");
+    return e && *e && std::strcmp(e, "0") != 0;
+  }();
+  return on;
+}
+
+// Split-K products take turns over this many workspace slots, so that two
+// products that do not depend on each other can run at once.
+constexpr int kWorkspaceSlots = 2;
 
 }  // namespace
 
@@ -92,7 +108,7 @@ CudaExecutable::~CudaExecutable() {
 void CudaExecutable::plan_launches() {
   const DeviceContext& ctx = context(device_);
   std::vector<int64_t> meta;
-  int64_t workspace_bytes = 0;
+  int split_gemms = 0;
   if (module_.single_block) {
     Launch l;
     l.function = module_.single_block;
@@ -103,6 +119,7 @@ void CudaExecutable::plan_launches() {
     return;
   }
   for (const ir::Step& step : program_.steps) {
+    const auto step_at = static_cast<uint32_t>(&step - program_.steps.data());
     if (step.kind == ir::Step::Generated && program_.kernels[step.index].contraction) {
       // A GEMM: one block per output tile (grid.x), the batch in grid.z,
       // dynamic shared memory for the pipeline's stages.
@@ -116,7 +133,8 @@ void CudaExecutable::plan_launches() {
       l.grid[0] = jit::cuda::gemm_grid(c, g);
       l.grid[1] = static_cast<uint32_t>(std::max(c.split, 1));
       l.grid[2] = static_cast<uint32_t>(g.batch);
-      l.workspace = c.split > 1;
+      l.workspace = c.split > 1 ? split_gemms++ % kWorkspaceSlots : -1;
+      l.step = step_at;
       l.block[0] = static_cast<uint32_t>(jit::cuda::gemm_threads(c));
       l.shared = static_cast<uint32_t>(jit::cuda::gemm_shared_bytes(c, g));
       if (l.shared > 48 * 1024)
@@ -126,15 +144,15 @@ void CudaExecutable::plan_launches() {
                 std::to_string(g.n) + "x" + std::to_string(g.k) + " " + c.str();
       launches_.push_back(l);
       if (c.split > 1) {
-        // Split-K: partial sums in the workspace (one for all GEMMs of the
-        // program: they run one after the other), then the reduce kernel.
-        workspace_bytes = std::max<int64_t>(workspace_bytes, jit::cuda::gemm_workspace_elems(c, g) *
-                                                                 jit::cuda::gemm_accumulator_size(g));
+        // Split-K: partial sums in a workspace slot, then the reduce kernel.
+        workspace_slot_bytes_ = std::max<int64_t>(workspace_slot_bytes_, jit::cuda::gemm_workspace_elems(c, g) *
+                                                                             jit::cuda::gemm_accumulator_size(g));
         Launch r;
         r.function = module_.reduce.at(step.index);
         r.grid[0] = jit::cuda::gemm_reduce_grid(g, ctx.multiprocessors);
         r.block[0] = jit::cuda::kGemmReduceThreads;
-        r.workspace = true;
+        r.workspace = l.workspace;
+        r.step = step_at;
         r.label = l.label + " (reduce)";
         launches_.push_back(r);
       }
@@ -148,6 +166,7 @@ void CudaExecutable::plan_launches() {
       l.function = module_.kernels.at(step.index);
       l.grid[0] = dims.grid;
       l.block[0] = dims.block;
+      l.step = step_at;
       l.label = program_.kernels[step.index].name;
       launches_.push_back(l);
       continue;
@@ -160,6 +179,7 @@ void CudaExecutable::plan_launches() {
       std::copy(lib.block, lib.block + 3, l.block);
       l.shared = lib.shared_bytes;
       l.meta = static_cast<int64_t>(meta.size());
+      l.step = step_at;
       l.label = lib.function;
       meta.insert(meta.end(), lib.meta.begin(), lib.meta.end());
       launches_.push_back(l);
@@ -169,25 +189,38 @@ void CudaExecutable::plan_launches() {
     timing_events_.resize(launches_.size() + 1);
     for (CUevent& e : timing_events_) check(driver().cuEventCreate(&e, 0), "cuEventCreate", "kernel times");
   }
-  if (workspace_bytes > 0) workspace_ = Buffer::allocate(Device(kCUDA, static_cast<int8_t>(device_)), workspace_bytes);
+  if (split_gemms > 0)
+    workspace_ = Buffer::allocate(Device(kCUDA, static_cast<int8_t>(device_)),
+                                  workspace_slot_bytes_ * std::min(split_gemms, kWorkspaceSlots));
   if (!meta.empty()) {
     meta_ = Buffer::allocate(Device(kCUDA, static_cast<int8_t>(device_)), meta.size() * 8);
     copy_to_device(meta_->data(), meta.data(), meta.size() * 8, device_);
   }
 }
 
+// Every kernel takes five pointers: the set's buffer addresses, its scalars
+// as double and as int64, its error words, and the launch's own meta or
+// workspace slot.
+void CudaExecutable::kernel_params(const ArgSet& set, const Launch& l, CUdeviceptr (&values)[5]) const {
+  const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(set.block->data());
+  const size_t ns = (err_at_ - scalar_at_) / 2;
+  values[0] = base;
+  values[1] = base + scalar_at_ * 8;
+  values[2] = base + (scalar_at_ + ns) * 8;
+  values[3] = base + err_at_ * 8;
+  values[4] = l.workspace >= 0 ? reinterpret_cast<CUdeviceptr>(workspace_->data()) + l.workspace * workspace_slot_bytes_
+              : l.meta >= 0    ? reinterpret_cast<CUdeviceptr>(meta_->data()) + l.meta * 8
+                               : 0;
+}
+
 void CudaExecutable::launch_all(const ArgSet& set) {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
   const bool timed = kernel_times_on() && !timing_events_.empty();
-  CUdeviceptr base = reinterpret_cast<CUdeviceptr>(set.block->data());
-  const size_t ns = (err_at_ - scalar_at_) / 2;
-  CUdeviceptr bufs = base, fs = base + scalar_at_ * 8, is = base + (scalar_at_ + ns) * 8, err = base + err_at_ * 8;
   for (const Launch& l : launches_) {
-    CUdeviceptr meta = l.workspace ? reinterpret_cast<CUdeviceptr>(workspace_->data())
-                       : l.meta >= 0   ? reinterpret_cast<CUdeviceptr>(meta_->data()) + l.meta * 8
-                                       : 0;
-    void* params[] = {&bufs, &fs, &is, &err, &meta};
+    CUdeviceptr values[5];
+    kernel_params(set, l, values);
+    void* params[] = {&values[0], &values[1], &values[2], &values[3], &values[4]};
     const size_t at = static_cast<size_t>(&l - launches_.data());
     if (timed) check(d.cuEventRecord(timing_events_[at], ctx.stream), "cuEventRecord", "kernel times");
     check(d.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared,
@@ -209,23 +242,81 @@ void CudaExecutable::launch_all(const ArgSet& set) {
   }
 }
 
-// Records the launch sequence into a CUDA graph bound to the set's block.
-void CudaExecutable::capture(ArgSet& set) {
-  const DeviceContext& ctx = context(device_);
-  const DriverApi& d = driver();
-  check(d.cuStreamBeginCapture(ctx.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture", "replay");
-  CUgraph graph = nullptr;
-  try {
-    launch_all(set);
-  } catch (...) {
-    d.cuStreamEndCapture(ctx.stream, &graph);
-    if (graph) d.cuGraphDestroy(graph);
-    throw;
+// What each launch reads and writes, as address ranges of this set's
+// buffers (launch_graph.h): its step's buffers, its workspace slot, and the
+// error words: written by a step that can fail, read by every launch after
+// one, so a failure keeps program order and what follows it writes nothing.
+std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& set) const {
+  const int64_t* words = set.uploaded.data();
+  std::vector<LaunchMemory> memory(launches_.size());
+  auto range = [](int64_t address, int64_t bytes) {
+    const auto begin = static_cast<uintptr_t>(address);
+    return MemoryRange{begin, begin + static_cast<uintptr_t>(bytes)};
+  };
+  const auto err = reinterpret_cast<int64_t>(set.block->data()) + static_cast<int64_t>(err_at_) * 8;
+  bool fallible_before = false;
+  for (size_t i = 0; i < launches_.size(); ++i) {
+    const Launch& l = launches_[i];
+    const ir::Step& step = program_.steps[l.step];
+    const ir::StepBuffers b = ir::step_buffers(program_, step);
+    LaunchMemory& m = memory[i];
+    auto buffer_range = [&](uint32_t id) {
+      const ir::BufferInfo& info = program_.buffers[id];
+      return range(words[id], info.numel * static_cast<int64_t>(element_size(info.dtype)));
+    };
+    for (uint32_t id : b.reads) m.reads.push_back(buffer_range(id));
+    for (uint32_t id : b.writes) m.writes.push_back(buffer_range(id));
+    if (l.workspace >= 0)
+      m.writes.push_back(range(reinterpret_cast<int64_t>(workspace_->data()) + l.workspace * workspace_slot_bytes_,
+                               workspace_slot_bytes_));
+    // A kernel after a step that can fail must see its error word (and
+    // then write nothing): it waits for it, memory shared or not.
+    if (ir::can_fail(program_, step)) {
+      m.writes.push_back(range(err, 16));
+      fallible_before = true;
+    } else if (fallible_before) {
+      m.reads.push_back(range(err, 16));
+    }
   }
-  check(d.cuStreamEndCapture(ctx.stream, &graph), "cuStreamEndCapture", "replay");
-  CUresult r = d.cuGraphInstantiate(&set.graph, graph, 0);
+  if (serial_graph()) {
+    std::vector<std::vector<uint32_t>> chain(launches_.size());
+    for (size_t i = 1; i < chain.size(); ++i) chain[i] = {static_cast<uint32_t>(i - 1)};
+    return chain;
+  }
+  return launch_dependencies(memory);
+}
+
+// Builds the set's CUDA graph: one kernel node per launch, each after the
+// launches it must follow (launch_graph.h), no more.
+void CudaExecutable::build_graph(ArgSet& set) {
+  const DriverApi& d = driver();
+  const std::vector<std::vector<uint32_t>> deps = dependencies(set);
+  CUgraph graph = nullptr;
+  check(d.cuGraphCreate(&graph, 0), "cuGraphCreate", "replay");
+  std::vector<CUgraphNode> nodes(launches_.size());
+  CUresult r = CUDA_SUCCESS;
+  const char* failed = "";
+  for (size_t i = 0; i < launches_.size() && r == CUDA_SUCCESS; ++i) {
+    const Launch& l = launches_[i];
+    CUdeviceptr values[5];
+    kernel_params(set, l, values);
+    void* params[] = {&values[0], &values[1], &values[2], &values[3], &values[4]};
+    CudaKernelNodeParams p{l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                           l.shared,   params,    nullptr,   nullptr,   nullptr};
+    std::vector<CUgraphNode> after;
+    for (uint32_t j : deps[i]) after.push_back(nodes[j]);
+    r = d.cuGraphAddKernelNode(&nodes[i], graph, after.data(), after.size(), &p);
+    failed = "cuGraphAddKernelNode";
+  }
+  if (r == CUDA_SUCCESS) {
+    r = d.cuGraphInstantiate(&set.graph, graph, 0);
+    failed = "cuGraphInstantiate";
+  }
   d.cuGraphDestroy(graph);
-  check(r, "cuGraphInstantiate", "replay");
+  check(r, failed, "replay");
+  bump(counters().cuda_graphs_built);
+  bump(counters().cuda_graph_kernels, static_cast<int64_t>(launches_.size()));
+  bump(counters().cuda_graph_depth, static_cast<int64_t>(longest_chain(deps)));
 }
 
 void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
@@ -289,8 +380,8 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     set->last_run = runs_;
     last_set_ = set;
     // The first run launches directly (it also proves every launch valid);
-    // later runs replay the set's graph, captured on its first replay.
-    if (!set->graph && runs_ > 0 && !kernel_times_on()) capture(*set);
+    // later runs replay the set's graph, built on its first replay.
+    if (!set->graph && runs_ > 0 && !kernel_times_on()) build_graph(*set);
     if (set->graph) {
       check(d.cuGraphLaunch(set->graph, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
       bump(counters().cuda_graph_launches);

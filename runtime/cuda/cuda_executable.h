@@ -3,8 +3,9 @@
 // Kernels never take buffer addresses as launch parameters: they read them
 // from an *argument block* in device memory (buffer addresses, runtime
 // scalars, the error word). So the launch sequence is the same on every
-// run, and from the second run on it is captured into a CUDA graph bound to
-// that block: a cache-hit replay is one cuGraphLaunch (a program of one
+// run, and from the second run on it is built into a CUDA graph bound to
+// that block, each launch after only the launches it depends on
+// (launch_graph.h): a cache-hit replay is one cuGraphLaunch (a program of one
 // kernel too: on an H100 a one-node graph launch + wait took 7.2 us, a
 // direct launch + wait 10.0). There are two argument blocks, each with its
 // own graph (an *argument set*): a run whose words equal a set's launches
@@ -51,11 +52,12 @@ class CudaExecutable final : public Executable {
     CUfunction function = nullptr;
     uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
     int64_t meta = -1;  // library kernels: element offset of their meta in meta_
-    bool workspace = false;  // split-K GEMM and reduce: the fifth parameter is workspace_
-    std::string label;       // for LOOM_CUDA_KERNEL_TIMES
+    int workspace = -1;  // split-K GEMM and reduce: the fifth parameter is this slot of workspace_
+    uint32_t step = 0;   // the program step it belongs to
+    std::string label;   // for LOOM_CUDA_KERNEL_TIMES
   };
   // A device argument block, what it holds (or will, in stream order) and
-  // the graph captured against it.
+  // the graph built against it.
   struct ArgSet {
     BufferPtr block;
     std::vector<int64_t> uploaded;
@@ -70,7 +72,9 @@ class CudaExecutable final : public Executable {
 
   void plan_launches();
   void launch_all(const ArgSet& set);
-  void capture(ArgSet& set);
+  void kernel_params(const ArgSet& set, const Launch& l, CUdeviceptr (&values)[5]) const;
+  std::vector<std::vector<uint32_t>> dependencies(const ArgSet& set) const;
+  void build_graph(ArgSet& set);
   void check_errors();
   std::string out_of_range_message(const ir::LibraryCall& call);
 
@@ -81,7 +85,8 @@ class CudaExecutable final : public Executable {
   std::vector<Launch> launches_;
   BufferPtr arena_;  // temporaries, planned by ir/lower.cpp
   BufferPtr meta_;   // library kernels' constant parameters
-  BufferPtr workspace_;  // split-K partial sums (never an output: outputs may be donated), shared by the GEMMs
+  BufferPtr workspace_;  // split-K partial sums (never an output: outputs may be donated), kWorkspaceSlots slots
+  int64_t workspace_slot_bytes_ = 0;
   size_t arg_words_ = 0, scalar_at_ = 0, err_at_ = 0;  // argument block layout, in 8-byte words
   ArgSet sets_[2];
   const ArgSet* last_set_ = nullptr;  // the last run's (for error reports)

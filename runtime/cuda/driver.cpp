@@ -56,8 +56,6 @@ struct Driver {
     resolve(lib, api.cuMemsetD8Async, "cuMemsetD8Async", missing);
     resolve(lib, api.cuStreamCreate, "cuStreamCreate", missing);
     resolve(lib, api.cuStreamSynchronize, "cuStreamSynchronize", missing);
-    resolve(lib, api.cuStreamBeginCapture, "cuStreamBeginCapture_v2", missing);
-    resolve(lib, api.cuStreamEndCapture, "cuStreamEndCapture", missing);
     resolve(lib, api.cuEventCreate, "cuEventCreate", missing);
     resolve(lib, api.cuEventRecord, "cuEventRecord", missing);
     resolve(lib, api.cuEventSynchronize, "cuEventSynchronize", missing);
@@ -67,6 +65,8 @@ struct Driver {
     resolve(lib, api.cuModuleLoadData, "cuModuleLoadData", missing);
     resolve(lib, api.cuModuleGetFunction, "cuModuleGetFunction", missing);
     resolve(lib, api.cuLaunchKernel, "cuLaunchKernel", missing);
+    resolve(lib, api.cuGraphCreate, "cuGraphCreate", missing);
+    resolve(lib, api.cuGraphAddKernelNode, "cuGraphAddKernelNode_v2", missing);
     resolve(lib, api.cuGraphInstantiate, "cuGraphInstantiateWithFlags", missing);
     resolve(lib, api.cuGraphLaunch, "cuGraphLaunch", missing);
     resolve(lib, api.cuGraphDestroy, "cuGraphDestroy", missing);

@@ -49,6 +49,10 @@ struct Metrics {
   int64_t nvrtc_compiles = 0;      // CUDA programs compiled by NVRTC (0 when all came from the disk cache)
   int64_t nvrtc_compile_ns = 0;
   int64_t cuda_graph_launches = 0; // cache-hit replays on a GPU, each one CUDA graph launch
+  int64_t cuda_graphs_built = 0;   // CUDA graphs built (one per argument set of a program)
+  int64_t cuda_graph_kernels = 0;  // kernel nodes in those graphs
+  int64_t cuda_graph_depth = 0;    // their longest chains of kernels that wait for each other, summed:
+                                   // equal to cuda_graph_kernels when every kernel waits for the one before
   int64_t cuda_argument_uploads = 0;  // runs whose buffer addresses or scalars differed from both cached
                                       // argument blocks, so they were copied to the GPU first
   int64_t compiled_replays = 0;    // calls of loom::compile'd functions that ran their executable
