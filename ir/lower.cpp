@@ -182,10 +182,40 @@ class Lowering {
           need(in, std::string("input of library kernel ") + op_name(nd.op));
         }
       }
-      if (nd.op == Op::AsStrided && node(ins[0]).op != Op::Full)
+      if (nd.op == Op::AsStrided && node(ins[0]).op != Op::Full && !dim_view(i))
         need(ins[0], "read through a strided view");
     }
     for (uint32_t o : g_.outputs) need(o, kGraphOutput);
+  }
+
+  // Whether view node i reads its source dim for dim: every source dim
+  // longer than 1 is one view dim of the same size at the source's
+  // contiguous stride, and every other view dim has size 1 or stride 0 (a
+  // broadcast); no offset. Squeeze, unsqueeze, permute, expand and the
+  // reshapes that only add or drop size-1 dims are such views. A kernel
+  // then computes the source inline at the view's position (source dim d
+  // at view dim (*view_dim)[d], -1 where d has size 1), so the source needs
+  // no buffer of its own.
+  bool dim_view(uint32_t i, Dims* view_dim = nullptr) const {
+    const Node& v = node(i);
+    const Node& src = node(g_.inputs_of(i)[0]);
+    if (v.attr[v.shape.n] != 0) return false;
+    const Dims contiguous = contiguous_strides(src.shape);
+    Dims at;
+    at.n = src.shape.n;
+    for (uint8_t d = 0; d < src.shape.n; ++d) at[d] = -1;
+    for (uint8_t d = 0; d < v.shape.n; ++d) {
+      if (v.shape[d] == 1 || v.attr[d] == 0) continue;
+      int found = -1;
+      for (uint8_t s = 0; s < src.shape.n && found < 0; ++s)
+        if (src.shape[s] == v.shape[d] && src.shape[s] != 1 && contiguous[s] == v.attr[d] && at[s] < 0) found = s;
+      if (found < 0) return false;
+      at[found] = d;
+    }
+    for (uint8_t s = 0; s < src.shape.n; ++s)
+      if (src.shape[s] != 1 && at[s] < 0) return false;
+    if (view_dim) *view_dim = at;
+    return true;
   }
 
   // Whether node i reads a contiguous window (any offset) of a node that
@@ -448,6 +478,14 @@ class Lowering {
         case Op::AsStrided: {
           const Node& src = l_.node(ins[0]);
           if (src.op == Op::Full) return push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[ins[0]]});
+          if (l_.reason_[ins[0]].empty()) {  // computed here: boundaries() let only a dim view through
+            Dims view_dim;
+            l_.dim_view(i, &view_dim);
+            DimMap src_map;
+            src_map.n = src.shape.n;
+            for (uint8_t d = 0; d < src.shape.n; ++d) src_map[d] = view_dim[d] >= 0 ? map[view_dim[d]] : -1;
+            return expr(ins[0], src_map, false);
+          }
           Dims strides;
           strides.n = nd.shape.n;
           for (uint8_t d = 0; d < nd.shape.n; ++d) strides[d] = nd.attr[d];

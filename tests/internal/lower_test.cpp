@@ -85,6 +85,29 @@ TEST(Lower, ReductionOverLeadingDimIsItsOwnKernel) {
   EXPECT_EQ(p.kernels[0].loop[0], 16);  // kept dim first, reduced dim inner
 }
 
+// A view that maps dims one to one (transpose, unsqueeze, squeeze,
+// expand) of a computed value is an index map in its consumer's kernel: the
+// value needs no buffer. A view that does not (a slice, a reshape merging
+// dims) still reads a buffer.
+TEST(Lower, DimForDimViewsOfComputedValuesFuse) {
+  auto a = loom::randn({16, 32});
+  auto b = loom::randn({32, 16});
+  auto c = loom::randn({16});
+  loom::sync();
+  auto y1 = (a * 2).t() + b;                                  // transpose
+  auto y2 = (c * 3).unsqueeze(1).expand({16, 8}) + 1;         // unsqueeze, then broadcast
+  auto y3 = a / a.sum({1}, true).squeeze(1).unsqueeze(1);     // a row value, squeezed and back
+  for (const auto& y : {y1, y2, y3}) {
+    KernelProgram p = lower_outputs({y});
+    EXPECT_EQ(generated(p), 1u) << loom::ir::to_string(p);
+  }
+  auto sliced = (a * 2).slice(1, 8, 24) + 1;                  // an offset view: a buffer
+  KernelProgram p = lower_outputs({sliced});
+  EXPECT_EQ(generated(p), 2u) << loom::ir::to_string(p);
+  ASSERT_FALSE(p.boundaries.empty());
+  EXPECT_EQ(p.boundaries[0].reason, "read through a strided view");
+}
+
 TEST(Lower, IndependentPointwiseKernelsMergeHorizontally) {
   auto a = loom::randn({256});
   auto b = loom::randn({256});
