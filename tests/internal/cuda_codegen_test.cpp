@@ -267,8 +267,19 @@ TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
   auto big = loom::randn({2048, 64}), bigw = loom::randn({2048, 64}), h = loom::randn({256, 1024});
   auto v = loom::randn({10, 1024}), vb = loom::randn({10});
   loom::sync();
-  expect_gemm_compiles(lower_outputs({loom::gelu(loom::linear(big, bigw)), loom::linear(h, v, vb)}, gemm_on()), false,
-                       "large and split-K GEMMs");
+  KernelProgram split = lower_outputs({loom::gelu(loom::linear(big, bigw)), loom::linear(h, v, vb)}, gemm_on());
+  expect_gemm_compiles(split, false, "large and split-K GEMMs");
+  // The tuner's module (every candidate, split-K ones included) for the
+  // same products.
+  for (const auto& k : split.kernels) {
+    if (!k.contraction) continue;
+    const jc::GemmProblem g = jc::gemm_problem(split, k, false);
+    try {
+      loom::runtime::cuda::compile_cubin(jc::gemm_tuning_source(g, jc::gemm_candidates(g)), "sm_90", "tuning kernels");
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << "tuning kernels: " << e.what();
+    }
+  }
 }
 
 // The program of float32 products, retyped to bfloat16 (a CPU graph never
