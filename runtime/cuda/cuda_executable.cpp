@@ -247,6 +247,7 @@ void CudaExecutable::launch_all(const ArgSet& set) {
 // error words: written by a step that can fail, read by every launch after
 // one, so a failure keeps program order and what follows it writes nothing.
 std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& set) const {
+  if (launches_.size() <= 1) return std::vector<std::vector<uint32_t>>(launches_.size());  // a single-block program too
   const int64_t* words = set.uploaded.data();
   std::vector<LaunchMemory> memory(launches_.size());
   auto range = [](int64_t address, int64_t bytes) {

@@ -53,7 +53,7 @@ class CudaExecutable final : public Executable {
     uint32_t grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shared = 0;
     int64_t meta = -1;  // library kernels: element offset of their meta in meta_
     int workspace = -1;  // split-K GEMM and reduce: the fifth parameter is this slot of workspace_
-    uint32_t step = 0;   // the program step it belongs to
+    uint32_t step = 0;   // the program step it belongs to (a single-block launch: all of them)
     std::string label;   // for LOOM_CUDA_KERNEL_TIMES
   };
   // A device argument block, what it holds (or will, in stream order) and
