@@ -148,8 +148,19 @@ class Lowering {
   }
   const Node& node(uint32_t i) const { return *g_.nodes[i]; }
   // A floating-point product is a GEMM kernel when the backend takes them.
-  bool gemm(uint32_t i) const { return node(i).op == Op::MatMul && opt_.gemm_kernels && is_floating_point(node(i).dtype); }
-  bool library(uint32_t i) const { return is_library(node(i).op) && !gemm(i) && !fused_random(node(i).op, node(i).dtype); }
+  bool gemm(uint32_t i) const {
+    return node(i).op == Op::MatMul && opt_.gemm_kernels && is_floating_point(node(i).dtype) && !narrow_product(i);
+  }
+  // A product computed as a row kernel (LowerOptions::narrow_products_as_rows).
+  bool narrow_product(uint32_t i) const {
+    const Node& nd = node(i);
+    if (!opt_.narrow_products_as_rows || nd.op != Op::MatMul || nd.shape.n != 2) return false;
+    if (nd.dtype != kFloat && nd.dtype != kDouble) return false;
+    return nd.shape[1] <= kNarrowProductMaxN && node(g_.inputs_of(i)[0]).shape[1] >= kNarrowProductMinK;
+  }
+  bool library(uint32_t i) const {
+    return is_library(node(i).op) && !gemm(i) && !narrow_product(i) && !fused_random(node(i).op, node(i).dtype);
+  }
   void need(uint32_t i, const std::string& why) {
     if (reason_[i].empty()) reason_[i] = why;
   }
@@ -160,10 +171,12 @@ class Lowering {
       const Node& nd = node(i);
       auto ins = g_.inputs_of(i);
       if (nd.op == Op::Input) need(i, "graph input");
-      if (gemm(i)) {
+      if (gemm(i) || narrow_product(i)) {
         // The product's operands are read by the GEMM's packing, through
         // any strides (a transpose, a broadcast batch): the viewed buffer is
-        // enough, no copy.
+        // enough, no copy. (A narrow product's row kernel reads each
+        // operand element up to N times: computed once, into a buffer.)
+        if (narrow_product(i)) need(i, "narrow product: a row of K per element");
         for (uint32_t in : ins) {
           if (node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full) {
             need(g_.inputs_of(in)[0], "viewed by matrix product");
@@ -292,6 +305,7 @@ class Lowering {
       k.name = "k" + std::to_string(root_) + "_" + op_name(r.op);
       k.root = root_;
       if (op_family(r.op) == Family::Reduce) return build_reduction_root(r);
+      if (l_.narrow_product(root_)) return build_narrow_product_root(r);
       k.loop = r.shape;
       DimMap id = identity(r.shape.n);
       uint32_t v = expr(root_, id, true);
@@ -330,6 +344,30 @@ class Lowering {
       DimMap out_map;
       out_map.n = r.shape.n;
       for (uint8_t d = 0; d < r.shape.n; ++d) out_map[d] = (mask >> d & 1) ? -1 : in_map[d];
+      Phase store;
+      store.per_row = true;
+      store.stores.push_back({buffer_access(root_, out_map), rv});
+      k.phases.push_back(std::move(store));
+      store_absorbed();
+      finish();
+      return std::nullopt;
+    }
+
+    // C[m, n] = sum over k of A[m, k] * B[k, n] as a row kernel: loops
+    // (m, n | k), the operands at any strides (or computed inline).
+    std::optional<NeedsBuffer> build_narrow_product_root(const Node& r) {
+      const auto ins = l_.g_.inputs_of(root_);
+      k.loop.n = 0;
+      for (int64_t extent : {r.shape[0], r.shape[1], l_.node(ins[0]).shape[1]}) k.loop.push_back(extent);
+      k.outer = 2;
+      rows_fixed_ = true;
+      DimMap a_map, b_map, out_map = identity(2);
+      a_map.n = b_map.n = 2;
+      a_map[0] = 0, a_map[1] = 2;
+      b_map[0] = 2, b_map[1] = 1;
+      const uint32_t a = expr(ins[0], a_map, false), b = expr(ins[1], b_map, false);
+      if (failed_) return failed_;
+      const uint32_t rv = add_reduce(Op::Sum, push(Expr{ExprKind::Op, Op::Mul, r.dtype, a, b}), r.dtype);
       Phase store;
       store.per_row = true;
       store.stores.push_back({buffer_access(root_, out_map), rv});

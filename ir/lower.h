@@ -39,7 +39,15 @@ struct LowerOptions {
   // with their pointwise consumers fused as the epilogue; otherwise each is
   // a LibraryCall over contiguous buffers.
   bool gemm_kernels = false;
+  // A float product with a narrow output (at most kNarrowProductMaxN
+  // columns) and a long K becomes a row kernel, one row of K per output
+  // element, instead of a GEMM: a tile of the GEMM would be mostly empty
+  // columns, and its K must be split over blocks (a second launch adds the
+  // splits up). For the cuda backend (W4's logits, 256 x 10 x 1024).
+  bool narrow_products_as_rows = false;
 };
+inline constexpr int64_t kNarrowProductMaxN = 16;
+inline constexpr int64_t kNarrowProductMinK = 256;
 
 KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions& options = {});
 

@@ -54,6 +54,31 @@ TEST_F(CudaGemm, OddShapesMatchFloat64) {
   }
 }
 
+// A product with at most 16 columns and a K of 256 or more is a row kernel
+// on the GPU, one row of K per output element, not a GEMM whose tiles would
+// be mostly empty columns (ir::LowerOptions::narrow_products_as_rows): as in
+// Linear (B transposed, bias and activation after), with B row-major (read
+// along K at a stride), with a strided A, and in float64.
+TEST_F(CudaGemm, NarrowProductsAreRowKernels) {
+  const int64_t shapes[][3] = {{256, 10, 1024}, {300, 7, 513}, {1, 1, 4096}, {65, 16, 256}};
+  for (const auto& s : shapes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    Tensor a = loom::randn({M, K}), w = loom::randn({N, K}), bias = loom::randn({N}), b = loom::randn({K, N});
+    Tensor wide = loom::randn({M, K + 3});
+    loom::sync();
+    const std::string at = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+    EXPECT_LT(rel_err(loom::relu(loom::matmul(gpu(a), gpu(w).t()) + gpu(bias)),
+                      loom::relu(loom::matmul(f64(a), f64(w).t()) + f64(bias))),
+              kF32)
+        << "linear " << at;
+    EXPECT_LT(rel_err(loom::matmul(gpu(a), gpu(b)), loom::matmul(f64(a), f64(b))), kF32) << "B row-major " << at;
+    EXPECT_LT(rel_err(loom::matmul(gpu(wide).narrow(1, 3, K), gpu(b)), loom::matmul(f64(wide).narrow(1, 3, K), f64(b))),
+              kF32)
+        << "strided A " << at;
+    EXPECT_LT(rel_err(loom::matmul(gpu(f64(a)), gpu(f64(b))), loom::matmul(f64(a), f64(b))), 1e-12) << "float64 " << at;
+  }
+}
+
 TEST_F(CudaGemm, TransposedAndStridedOperands) {
   for (int64_t n : {1, 7, 64, 65, 130}) {
     Tensor at = loom::randn({97, 65}), bt = loom::randn({n, 97});  // a = at.t() [65, 97], b = bt.t() [97, n]

@@ -24,6 +24,7 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   // (jit/cuda/gemm.h); integer ones stay library calls.
   ir::LowerOptions options;
   options.gemm_kernels = true;
+  options.narrow_products_as_rows = true;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   LoadedModule module;

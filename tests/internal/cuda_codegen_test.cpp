@@ -164,6 +164,14 @@ TEST(CudaCodegen, WorkloadsCompileWithNvrtc) {
   KernelProgram p = lower_outputs({loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x, loom::softmax(r, -1),
                                    (r - mu) * loom::rsqrt(var + 1e-5) * g + bias});
   expect_compiles(p, "W1-W3");
+  // W4's logits as the cuda backend lowers them: a narrow product as a row
+  // kernel, then the loss's row kernel.
+  auto h = loom::randn({256, 1024}), w = loom::randn({10, 1024}), wb = loom::randn({10}), b = loom::randn({1024, 7});
+  loom::sync();
+  loom::ir::LowerOptions narrow;
+  narrow.gemm_kernels = narrow.narrow_products_as_rows = true;
+  expect_compiles(lower_outputs({loom::log_softmax(loom::matmul(h, w.t()) + wb, -1), loom::matmul(h, b)}, narrow),
+                  "narrow products");
 }
 
 // GEMM kernels (jit/cuda/gemm.h): every candidate configuration of every

@@ -191,6 +191,28 @@ TEST(LowerGemm, SharedOrReducedProductGetsABuffer) {
 }
 
 // Integer products stay library calls; without the option every product does.
+// With narrow_products_as_rows (the cuda backend), W4's logits product
+// (256 x 10 x 1024) is a row kernel: loops (m, n | k), a sum of products,
+// one store per row; a wide product stays a GEMM.
+TEST(LowerGemm, NarrowProductIsARowKernel) {
+  auto h = loom::randn({256, 1024}), w = loom::randn({10, 1024}), b = loom::randn({10}), w2 = loom::randn({64, 1024});
+  loom::sync();
+  loom::ir::LowerOptions rows = kGemm;
+  rows.narrow_products_as_rows = true;
+  KernelProgram p = lower_outputs({loom::matmul(h, w.t()) + b}, rows);
+  ASSERT_GE(generated(p), 1u) << loom::ir::to_string(p);
+  const auto& k = p.kernels[0];
+  EXPECT_FALSE(k.contraction);
+  EXPECT_EQ(k.outer, 2);
+  EXPECT_EQ(k.loop.n, 3);
+  EXPECT_EQ(k.loop[2], 1024);
+  EXPECT_EQ(k.phases.size(), 2u);  // the sum over k, the store
+  KernelProgram gemm = lower_outputs({loom::matmul(h, w.t()) + b}, kGemm);
+  EXPECT_TRUE(gemm.kernels[0].contraction) << loom::ir::to_string(gemm);
+  KernelProgram wide = lower_outputs({loom::matmul(h, w2.t())}, rows);
+  EXPECT_TRUE(wide.kernels[0].contraction) << loom::ir::to_string(wide);
+}
+
 TEST(LowerGemm, IntegerAndDefaultStayLibraryCalls) {
   auto a = loom::randint(0, 5, {8, 8}), c = loom::randn({8, 8});
   loom::sync();
