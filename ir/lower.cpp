@@ -149,7 +149,15 @@ class Lowering {
   const Node& node(uint32_t i) const { return *g_.nodes[i]; }
   // A floating-point product is a GEMM kernel when the backend takes them.
   bool gemm(uint32_t i) const {
-    return node(i).op == Op::MatMul && opt_.gemm_kernels && is_floating_point(node(i).dtype) && !narrow_product(i);
+    return node(i).op == Op::MatMul && opt_.gemm_kernels && is_floating_point(node(i).dtype) && !narrow_product(i) &&
+           !short_product(i);
+  }
+  // A product inlined as K multiply-adds (LowerOptions::short_products_inline).
+  bool short_product(uint32_t i) const {
+    const Node& nd = node(i);
+    if (!opt_.short_products_inline || nd.op != Op::MatMul || nd.shape.n != 2) return false;
+    const int64_t k = node(g_.inputs_of(i)[0]).shape[1];
+    return (nd.dtype == kFloat || nd.dtype == kDouble) && k >= 1 && k <= kShortProductMaxK;
   }
   // A product computed as a row kernel (LowerOptions::narrow_products_as_rows).
   bool narrow_product(uint32_t i) const {
@@ -159,7 +167,8 @@ class Lowering {
     return nd.shape[1] <= kNarrowProductMaxN && node(g_.inputs_of(i)[0]).shape[1] >= kNarrowProductMinK;
   }
   bool library(uint32_t i) const {
-    return is_library(node(i).op) && !gemm(i) && !narrow_product(i) && !fused_random(node(i).op, node(i).dtype);
+    return is_library(node(i).op) && !gemm(i) && !narrow_product(i) && !short_product(i) &&
+           !fused_random(node(i).op, node(i).dtype);
   }
   void need(uint32_t i, const std::string& why) {
     if (reason_[i].empty()) reason_[i] = why;
@@ -171,7 +180,7 @@ class Lowering {
       const Node& nd = node(i);
       auto ins = g_.inputs_of(i);
       if (nd.op == Op::Input) need(i, "graph input");
-      if (gemm(i) || narrow_product(i)) {
+      if (gemm(i) || narrow_product(i) || short_product(i)) {
         // The product's operands are read by the GEMM's packing, through
         // any strides (a transpose, a broadcast batch): the viewed buffer is
         // enough, no copy. (A narrow product's row kernel reads each
@@ -433,12 +442,7 @@ class Lowering {
       a.strides.n = k.loop.n;
       for (uint8_t d = 0; d < shape.n; ++d)
         if (map[d] >= 0 && shape[d] != 1) a.strides[map[d]] += strides[d];
-      for (size_t j = 0; j < k.accesses.size(); ++j) {
-        const Access& b = k.accesses[j];
-        if (b.buffer == a.buffer && b.offset == a.offset && b.strides == a.strides) return static_cast<uint32_t>(j);
-      }
-      k.accesses.push_back(a);
-      return static_cast<uint32_t>(k.accesses.size() - 1);
+      return access_index(a);
     }
 
     uint32_t add_reduce(Op op, uint32_t value, ScalarType dt) {
@@ -531,7 +535,7 @@ class Lowering {
           return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, a});
         }
         case Op::MatMul:
-          return contraction(i, nd, map);
+          return l_.short_product(i) ? short_product(i, nd, map) : contraction(i, nd, map);
         case Op::Clamp: {
           // Exactly what clamp recorded as two nodes before: maximum with the
           // low bound, then minimum with the high one, each in the node's dtype.
@@ -584,6 +588,38 @@ class Lowering {
       c.a_k = a_k, c.b_k = b_k;
       k.contraction = c;
       return push(Expr{ExprKind::Contract, Op::Cast, nd.dtype});
+    }
+
+    // C[m, n] = A[m, 0] B[0, n] + A[m, 1] B[1, n] + ... in k order (the
+    // order a GEMM's accumulator adds them in), each operand element a load
+    // at its own offset: K multiply-adds of this kernel's element.
+    uint32_t short_product(uint32_t i, const Node& nd, const DimMap& map) {
+      const auto ins = l_.g_.inputs_of(i);
+      DimMap amap, bmap;
+      amap.n = bmap.n = 2;
+      amap[0] = map[0], amap[1] = -1;
+      bmap[0] = -1, bmap[1] = map[1];
+      int64_t a_k = 0, b_k = 0;
+      const uint32_t a0 = operand_access(ins[0], amap, 1, a_k), b0 = operand_access(ins[1], bmap, 0, b_k);
+      uint32_t sum = 0;
+      for (int64_t kk = 0; kk < l_.node(ins[0]).shape[1]; ++kk) {
+        Access a = k.accesses[a0], b = k.accesses[b0];
+        a.offset += kk * a_k, b.offset += kk * b_k;
+        const uint32_t x = push(Expr{ExprKind::Load, Op::Cast, nd.dtype, access_index(a)});
+        const uint32_t y = push(Expr{ExprKind::Load, Op::Cast, nd.dtype, access_index(b)});
+        const uint32_t term = push(Expr{ExprKind::Op, Op::Mul, nd.dtype, x, y});
+        sum = kk == 0 ? term : push(Expr{ExprKind::Op, Op::Add, nd.dtype, sum, term});
+      }
+      return sum;
+    }
+    // The index of access a in this kernel (added if new).
+    uint32_t access_index(const Access& a) {
+      for (size_t j = 0; j < k.accesses.size(); ++j) {
+        const Access& b = k.accesses[j];
+        if (b.buffer == a.buffer && b.offset == a.offset && b.strides == a.strides) return static_cast<uint32_t>(j);
+      }
+      k.accesses.push_back(a);
+      return static_cast<uint32_t>(k.accesses.size() - 1);
     }
 
     // Operand `in` of a product (its own buffer, or a strided view of one:

@@ -45,9 +45,16 @@ struct LowerOptions {
   // columns, and its K must be split over blocks (a second launch adds the
   // splits up). For the cuda backend (W4's logits, 256 x 10 x 1024).
   bool narrow_products_as_rows = false;
+  // A float product with a short K (at most kShortProductMaxK) is an
+  // expression, K multiply-adds per element, inlined into the kernel of
+  // its consumer like any pointwise op, instead of a GEMM whose tiles would
+  // mostly be K padding. For the cuda backend (W4's 256 x 1024 x 10
+  // backward product, fused with its ReLU mask).
+  bool short_products_inline = false;
 };
 inline constexpr int64_t kNarrowProductMaxN = 16;
 inline constexpr int64_t kNarrowProductMinK = 256;
+inline constexpr int64_t kShortProductMaxK = 16;
 
 KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions& options = {});
 

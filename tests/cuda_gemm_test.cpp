@@ -79,6 +79,30 @@ TEST_F(CudaGemm, NarrowProductsAreRowKernels) {
   }
 }
 
+// A product with K of at most 16 is K multiply-adds inside its consumer's
+// kernel on the GPU (ir::LowerOptions::short_products_inline): W4's
+// backward product with its ReLU mask, transposed and strided operands,
+// float64, and a product read by two kernels (computed once, into a buffer).
+TEST_F(CudaGemm, ShortProductsAreInlined) {
+  const int64_t shapes[][3] = {{256, 1024, 10}, {33, 65, 1}, {7, 300, 16}, {1, 5, 3}};
+  for (const auto& s : shapes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    Tensor a = loom::randn({M, K}), b = loom::randn({K, N}), bt = loom::randn({N, K}), h = loom::randn({M, N});
+    loom::sync();
+    const std::string at = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K);
+    EXPECT_LT(rel_err(loom::where(gpu(h) > 0, loom::matmul(gpu(a), gpu(b)), loom::zeros({}, loom::kCUDA)),
+                      loom::where(f64(h) > 0, loom::matmul(f64(a), f64(b)), loom::zeros({}, loom::kDouble))),
+              kF32)
+        << "masked " << at;
+    EXPECT_LT(rel_err(loom::matmul(gpu(a), gpu(bt).t()), loom::matmul(f64(a), f64(bt).t())), kF32) << "B transposed " << at;
+    EXPECT_LT(rel_err(loom::matmul(gpu(f64(a)), gpu(f64(b))), loom::matmul(f64(a), f64(b))), 1e-12) << "float64 " << at;
+    Tensor p = loom::matmul(gpu(a), gpu(b));
+    Tensor two = loom::tanh(p) + p.sum(0, true);
+    Tensor pw = loom::matmul(f64(a), f64(b));
+    EXPECT_LT(rel_err(two, loom::tanh(pw) + pw.sum(0, true)), 1e-5) << "read twice " << at;
+  }
+}
+
 TEST_F(CudaGemm, TransposedAndStridedOperands) {
   for (int64_t n : {1, 7, 64, 65, 130}) {
     Tensor at = loom::randn({97, 65}), bt = loom::randn({n, 97});  // a = at.t() [65, 97], b = bt.t() [97, n]

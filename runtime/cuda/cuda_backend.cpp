@@ -25,6 +25,7 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   ir::LowerOptions options;
   options.gemm_kernels = true;
   options.narrow_products_as_rows = true;
+  options.short_products_inline = true;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   LoadedModule module;

@@ -168,10 +168,14 @@ TEST(CudaCodegen, WorkloadsCompileWithNvrtc) {
   // kernel, then the loss's row kernel.
   auto h = loom::randn({256, 1024}), w = loom::randn({10, 1024}), wb = loom::randn({10}), b = loom::randn({1024, 7});
   loom::sync();
+  auto dz = loom::randn({256, 10});
+  loom::sync();
   loom::ir::LowerOptions narrow;
-  narrow.gemm_kernels = narrow.narrow_products_as_rows = true;
-  expect_compiles(lower_outputs({loom::log_softmax(loom::matmul(h, w.t()) + wb, -1), loom::matmul(h, b)}, narrow),
-                  "narrow products");
+  narrow.gemm_kernels = narrow.narrow_products_as_rows = narrow.short_products_inline = true;
+  expect_compiles(lower_outputs({loom::log_softmax(loom::matmul(h, w.t()) + wb, -1), loom::matmul(h, b),
+                                 loom::where(h > 0, loom::matmul(dz, w), loom::zeros({}))},
+                                narrow),
+                  "narrow and short products");
 }
 
 // GEMM kernels (jit/cuda/gemm.h): every candidate configuration of every

@@ -213,6 +213,26 @@ TEST(LowerGemm, NarrowProductIsARowKernel) {
   EXPECT_TRUE(wide.kernels[0].contraction) << loom::ir::to_string(wide);
 }
 
+// With short_products_inline (the cuda backend), a product with K <= 16 is
+// K multiply-adds inside its consumer's kernel: W4's backward product
+// dz3 W3 (256 x 1024 x 10) and its ReLU mask are one pointwise kernel.
+TEST(LowerGemm, ShortProductIsInlined) {
+  auto dz = loom::randn({256, 10}), w = loom::randn({10, 1024}), h = loom::randn({256, 1024});
+  loom::sync();
+  loom::ir::LowerOptions inline_short = kGemm;
+  inline_short.short_products_inline = true;
+  auto masked = loom::where(h > 0, loom::matmul(dz, w), loom::zeros({}));
+  KernelProgram p = lower_outputs({masked}, inline_short);
+  ASSERT_EQ(generated(p), 1u) << loom::ir::to_string(p);
+  EXPECT_FALSE(p.kernels[0].contraction);
+  EXPECT_EQ(p.kernels[0].outer, 0);
+  size_t muls = 0;
+  for (const auto& e : p.kernels[0].exprs) muls += e.kind == loom::ir::ExprKind::Op && e.op == loom::ir::Op::Mul;
+  EXPECT_EQ(muls, 10u);
+  KernelProgram gemm = lower_outputs({masked}, kGemm);
+  EXPECT_TRUE(gemm.kernels[0].contraction) << loom::ir::to_string(gemm);
+}
+
 TEST(LowerGemm, IntegerAndDefaultStayLibraryCalls) {
   auto a = loom::randint(0, 5, {8, 8}), c = loom::randn({8, 8});
   loom::sync();
