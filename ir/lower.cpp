@@ -349,10 +349,16 @@ class Lowering {
       uint32_t value = expr(in, in_map, false);
       if (failed_) return failed_;
       uint32_t rv = add_reduce(r.op, value, r.dtype);
-      // Store the row's result once per row: the keep-shape output is indexed by the kept loops.
+      // The keep-shape output is indexed by the kept loops.
       DimMap out_map;
       out_map.n = r.shape.n;
       for (uint8_t d = 0; d < r.shape.n; ++d) out_map[d] = (mask >> d & 1) ? -1 : in_map[d];
+      return store_per_row(rv, out_map);
+    }
+
+    // The root's value rv, stored once per row at out_map; then the
+    // absorbed outputs.
+    std::optional<NeedsBuffer> store_per_row(uint32_t rv, const DimMap& out_map) {
       Phase store;
       store.per_row = true;
       store.stores.push_back({buffer_access(root_, out_map), rv});
@@ -363,7 +369,7 @@ class Lowering {
     }
 
     // C[m, n] = sum over k of A[m, k] * B[k, n] as a row kernel: loops
-    // (m, n | k), the operands at any strides (or computed inline).
+    // (m, n | k), the operands read from their buffers at any strides.
     std::optional<NeedsBuffer> build_narrow_product_root(const Node& r) {
       const auto ins = l_.g_.inputs_of(root_);
       k.loop.n = 0;
@@ -376,14 +382,7 @@ class Lowering {
       b_map[0] = 2, b_map[1] = 1;
       const uint32_t a = expr(ins[0], a_map, false), b = expr(ins[1], b_map, false);
       if (failed_) return failed_;
-      const uint32_t rv = add_reduce(Op::Sum, push(Expr{ExprKind::Op, Op::Mul, r.dtype, a, b}), r.dtype);
-      Phase store;
-      store.per_row = true;
-      store.stores.push_back({buffer_access(root_, out_map), rv});
-      k.phases.push_back(std::move(store));
-      store_absorbed();
-      finish();
-      return std::nullopt;
+      return store_per_row(add_reduce(Op::Sum, push(Expr{ExprKind::Op, Op::Mul, r.dtype, a, b}), r.dtype), out_map);
     }
 
     // Absorbed outputs (Lowering::run) are stored once per row, after the
