@@ -31,7 +31,7 @@
 
 namespace loom::runtime::cuda {
 
-// A loaded cubin; unloaded never (its functions may be in captured graphs).
+// A loaded cubin; unloaded never (its functions may be in built graphs).
 struct LoadedModule {
   CUmodule module = nullptr;
   std::vector<CUfunction> kernels;  // generated kernel i

@@ -62,7 +62,7 @@ std::vector<uint64_t> source_words(const std::string& s) {
 }  // namespace
 
 CUfunction library_function(int device, const std::string& name) {
-  static auto* libraries = new std::array<Library, 16>;  // leaked: functions live in captured graphs
+  static auto* libraries = new std::array<Library, 16>;  // leaked: functions live in replayed graphs
   Library& lib = (*libraries)[device];
   std::lock_guard lock(lib.mu);
   if (!lib.module) {
