@@ -242,43 +242,17 @@ void CudaExecutable::launch_all(const ArgSet& set) {
   }
 }
 
-// What each launch reads and writes, as address ranges of this set's
-// buffers (launch_graph.h): its step's buffers, its workspace slot, and the
-// error words: written by a step that can fail, read by every launch after
-// one, so a failure keeps program order and what follows it writes nothing.
-std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& set) const {
+// What each launch reads and writes (launch_memory in launch_graph.h), and
+// so which launches each must wait for.
+std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& set,
+                                                                const std::vector<int32_t>& written_into) const {
   if (launches_.size() <= 1) return std::vector<std::vector<uint32_t>>(launches_.size());  // a single-block program too
-  const int64_t* words = set.uploaded.data();
-  std::vector<LaunchMemory> memory(launches_.size());
-  auto range = [](int64_t address, int64_t bytes) {
-    const auto begin = static_cast<uintptr_t>(address);
-    return MemoryRange{begin, begin + static_cast<uintptr_t>(bytes)};
-  };
-  const auto err = reinterpret_cast<int64_t>(set.block->data()) + static_cast<int64_t>(err_at_) * 8;
-  bool fallible_before = false;
-  for (size_t i = 0; i < launches_.size(); ++i) {
-    const Launch& l = launches_[i];
-    const ir::Step& step = program_.steps[l.step];
-    const ir::StepBuffers b = ir::step_buffers(program_, step);
-    LaunchMemory& m = memory[i];
-    auto buffer_range = [&](uint32_t id) {
-      const ir::BufferInfo& info = program_.buffers[id];
-      return range(words[id], info.numel * static_cast<int64_t>(element_size(info.dtype)));
-    };
-    for (uint32_t id : b.reads) m.reads.push_back(buffer_range(id));
-    for (uint32_t id : b.writes) m.writes.push_back(buffer_range(id));
-    if (l.workspace >= 0)
-      m.writes.push_back(range(reinterpret_cast<int64_t>(workspace_->data()) + l.workspace * workspace_slot_bytes_,
-                               workspace_slot_bytes_));
-    // A kernel after a step that can fail must see its error word (and
-    // then write nothing): it waits for it, memory shared or not.
-    if (ir::can_fail(program_, step)) {
-      m.writes.push_back(range(err, 16));
-      fallible_before = true;
-    } else if (fallible_before) {
-      m.reads.push_back(range(err, 16));
-    }
-  }
+  std::vector<LaunchSite> sites;
+  for (const Launch& l : launches_) sites.push_back({l.step, l.workspace});
+  auto address = [](const BufferPtr& b) { return b ? reinterpret_cast<uintptr_t>(b->data()) : uintptr_t{0}; };
+  const std::vector<LaunchMemory> memory =
+      launch_memory(program_, written_into, sites, address(arena_), address(workspace_), workspace_slot_bytes_,
+                    address(set.block) + err_at_ * 8);
   if (serial_graph()) {
     std::vector<std::vector<uint32_t>> chain(launches_.size());
     for (size_t i = 1; i < chain.size(); ++i) chain[i] = {static_cast<uint32_t>(i - 1)};
@@ -289,9 +263,9 @@ std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& se
 
 // Builds the set's CUDA graph: one kernel node per launch, each after the
 // launches it must follow (launch_graph.h), no more.
-void CudaExecutable::build_graph(ArgSet& set) {
+void CudaExecutable::build_graph(ArgSet& set, const std::vector<int32_t>& written_into) {
   const DriverApi& d = driver();
-  const std::vector<std::vector<uint32_t>> deps = dependencies(set);
+  const std::vector<std::vector<uint32_t>> deps = dependencies(set, written_into);
   CUgraph graph = nullptr;
   check(d.cuGraphCreate(&graph, 0), "cuGraphCreate", "replay");
   std::vector<CUgraphNode> nodes(launches_.size());
@@ -315,6 +289,7 @@ void CudaExecutable::build_graph(ArgSet& set) {
   }
   d.cuGraphDestroy(graph);
   check(r, failed, "replay");
+  set.graph_written_into = written_into;
   bump(counters().cuda_graphs_built);
   bump(counters().cuda_graph_kernels, static_cast<int64_t>(launches_.size()));
   bump(counters().cuda_graph_depth, static_cast<int64_t>(longest_chain(deps)));
@@ -331,6 +306,7 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
 
   auto* words = static_cast<int64_t*>(slot.host);
   std::vector<BufferPtr> owned(program_.buffers.size());
+  std::vector<int32_t> written_into(program_.buffers.size(), -1);  // per output buffer: the input it is donated into
   for (size_t b = 0; b < program_.buffers.size(); ++b) {
     const ir::BufferInfo& info = program_.buffers[b];
     void* p = nullptr;
@@ -345,7 +321,13 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
       }
       case ir::BufferKind::Output:
         owned[b] = outputs_.donated(static_cast<uint32_t>(b), args);
-        if (!owned[b]) owned[b] = Buffer::allocate(dev, info.numel * element_size(info.dtype));
+        if (owned[b]) {
+          for (size_t i = 0; i < program_.buffers.size(); ++i)
+            if (program_.buffers[i].kind == ir::BufferKind::Input && args.inputs[program_.buffers[i].index] == owned[b].get())
+              written_into[b] = static_cast<int32_t>(i);
+        } else {
+          owned[b] = Buffer::allocate(dev, info.numel * element_size(info.dtype));
+        }
         p = owned[b]->data();
         break;
       case ir::BufferKind::Temp:
@@ -381,8 +363,14 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     set->last_run = runs_;
     last_set_ = set;
     // The first run launches directly (it also proves every launch valid);
-    // later runs replay the set's graph, built on its first replay.
-    if (!set->graph && runs_ > 0 && !kernel_times_on()) build_graph(*set);
+    // later runs replay the set's graph, built on its first replay, and
+    // again when outputs are written into other inputs' buffers than the
+    // graph's dependencies assumed (a loop keeps one pattern).
+    if (set->graph && set->graph_written_into != written_into) {
+      d.cuGraphExecDestroy(set->graph);  // in stream order: a launched graph finishes first
+      set->graph = nullptr;
+    }
+    if (!set->graph && runs_ > 0 && !kernel_times_on()) build_graph(*set, written_into);
     if (set->graph) {
       check(d.cuGraphLaunch(set->graph, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
       bump(counters().cuda_graph_launches);

@@ -62,6 +62,7 @@ class CudaExecutable final : public Executable {
     BufferPtr block;
     std::vector<int64_t> uploaded;
     CUgraphExec graph = nullptr;
+    std::vector<int32_t> graph_written_into;  // the aliasing the graph's dependencies assume (launch_memory)
     int64_t last_run = -1;
   };
   struct Slot {
@@ -73,8 +74,8 @@ class CudaExecutable final : public Executable {
   void plan_launches();
   void launch_all(const ArgSet& set);
   void kernel_params(const ArgSet& set, const Launch& l, CUdeviceptr (&values)[5]) const;
-  std::vector<std::vector<uint32_t>> dependencies(const ArgSet& set) const;
-  void build_graph(ArgSet& set);
+  std::vector<std::vector<uint32_t>> dependencies(const ArgSet& set, const std::vector<int32_t>& written_into) const;
+  void build_graph(ArgSet& set, const std::vector<int32_t>& written_into);
   void check_errors();
   std::string out_of_range_message(const ir::LibraryCall& call);
 
