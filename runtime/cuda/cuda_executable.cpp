@@ -323,7 +323,8 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
         owned[b] = outputs_.donated(static_cast<uint32_t>(b), args);
         if (owned[b]) {
           for (size_t i = 0; i < program_.buffers.size(); ++i)
-            if (program_.buffers[i].kind == ir::BufferKind::Input && args.inputs[program_.buffers[i].index] == owned[b].get())
+            if (program_.buffers[i].kind == ir::BufferKind::Input &&
+                args.inputs[program_.buffers[i].index]->data() == owned[b]->data())
               written_into[b] = static_cast<int32_t>(i);
         } else {
           owned[b] = Buffer::allocate(dev, info.numel * element_size(info.dtype));
