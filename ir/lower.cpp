@@ -154,17 +154,18 @@ class Lowering {
   }
   // A product inlined as K multiply-adds (LowerOptions::short_products_inline).
   bool short_product(uint32_t i) const {
-    const Node& nd = node(i);
-    if (!opt_.short_products_inline || nd.op != Op::MatMul || nd.shape.n != 2) return false;
-    const int64_t k = node(g_.inputs_of(i)[0]).shape[1];
-    return (nd.dtype == kFloat || nd.dtype == kDouble) && k >= 1 && k <= kShortProductMaxK;
+    const int64_t k = float_product_2d(i) ? node(g_.inputs_of(i)[0]).shape[1] : 0;
+    return opt_.short_products_inline && k >= 1 && k <= kShortProductMaxK;
   }
   // A product computed as a row kernel (LowerOptions::narrow_products_as_rows).
   bool narrow_product(uint32_t i) const {
+    return opt_.narrow_products_as_rows && float_product_2d(i) && node(i).shape[1] <= kNarrowProductMaxN &&
+           node(g_.inputs_of(i)[0]).shape[1] >= kNarrowProductMinK;
+  }
+  // A [M, K] x [K, N] product of float32 or float64 (no batch; bfloat16 keeps its GEMM).
+  bool float_product_2d(uint32_t i) const {
     const Node& nd = node(i);
-    if (!opt_.narrow_products_as_rows || nd.op != Op::MatMul || nd.shape.n != 2) return false;
-    if (nd.dtype != kFloat && nd.dtype != kDouble) return false;
-    return nd.shape[1] <= kNarrowProductMaxN && node(g_.inputs_of(i)[0]).shape[1] >= kNarrowProductMinK;
+    return nd.op == Op::MatMul && nd.shape.n == 2 && (nd.dtype == kFloat || nd.dtype == kDouble);
   }
   bool library(uint32_t i) const {
     return is_library(node(i).op) && !gemm(i) && !narrow_product(i) && !short_product(i) &&
@@ -183,8 +184,9 @@ class Lowering {
       if (gemm(i) || narrow_product(i) || short_product(i)) {
         // The product's operands are read by the GEMM's packing, through
         // any strides (a transpose, a broadcast batch): the viewed buffer is
-        // enough, no copy. (A narrow product's row kernel reads each
-        // operand element up to N times: computed once, into a buffer.)
+        // enough, no copy. (A narrow product's row kernel and a short
+        // product's multiply-adds read each operand element up to N or M
+        // times: computed once, into a buffer.)
         if (narrow_product(i)) need(i, "narrow product: a row of K per element");
         for (uint32_t in : ins) {
           if (node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full) {
@@ -822,9 +824,7 @@ class Lowering {
   static std::vector<uint32_t> read_buffers(const Kernel& k) { return kernel_buffers(k).reads; }
   // Whether step `st` writes a buffer in `reads` or reads or writes one in `writes`.
   bool touches(const Step& st, const std::vector<uint32_t>& reads, const std::vector<uint32_t>& writes) const {
-    std::vector<uint32_t> r, w;
-    step_buffers(st, r, w);
-    return overlap(w, reads) || overlap(r, writes) || overlap(w, writes);
+    return conflict(ir::step_buffers(p_, st), StepBuffers{reads, writes});
   }
   // B reads something A stores, only where A stores it, and A reads nothing B writes.
   static bool joinable(const Kernel& a, const Kernel& b) {
@@ -928,8 +928,7 @@ class Lowering {
   // step). Moved steps keep their order; the buffer plan comes after.
   int late_updates() {
     const size_t ns = p_.steps.size();
-    std::vector<std::vector<uint32_t>> reads(ns), writes(ns);
-    for (size_t s = 0; s < ns; ++s) step_buffers(p_.steps[s], reads[s], writes[s]);
+    const std::vector<StepBuffers> b = all_step_buffers();
     auto has = [](const std::vector<uint32_t>& xs, uint32_t x) { return std::find(xs.begin(), xs.end(), x) != xs.end(); };
     std::vector<bool> late(ns, false);
     int moved = 0;
@@ -937,10 +936,10 @@ class Lowering {
       bool updates = false, conflicts = false;
       for (size_t t = s + 1; t < ns && !conflicts; ++t) {
         if (late[t]) continue;
-        conflicts = overlap(writes[t], reads[s]) || overlap(reads[t], writes[s]) || overlap(writes[t], writes[s]);
-        for (uint32_t in : reads[s])
-          updates = updates || (p_.buffers[in].kind == BufferKind::Input && has(reads[t], in) &&
-                                std::any_of(writes[s].begin(), writes[s].end(), [&](uint32_t w) { return may_update(w, in); }));
+        conflicts = conflict(b[s], b[t]);
+        for (uint32_t in : b[s].reads)
+          updates = updates || (p_.buffers[in].kind == BufferKind::Input && has(b[t].reads, in) &&
+                                std::any_of(b[s].writes.begin(), b[s].writes.end(), [&](uint32_t w) { return may_update(w, in); }));
       }
       late[s] = updates && !conflicts;
       moved += late[s];
@@ -971,14 +970,13 @@ class Lowering {
   // of steps moved.
   int checks_first() {
     const size_t ns = p_.steps.size();
-    std::vector<std::vector<uint32_t>> reads(ns), writes(ns);
-    for (size_t s = 0; s < ns; ++s) step_buffers(p_.steps[s], reads[s], writes[s]);
+    const std::vector<StepBuffers> b = all_step_buffers();
     std::vector<bool> early(ns, false);
     for (size_t s = ns; s-- > 0;) {
       early[s] = early[s] || can_fail(p_, p_.steps[s]);
       if (!early[s]) continue;
       for (size_t t = 0; t < s; ++t)
-        early[t] = early[t] || overlap(writes[t], reads[s]) || overlap(reads[t], writes[s]) || overlap(writes[t], writes[s]);
+        early[t] = early[t] || conflict(b[t], b[s]);
     }
     // Moved: a step that is not early but comes before an early one.
     int moved = 0;
@@ -1002,9 +1000,15 @@ class Lowering {
   static bool overlap(const std::vector<uint32_t>& xs, const std::vector<uint32_t>& ys) {
     return std::any_of(xs.begin(), xs.end(), [&](uint32_t x) { return std::find(ys.begin(), ys.end(), x) != ys.end(); });
   }
-  void step_buffers(const Step& st, std::vector<uint32_t>& reads, std::vector<uint32_t>& writes) const {
-    StepBuffers b = ir::step_buffers(p_, st);
-    reads = std::move(b.reads), writes = std::move(b.writes);
+  std::vector<StepBuffers> all_step_buffers() const {
+    std::vector<StepBuffers> b;
+    for (const Step& st : p_.steps) b.push_back(ir::step_buffers(p_, st));
+    return b;
+  }
+  // Whether two steps must keep their order: one writes what the other
+  // reads or writes.
+  static bool conflict(const StepBuffers& x, const StepBuffers& y) {
+    return overlap(x.writes, y.reads) || overlap(x.reads, y.writes) || overlap(x.writes, y.writes);
   }
 
   static std::vector<uint32_t> written(const Kernel& k) { return kernel_buffers(k).writes; }

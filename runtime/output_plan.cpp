@@ -66,7 +66,8 @@ bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
   return true;
 }
 
-BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args) const {
+BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args, int32_t* input) const {
+  if (input) *input = -1;
   const ir::BufferInfo& info = program_.buffers[b];
   if (info.index >= args.targets.size() || !args.targets[info.index]) return nullptr;
   const BufferPtr& t = args.targets[info.index];
@@ -85,6 +86,8 @@ BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args) const {
     if (in.kind != ir::BufferKind::Input || args.inputs[in.index] != t.get()) continue;
     if (std::find(in_place_ok_.begin(), in_place_ok_.end(), std::make_pair(b, i)) == in_place_ok_.end())
       refused = "its old value is read after the write, or elsewhere than where it is written";
+    else if (input)
+      *input = static_cast<int32_t>(i);
   }
   if (!refused) return t;
   // LOOM_LOG=donation: why an output gets a new buffer (then copied back

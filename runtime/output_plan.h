@@ -28,7 +28,9 @@ class OutputPlan {
   // program may write it directly without changing any value it reads, and
   // a failed run could not have written it (it is written after every step
   // that can fail: a failure leaves every existing tensor as it was).
-  BufferPtr donated(uint32_t b, const RunArgs& args) const;
+  // `input`, if given, is set to the input buffer whose memory that is (an
+  // in-place update), or -1.
+  BufferPtr donated(uint32_t b, const RunArgs& args, int32_t* input = nullptr) const;
 
   // One buffer per graph output, into `result`, taken (moved) from the
   // output buffers `owned` (indexed by buffer id); an output asked for

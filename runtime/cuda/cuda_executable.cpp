@@ -247,18 +247,16 @@ void CudaExecutable::launch_all(const ArgSet& set) {
 std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& set,
                                                                 const std::vector<int32_t>& written_into) const {
   if (launches_.size() <= 1) return std::vector<std::vector<uint32_t>>(launches_.size());  // a single-block program too
-  std::vector<LaunchSite> sites;
-  for (const Launch& l : launches_) sites.push_back({l.step, l.workspace});
-  auto address = [](const BufferPtr& b) { return b ? reinterpret_cast<uintptr_t>(b->data()) : uintptr_t{0}; };
-  const std::vector<LaunchMemory> memory =
-      launch_memory(program_, written_into, sites, address(arena_), address(workspace_), workspace_slot_bytes_,
-                    address(set.block) + err_at_ * 8);
   if (serial_graph()) {
     std::vector<std::vector<uint32_t>> chain(launches_.size());
     for (size_t i = 1; i < chain.size(); ++i) chain[i] = {static_cast<uint32_t>(i - 1)};
     return chain;
   }
-  return launch_dependencies(memory);
+  std::vector<LaunchSite> sites;
+  for (const Launch& l : launches_) sites.push_back({l.step, l.workspace});
+  auto address = [](const BufferPtr& b) { return b ? reinterpret_cast<uintptr_t>(b->data()) : uintptr_t{0}; };
+  return launch_dependencies(launch_memory(program_, written_into, sites, address(arena_), address(workspace_),
+                                           workspace_slot_bytes_, address(set.block) + err_at_ * 8));
 }
 
 // Builds the set's CUDA graph: one kernel node per launch, each after the
@@ -320,15 +318,8 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
         break;
       }
       case ir::BufferKind::Output:
-        owned[b] = outputs_.donated(static_cast<uint32_t>(b), args);
-        if (owned[b]) {
-          for (size_t i = 0; i < program_.buffers.size(); ++i)
-            if (program_.buffers[i].kind == ir::BufferKind::Input &&
-                args.inputs[program_.buffers[i].index]->data() == owned[b]->data())
-              written_into[b] = static_cast<int32_t>(i);
-        } else {
-          owned[b] = Buffer::allocate(dev, info.numel * element_size(info.dtype));
-        }
+        owned[b] = outputs_.donated(static_cast<uint32_t>(b), args, &written_into[b]);
+        if (!owned[b]) owned[b] = Buffer::allocate(dev, info.numel * element_size(info.dtype));
         p = owned[b]->data();
         break;
       case ir::BufferKind::Temp:
