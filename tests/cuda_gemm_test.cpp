@@ -4,6 +4,7 @@
 // checked against the same product in float64 on the CPU, by the relative
 // norm of the error (float32 lands far under 1e-5, TF32 near 1e-3). Every
 // test skips, saying why, on a machine without a GPU.
+#include <array>
 #include <cmath>
 #include <cstdlib>
 
@@ -212,6 +213,37 @@ TEST_F(CudaGemm, SplitKForced) {
     Tensor x = loom::randn({3, 33, 300}), w = loom::randn({3, 300, 41});
     loom::sync();
     EXPECT_LT(rel_err(loom::bmm(gpu(x), gpu(w)) * 2, loom::bmm(f64(x), f64(w)) * 2), kF32) << "batched, split " << splits;
+  }
+}
+
+// Every tile configuration the tuner may pick (LOOM_GEMM_CANDIDATE), on
+// products large enough for the 128-row tiles and on small ones, with the
+// operand layouts the warp-tiled loop stores differently: A and B read
+// along K (x W^T, Linear's weight: swizzled row tiles), along M / N
+// (k-major tiles), and K not a multiple of any slice.
+TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
+  struct Unset {
+    ~Unset() {
+      unsetenv("LOOM_GEMM_CANDIDATE");
+      loom::clear_executable_cache();
+    }
+  } unset;
+  for (const auto& s : {std::array<int64_t, 3>{1501, 1499, 100}, std::array<int64_t, 3>{200, 300, 132}}) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    Tensor x = loom::randn({M, K}), w = loom::randn({N, K}), at = loom::randn({K, M}), bias = loom::randn({N});
+    loom::sync();
+    const Tensor want_xwt = loom::matmul(f64(x), f64(w).t());
+    const Tensor want_atw = loom::matmul(f64(at).t(), f64(w).t());
+    const Tensor wc = gpu(w.t().contiguous());
+    for (int c = 0; c < 6; ++c) {
+      setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
+      loom::clear_executable_cache();
+      const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +
+                               std::to_string(c);
+      EXPECT_LT(rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want_xwt + f64(bias)), kF32) << "x W^T + b, " << what;
+      EXPECT_LT(rel_err(loom::matmul(gpu(x), wc), want_xwt), kF32) << "x W, " << what;
+      EXPECT_LT(rel_err(loom::matmul(gpu(at).t(), gpu(w).t()), want_atw), kF32) << "A^T W^T, " << what;
+    }
   }
 }
 

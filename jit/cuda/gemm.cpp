@@ -157,8 +157,13 @@ int gemm_threads(const GemmConfig& c) { return c.mma ? 32 * c.p * c.q : (c.bm / 
 
 int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g) {
   const int64_t v = 16 / static_cast<int64_t>(element_size(g.dtype));
-  const int64_t a = c.warp ? c.bk * (c.bm + 4) : g.a_kmajor ? c.bk * (c.bm + 8) : c.bm * (c.bk + v);
-  const int64_t b = c.warp ? c.bk * (c.bn + 4) : g.b_kmajor ? c.bk * (c.bn + 8) : c.bn * (c.bk + v);
+  // As LoomGemm's A_ELEMS / B_ELEMS: the warp-tiled loop keeps an operand
+  // contiguous along k as swizzled rows where 16-byte copies are allowed
+  // and the thread tile is small (ROWS_OK).
+  const bool rows_ok = c.warp && c.p * c.q <= 16;
+  const bool a_rows = rows_ok && !g.a_kmajor && g.a_vec, b_rows = rows_ok && !g.b_kmajor && g.b_vec;
+  const int64_t a = a_rows ? c.bm * c.bk : c.warp ? c.bk * (c.bm + 4) : g.a_kmajor ? c.bk * (c.bm + 8) : c.bm * (c.bk + v);
+  const int64_t b = b_rows ? c.bn * c.bk : c.warp ? c.bk * (c.bn + 4) : g.b_kmajor ? c.bk * (c.bn + 8) : c.bn * (c.bk + v);
   return c.stages * (a + b) * static_cast<int64_t>(element_size(g.dtype));
 }
 

@@ -137,9 +137,11 @@ void CudaExecutable::plan_launches() {
       l.step = step_at;
       l.block[0] = static_cast<uint32_t>(jit::cuda::gemm_threads(c));
       l.shared = static_cast<uint32_t>(jit::cuda::gemm_shared_bytes(c, g));
-      if (l.shared > 48 * 1024)
-        check(driver().cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.shared)),
-              "cuFuncSetAttribute", program_.kernels[step.index].name);
+      // Always: the kernel's static shared memory counts against the same
+      // 48 KB default, so a pipeline of exactly 48 KB (64x64x32 tiles as
+      // swizzled rows) failed to launch without it.
+      check(driver().cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.shared)),
+            "cuFuncSetAttribute", program_.kernels[step.index].name);
       l.label = program_.kernels[step.index].name + " gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" +
                 std::to_string(g.n) + "x" + std::to_string(g.k) + " " + c.str();
       launches_.push_back(l);
@@ -213,6 +215,13 @@ void CudaExecutable::kernel_params(const ArgSet& set, const Launch& l, CUdevicep
                                : 0;
 }
 
+// A failed launch names the kernel and its launch shape.
+std::string CudaExecutable::launch_description(const Launch& l) const {
+  return (l.label.empty() ? std::string("a kernel") : l.label) + " on cuda:" + std::to_string(device_) + ", grid " +
+         std::to_string(l.grid[0]) + "x" + std::to_string(l.grid[1]) + "x" + std::to_string(l.grid[2]) + ", block " +
+         std::to_string(l.block[0]) + ", " + std::to_string(l.shared) + " bytes of shared memory";
+}
+
 void CudaExecutable::launch_all(const ArgSet& set) {
   const DeviceContext& ctx = context(device_);
   const DriverApi& d = driver();
@@ -225,7 +234,7 @@ void CudaExecutable::launch_all(const ArgSet& set) {
     if (timed) check(d.cuEventRecord(timing_events_[at], ctx.stream), "cuEventRecord", "kernel times");
     check(d.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared,
                            ctx.stream, params, nullptr),
-          "cuLaunchKernel", "a kernel of a graph on cuda:" + std::to_string(device_));
+          "cuLaunchKernel", launch_description(l));
   }
   if (timed) {
     check(d.cuEventRecord(timing_events_.back(), ctx.stream), "cuEventRecord", "kernel times");

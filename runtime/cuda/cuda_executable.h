@@ -54,8 +54,9 @@ class CudaExecutable final : public Executable {
     int64_t meta = -1;  // library kernels: element offset of their meta in meta_
     int workspace = -1;  // split-K GEMM and reduce: the fifth parameter is this slot of workspace_
     uint32_t step = 0;   // the program step it belongs to (a single-block launch: all of them)
-    std::string label;   // for LOOM_CUDA_KERNEL_TIMES
+    std::string label;   // for LOOM_CUDA_KERNEL_TIMES and errors
   };
+  std::string launch_description(const Launch& l) const;
   // A device argument block, what it holds (or will, in stream order) and
   // the graph built against it.
   struct ArgSet {

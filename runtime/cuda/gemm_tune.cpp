@@ -87,7 +87,8 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
     CUfunction f = nullptr;
     check(d.cuModuleGetFunction(&f, module, ("loom_tune" + std::to_string(i)).c_str()), "cuModuleGetFunction", what);
     const int64_t shared = jc::gemm_shared_bytes(cs[i], g);
-    if (shared > 48 * 1024 && d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared)))
+    // Always (static shared memory counts against the 48 KB default too).
+    if (d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared)))
       continue;  // more shared memory than this GPU gives a block
     const bool split = cs[i].split > 1;
     CUfunction r = nullptr;
@@ -135,6 +136,12 @@ jc::GemmConfig choose_gemm(const jc::GemmProblem& g, int device) {
   const DeviceContext& ctx = context(device);
   if (const char* e = std::getenv("LOOM_GEMM_TUNE"); e && std::strcmp(e, "0") == 0)
     return jc::gemm_heuristic(g, ctx.multiprocessors);
+  // Test hook: LOOM_GEMM_CANDIDATE=i takes candidate i of gemm_candidates
+  // (the last where there are fewer), untuned, so a test can check each.
+  if (const char* e = std::getenv("LOOM_GEMM_CANDIDATE"); e && *e) {
+    const std::vector<jc::GemmConfig> cs = jc::gemm_candidates(g);
+    return cs[std::min<size_t>(static_cast<size_t>(std::max(std::atoi(e), 0)), cs.size() - 1)];
+  }
   // Test hook: LOOM_GEMM_SPLIT=n forces split-K with n splits on every
   // float32 FFMA product (the 32x32 warp-tiled tiles), untuned.
   if (const char* e = std::getenv("LOOM_GEMM_SPLIT"); e && std::atoi(e) > 1 && g.dtype == kFloat && !g.tf32)
