@@ -440,6 +440,16 @@ struct LoomGemm {
     return BKM ? tx * 4 + (j % 4) + (j / 4) * (BN / (Q / 4)) : tx + j * (BN / Q);
   }
 
+  // acc += the products of a group of V k-steps' fragments.
+  static __device__ __forceinline__ void fma_group(const T (&a)[V][P], const T (&b)[V][Q], T (&acc)[P][Q]) {
+#pragma unroll
+    for (int kk = 0; kk < V; ++kk)
+#pragma unroll
+      for (int i = 0; i < P; ++i)
+#pragma unroll
+        for (int j = 0; j < Q; ++j) acc[i][j] = loom_fma(a[kk][i], b[kk][j], acc[i][j]);
+  }
+
   static __device__ __forceinline__ void ffma_slice(const T* s, T (&acc)[P][Q]) {
     const T* as = s;
     const T* bs = s + A_ELEMS;
@@ -474,12 +484,7 @@ struct LoomGemm {
           for (int kk = 0; kk < V; ++kk) b[kk][j] = v[kk];
         }
       }
-#pragma unroll
-      for (int kk = 0; kk < V; ++kk)
-#pragma unroll
-        for (int i = 0; i < P; ++i)
-#pragma unroll
-          for (int j = 0; j < Q; ++j) acc[i][j] = loom_fma(a[kk][i], b[kk][j], acc[i][j]);
+      fma_group(a, b, acc);
     }
   }
 
@@ -509,56 +514,39 @@ struct LoomGemm {
         for (int j = 0; j < Q; ++j) acc[i][j] = loom_fma(a[k & 1][i], b[k & 1][j], acc[i][j]);
     }
   }
-  // The same with a swizzled rows tile: V k-steps per group, each row's
-  // (column's) V values one 16-byte load, the same loads per k. The rows of
-  // a thread are r0 plus multiples of 4 past r0's group of 4 and 8 groups
-  // apart, so one chunk index serves them all (sa); its columns' groups
-  // alternate by 4 (sb ^ 4 for every other group of 4).
-  static __device__ __forceinline__ void wt_slice_rows(const T* s, T (&acc)[P][Q]) {
-    enum { CH = BK / V };
-    const T* as = s;
-    const T* bs = s + A_ELEMS;
-    const int r0 = row(0), c0 = col(0);
-    const int sa = (r0 >> 2) & (CH - 1), sb = (c0 >> 2) & (CH - 1);
+  // The same with a swizzled rows tile: V k-steps per group, the same
+  // loads per k. f[kk][i] = k-step kc + kk of the thread's row (column) i,
+  // r0 + (i / 4) * STEP + i % 4: from a swizzled rows tile one 16-byte load
+  // per row (its chunk moved by the row's group of 4: r0's, changed by
+  // (i / 4) * STEP / 4 groups), from a k-major tile one per 4 rows and k.
+  template <bool ROWS, int N, int STEP, int LD>
+  static __device__ __forceinline__ void wt_group(const T* tile, int r0, int kc, T (&f)[V][N]) {
+    if constexpr (ROWS) {
+      enum { CH = BK / V };
+      const int sw = (r0 >> 2) & (CH - 1);
 #pragma unroll
-    for (int kc = 0; kc < BK; kc += V) {
-      T a[V][P], b[V][Q];
-      if constexpr (A_ROWS) {
-        const T* ar = as + r0 * BK + (((kc / V) ^ sa) * V);
+      for (int i = 0; i < N; ++i) {
+        T v[V];
+        const int chunk = (kc / V) ^ sw ^ (((i / 4) * (STEP / 4)) & (CH - 1));
+        loom_lds<V>(v, tile + (r0 + (i / 4) * STEP + i % 4) * BK + chunk * V);
 #pragma unroll
-        for (int i = 0; i < P; ++i) {
-          T v[V];
-          loom_lds<V>(v, ar + ((i / 4) * 32 + i % 4) * BK);
-#pragma unroll
-          for (int kk = 0; kk < V; ++kk) a[kk][i] = v[kk];
-        }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < V; ++kk)
-#pragma unroll
-          for (int i = 0; i < P; i += 4) loom_lds<4>(&a[kk][i], as + (kc + kk) * A_LD + r0 + (i / 4) * 32);
+        for (int kk = 0; kk < V; ++kk) f[kk][i] = v[kk];
       }
-      if constexpr (B_ROWS) {
-#pragma unroll
-        for (int j = 0; j < Q; ++j) {
-          T v[V];
-          const int chunk = (kc / V) ^ sb ^ ((4 * (j / 4)) & (CH - 1));
-          loom_lds<V>(v, bs + (c0 + (j / 4) * 16 + j % 4) * BK + chunk * V);
-#pragma unroll
-          for (int kk = 0; kk < V; ++kk) b[kk][j] = v[kk];
-        }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < V; ++kk)
-#pragma unroll
-          for (int j = 0; j < Q; j += 4) loom_lds<4>(&b[kk][j], bs + (kc + kk) * B_LD + c0 + (j / 4) * 16);
-      }
+    } else {
 #pragma unroll
       for (int kk = 0; kk < V; ++kk)
 #pragma unroll
-        for (int i = 0; i < P; ++i)
+        for (int i = 0; i < N; i += 4) loom_lds<4>(&f[kk][i], tile + (kc + kk) * LD + r0 + (i / 4) * STEP);
+    }
+  }
+  static __device__ __forceinline__ void wt_slice_rows(const T* s, T (&acc)[P][Q]) {
+    const int r0 = row(0), c0 = col(0);
 #pragma unroll
-          for (int j = 0; j < Q; ++j) acc[i][j] = loom_fma(a[kk][i], b[kk][j], acc[i][j]);
+    for (int kc = 0; kc < BK; kc += V) {
+      T a[V][P], b[V][Q];
+      wt_group<A_ROWS, P, 32, A_LD>(s, r0, kc, a);
+      wt_group<B_ROWS, Q, 16, B_LD>(s + A_ELEMS, c0, kc, b);
+      fma_group(a, b, acc);
     }
   }
 
