@@ -72,7 +72,8 @@ const char* gemm_template_source();
 // A module of one kernel per candidate, loom_tune<i>(A, B, C, args) with C
 // dense [batch, m, n], for the tuner to time; a split-K candidate's kernel
 // writes its partial sums to W (loom_tune<i>(A, B, W, args)) and
-// loom_tune<i>_r(W, C, args) adds them up into C.
+// loom_tune<i>_r(W, C, args) adds them up into C. loom_tune_fill(p, n,
+// seed) fills an operand with varied values in [-1, 1).
 std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfig>& candidates);
 
 }  // namespace loom::jit::cuda

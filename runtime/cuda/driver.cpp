@@ -53,7 +53,6 @@ struct Driver {
     resolve(lib, api.cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", missing);
     resolve(lib, api.cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", missing);
     resolve(lib, api.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", missing);
-    resolve(lib, api.cuMemsetD8Async, "cuMemsetD8Async", missing);
     resolve(lib, api.cuStreamCreate, "cuStreamCreate", missing);
     resolve(lib, api.cuStreamSynchronize, "cuStreamSynchronize", missing);
     resolve(lib, api.cuEventCreate, "cuEventCreate", missing);

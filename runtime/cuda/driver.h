@@ -68,7 +68,6 @@ struct DriverApi {
   CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuEventCreate)(CUevent*, unsigned);

@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include <loom/error.h>
 
@@ -71,8 +72,17 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   for (const jc::GemmConfig& c : cs) ws_n = std::max(ws_n, jc::gemm_workspace_elems(c, g));
   BufferPtr W = ws_n > 0 ? Buffer::allocate(dev, ws_n * jc::gemm_accumulator_size(g)) : nullptr;
   CUdeviceptr w = W ? reinterpret_cast<CUdeviceptr>(W->data()) : 0;
-  check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(A->data()), 0x3c, (g.a_off + a_n) * es, ctx.stream), "cuMemsetD8Async", what);
-  check(d.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(B->data()), 0x3c, (g.b_off + b_n) * es, ctx.stream), "cuMemsetD8Async", what);
+  CUfunction fill = nullptr;
+  check(d.cuModuleGetFunction(&fill, module, "loom_tune_fill"), "cuModuleGetFunction", what);
+  for (auto [buf, n, seed] : {std::tuple{&A, g.a_off + a_n, 1u}, std::tuple{&B, g.b_off + b_n, 2u}}) {
+    CUdeviceptr p = reinterpret_cast<CUdeviceptr>((*buf)->data());
+    int64_t count = n;
+    unsigned s = seed;
+    void* fparams[] = {&p, &count, &s};
+    check(d.cuLaunchKernel(fill, static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 4 * 1024)), 1, 1, 256, 1, 1,
+                           0, ctx.stream, fparams, nullptr),
+          "cuLaunchKernel", what + " (operand fill)");
+  }
   CUdeviceptr a = reinterpret_cast<CUdeviceptr>(A->data()) + g.a_off * es, b = reinterpret_cast<CUdeviceptr>(B->data()) + g.b_off * es;
   CUdeviceptr c = reinterpret_cast<CUdeviceptr>(C->data());
   struct Args {
