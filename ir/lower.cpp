@@ -167,9 +167,11 @@ class Lowering {
     const Node& nd = node(i);
     return nd.op == Op::MatMul && nd.shape.n == 2 && (nd.dtype == kFloat || nd.dtype == kDouble);
   }
+  // A product this lowering generates code for: a GEMM, a row kernel or
+  // inlined multiply-adds (else a library call).
+  bool generated_product(uint32_t i) const { return gemm(i) || narrow_product(i) || short_product(i); }
   bool library(uint32_t i) const {
-    return is_library(node(i).op) && !gemm(i) && !narrow_product(i) && !short_product(i) &&
-           !fused_random(node(i).op, node(i).dtype);
+    return is_library(node(i).op) && !generated_product(i) && !fused_random(node(i).op, node(i).dtype);
   }
   void need(uint32_t i, const std::string& why) {
     if (reason_[i].empty()) reason_[i] = why;
@@ -181,7 +183,7 @@ class Lowering {
       const Node& nd = node(i);
       auto ins = g_.inputs_of(i);
       if (nd.op == Op::Input) need(i, "graph input");
-      if (gemm(i) || narrow_product(i) || short_product(i)) {
+      if (generated_product(i)) {
         // The product's operands are read by the GEMM's packing, through
         // any strides (a transpose, a broadcast batch): the viewed buffer is
         // enough, no copy. (A narrow product's row kernel and a short

@@ -53,6 +53,9 @@ GemmConfig gemm_heuristic(const GemmProblem& g, int multiprocessors);
 
 int gemm_threads(const GemmConfig& c);
 std::string gemm_launch_bounds(const GemmConfig& c);  // "__launch_bounds__(threads[, minb])"
+// Whether the warp-tiled loop may keep an operand contiguous along K as
+// swizzled rows (the template's ROWS; gemm_shared_bytes sizes by it).
+bool gemm_row_tiles(const GemmConfig& c);
 int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g);
 uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g);  // grid.x; grid.y the split; grid.z the batch
 // Split-K: the K range of one split (a multiple of bk), 0 without split;

@@ -298,27 +298,23 @@ struct LoomGemmAcc<T, true, P, Q, MI, NI> {
 // a swizzled one of 4 k of one row (column): the same loads per k. With
 // both tiles k-major, fragments for step k+1 are loaded while step k's
 // FMAs run (two register sets); otherwise 4 k at a time (wt_slice_rows).
-// Rows only for thread tiles of up to 16 elements (ROWS_OK): there they
-// save the element copies' instructions (W4's Linear products 3-10% faster
-// on an H100); for 8x8 and 8x16 tiles the 4 k of a fragment take the
-// registers the double-buffered loop hides shared-memory latency with, and
-// W6's 128x256 tile ran 3.21-3.55 ms as rows against 3.12 transposed.
+// ROWS: whether the configuration may keep operands as rows at all
+// (jit/cuda/gemm.cpp, gemm_row_tiles, decides, and sizes shared memory by
+// the same rule).
 //
 // Split-K: with kchunk > 0, block row blockIdx.y computes the K range
 // [y * kchunk, (y + 1) * kchunk) only; the caller's epilogue writes the
 // partial sums to a workspace and LoomGemmReduce adds them up in split order
 // and applies the real epilogue.
 template <class T, int BM, int BN, int BK, int P, int Q, int STAGES, bool AK, bool AV, bool BKM, bool BV, bool MMA,
-          bool WT = false>
+          bool WT = false, bool ROWS = false>
 struct LoomGemm {
   enum {
     V = 16 / (int)sizeof(T),
     THREADS = MMA ? 32 * P * Q : (BM / P) * (BN / Q),
-    // WT: an operand contiguous along k kept as swizzled rows [BM][BK]
-    // (thread tiles of up to 16 elements; mirrored by gemm_shared_bytes).
-    ROWS_OK = WT && P * Q <= 16,
-    A_ROWS = ROWS_OK && !AK && AV,
-    B_ROWS = ROWS_OK && !BKM && BV,
+    // WT: an operand contiguous along k kept as swizzled rows [BM][BK].
+    A_ROWS = WT && ROWS && !AK && AV,
+    B_ROWS = WT && ROWS && !BKM && BV,
     // Shared-memory tiles k-major? (WT: unless kept as rows.)
     A_KM = AK || (WT && !A_ROWS),
     B_KM = BKM || (WT && !B_ROWS),
@@ -522,9 +518,9 @@ struct LoomGemm {
   // r0 + (i / 4) * STEP + i % 4: from a swizzled rows tile one 16-byte load
   // per row (its chunk moved by the row's group of 4: r0's, changed by
   // (i / 4) * STEP / 4 groups), from a k-major tile one per 4 rows and k.
-  template <bool ROWS, int N, int STEP, int LD>
+  template <bool SWZ, int N, int STEP, int LD>
   static __device__ __forceinline__ void wt_group(const T* tile, int r0, int kc, T (&f)[V][N]) {
-    if constexpr (ROWS) {
+    if constexpr (SWZ) {
       enum { CH = BK / V };
       const int sw = (r0 >> 2) & (CH - 1);
 #pragma unroll

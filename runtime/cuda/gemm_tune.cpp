@@ -15,7 +15,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <tuple>
 
 #include <loom/error.h>
 
@@ -74,15 +73,15 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   CUdeviceptr w = W ? reinterpret_cast<CUdeviceptr>(W->data()) : 0;
   CUfunction fill = nullptr;
   check(d.cuModuleGetFunction(&fill, module, "loom_tune_fill"), "cuModuleGetFunction", what);
-  for (auto [buf, n, seed] : {std::tuple{&A, g.a_off + a_n, 1u}, std::tuple{&B, g.b_off + b_n, 2u}}) {
-    CUdeviceptr p = reinterpret_cast<CUdeviceptr>((*buf)->data());
-    int64_t count = n;
-    unsigned s = seed;
-    void* fparams[] = {&p, &count, &s};
+  auto fill_operand = [&](const BufferPtr& buf, int64_t count, unsigned seed) {
+    CUdeviceptr p = reinterpret_cast<CUdeviceptr>(buf->data());
+    void* fparams[] = {&p, &count, &seed};
     check(d.cuLaunchKernel(fill, static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 4 * 1024)), 1, 1, 256, 1, 1,
                            0, ctx.stream, fparams, nullptr),
           "cuLaunchKernel", what + " (operand fill)");
-  }
+  };
+  fill_operand(A, g.a_off + a_n, 1);
+  fill_operand(B, g.b_off + b_n, 2);
   CUdeviceptr a = reinterpret_cast<CUdeviceptr>(A->data()) + g.a_off * es, b = reinterpret_cast<CUdeviceptr>(B->data()) + g.b_off * es;
   CUdeviceptr c = reinterpret_cast<CUdeviceptr>(C->data());
   struct Args {
