@@ -50,6 +50,8 @@ enum class ExprKind : uint8_t {
   Iota,      // the linear index along loop dim a (arange-style leaves)
   Contract,  // the kernel's matrix product at the current position (Kernel::contraction)
   Const,     // the integer literal `imm`, converted to dtype (a random tensor's strides)
+  Operand,   // an element of the product's operand a (0: A, 1: B) as the GEMM reads it: the
+             // leaf of Contraction::a_value / b_value, never of the kernel's body
 };
 
 struct Expr {
@@ -109,11 +111,22 @@ struct Phase {
 // asks which buffers a kernel reads sees them), with stride 0 along N and
 // along M respectively. A transposed or otherwise strided operand is only
 // other strides: the code generator's packing reads it, no copy is made.
+//
+// An operand's cheap pointwise producers (relu(x) @ W, (x * s) @ W: ops on
+// one input with scalar operands, ir/lower.cpp's fusible_producer) are
+// fused too: `a_value` is then an expr over ExprKind::Operand{a = 0} whose
+// value is the element the product multiplies, `A` reading the producers'
+// input. The code generators apply it to each element once, where the
+// product reads its operand (llvm: the packed panels; cuda: the
+// shared-memory tiles), so the producers' output is never stored.
 struct Contraction {
+  static constexpr uint32_t kRaw = ~0u;  // a_value / b_value: the element as it is
   uint32_t node = 0;    // the MatMul's canonical index (errors, dumps)
   int64_t k = 0;        // extent of the contracted dim
   uint32_t a = 0, b = 0;      // indices into Kernel::accesses, at t = 0
   int64_t a_k = 0, b_k = 0;   // their strides along the contracted dim
+  uint32_t a_value = kRaw, b_value = kRaw;  // fused producers: exprs of Kernel::exprs, or kRaw
+  bool fused_operand(int which) const { return (which == 0 ? a_value : b_value) != kRaw; }
 };
 
 struct Kernel {

@@ -58,6 +58,10 @@ double op_cost(Op op) {
 }
 
 constexpr const char* kGraphOutput = "graph output";
+// Producers of a GEMM's operand at most this costly (op_cost) are applied
+// as the GEMM reads the operand: a negation, a scaling, a ReLU, a clamp, a
+// division, not an exp (recomputed for each tile of C that reads it).
+constexpr double kCheapProducerCost = 3;
 
 struct NeedsBuffer {
   uint32_t node;
@@ -173,6 +177,40 @@ class Lowering {
   bool library(uint32_t i) const {
     return is_library(node(i).op) && !generated_product(i) && !fused_random(node(i).op, node(i).dtype);
   }
+  // A producer a GEMM applies to its operand's elements as it reads them
+  // (ir::Contraction::a_value): a cheap op on one input of the product's
+  // dtype and the same shape (scalar operands allowed: x * 0.5, a clamp's
+  // bounds), not a graph input or constant.
+  bool fusible_producer(uint32_t i, ScalarType dt) const {
+    const Node& nd = node(i);
+    const auto ins = g_.inputs_of(i);
+    const bool one_input = nd.op == Op::Clamp || op_family(nd.op) == Family::Unary || has_scalar_operand(nd);
+    return one_input && ins.size() == 1 && is_elementwise(nd.op) && nd.dtype == dt && node(ins[0]).dtype == dt &&
+           node(ins[0]).shape == nd.shape && op_cost(nd.op) <= kCheapProducerCost;
+  }
+  // Operand `in` of GEMM product `product` with its fusible producers
+  // walked through: the node the GEMM reads (`in` itself when none fuses),
+  // and the producers, from the operand down, in `chain`. A producer that
+  // owns a buffer (reason_) ends the walk: the GEMM reads that buffer.
+  // Producers are fused only where LowerOptions::operand_producers_min_work
+  // allows and their input is not computed by a generated kernel.
+  uint32_t operand_base(uint32_t product, uint32_t in, std::vector<uint32_t>* chain = nullptr) const {
+    const Node& p = node(product);
+    if (!gemm(product) || p.dtype == kBFloat16 || opt_.operand_producers_min_work < 0) return in;
+    const auto ins = g_.inputs_of(product);
+    const double work = static_cast<double>(p.numel()) * node(ins[0]).shape[node(ins[0]).shape.n - 1];
+    if (work < opt_.operand_producers_min_work) return in;
+    uint32_t base = in;
+    std::vector<uint32_t> walked;
+    while (reason_[base].empty() && fusible_producer(base, p.dtype)) {
+      walked.push_back(base);
+      base = g_.inputs_of(base)[0];
+    }
+    const uint32_t source = node(base).op == Op::AsStrided ? g_.inputs_of(base)[0] : base;
+    if (walked.empty() || !(node(source).op == Op::Input || library(source))) return in;
+    if (chain) *chain = std::move(walked);
+    return base;
+  }
   void need(uint32_t i, const std::string& why) {
     if (reason_[i].empty()) reason_[i] = why;
   }
@@ -190,12 +228,16 @@ class Lowering {
         // product's multiply-adds read each operand element up to N or M
         // times: computed once, into a buffer.)
         if (narrow_product(i)) need(i, "narrow product: a row of K per element");
-        for (uint32_t in : ins) {
+        for (uint32_t operand : ins) {
+          // A GEMM applies cheap producers of an operand as it reads it
+          // (operand_base): then it reads their input.
+          const uint32_t in = operand_base(i, operand);
+          const char* what = in == operand ? "operand of matrix product" : "input of a matrix product's fused operand producers";
           if (node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full) {
             need(g_.inputs_of(in)[0], "viewed by matrix product");
             continue;
           }
-          need(in, "operand of matrix product");
+          need(in, what);
         }
       } else if (library(i)) {
         need(i, std::string("library kernel ") + op_name(nd.op));
@@ -539,28 +581,38 @@ class Lowering {
         }
         case Op::MatMul:
           return l_.short_product(i) ? short_product(i, nd, map) : contraction(i, nd, map);
-        case Op::Clamp: {
-          // Exactly what clamp recorded as two nodes before: maximum with the
-          // low bound, then minimum with the high one, each in the node's dtype.
-          const uint32_t x = expr(ins[0], child_map(nd.shape, l_.node(ins[0]).shape, map), false);
-          const uint32_t lo = push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[i]});
-          const uint32_t mx = push(Expr{ExprKind::Op, Op::Maximum, nd.dtype, x, lo});
-          const uint32_t hi = push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[i] + 1});
-          return push(Expr{ExprKind::Op, Op::Minimum, nd.dtype, mx, hi});
-        }
+        case Op::Clamp:
+          return one_input_op(i, nd, expr(ins[0], child_map(nd.shape, l_.node(ins[0]).shape, map), false));
         default:
           break;
       }
       if (is_elementwise(nd.op)) {
+        if (ins.size() == 1) return one_input_op(i, nd, expr(ins[0], child_map(nd.shape, l_.node(ins[0]).shape, map), false));
         uint32_t ops[3] = {0, 0, 0};
         for (size_t q = 0; q < ins.size(); ++q) ops[q] = expr(ins[q], child_map(nd.shape, l_.node(ins[q]).shape, map), false);
-        if (has_scalar_operand(nd))  // the scalar in the input's (compute) dtype, as a Full leaf of it was
-          ops[1] = push(Expr{ExprKind::Scalar, Op::Cast, l_.node(ins[0]).dtype, l_.g_.scalar_begin[i]});
         return push(Expr{ExprKind::Op, nd.op, nd.dtype, ops[0], ops[1], ops[2]});
       }
       if (op_family(nd.op) == Family::Reduce) return inline_reduction(i, nd, map);
       fail(i, std::string("no inline form for ") + op_name(nd.op));
       return 0;
+    }
+
+    // Elementwise node i, whose one tensor input has the value x: a unary
+    // op, a binary op with a scalar operand, or a clamp.
+    uint32_t one_input_op(uint32_t i, const Node& nd, uint32_t x) {
+      const uint32_t s = l_.g_.scalar_begin[i];
+      if (nd.op == Op::Clamp) {
+        // Exactly what clamp recorded as two nodes before: maximum with the
+        // low bound, then minimum with the high one, each in the node's dtype.
+        const uint32_t lo = push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, s});
+        const uint32_t mx = push(Expr{ExprKind::Op, Op::Maximum, nd.dtype, x, lo});
+        const uint32_t hi = push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, s + 1});
+        return push(Expr{ExprKind::Op, Op::Minimum, nd.dtype, mx, hi});
+      }
+      uint32_t y = 0;
+      if (has_scalar_operand(nd))  // the scalar in the input's (compute) dtype, as a Full leaf of it was
+        y = push(Expr{ExprKind::Scalar, Op::Cast, l_.node(l_.g_.inputs_of(i)[0]).dtype, s});
+      return push(Expr{ExprKind::Op, nd.op, nd.dtype, x, y});
     }
 
     // A matrix product inside a kernel: its value is the kernel's GEMM
@@ -586,11 +638,28 @@ class Lowering {
       amap[n - 2] = n - 2, amap[n - 1] = -1;
       bmap[n - 2] = -1, bmap[n - 1] = n - 1;
       int64_t a_k = 0, b_k = 0;
-      c.a = operand_access(ins[0], amap, n - 1, a_k);
-      c.b = operand_access(ins[1], bmap, n - 2, b_k);
+      std::vector<uint32_t> a_chain, b_chain;
+      c.a = operand_access(l_.operand_base(i, ins[0], &a_chain), amap, n - 1, a_k);
+      c.b = operand_access(l_.operand_base(i, ins[1], &b_chain), bmap, n - 2, b_k);
       c.a_k = a_k, c.b_k = b_k;
+      if (!a_chain.empty()) c.a_value = fused_producers(a_chain, 0, nd.dtype);
+      if (!b_chain.empty()) c.b_value = fused_producers(b_chain, 1, nd.dtype);
       k.contraction = c;
       return push(Expr{ExprKind::Contract, Op::Cast, nd.dtype});
+    }
+
+    // The value of an operand's element after its fused producers (`chain`,
+    // from the operand down): exprs over ExprKind::Operand `which`. Not
+    // memoized: the same node read by the epilogue is its own expression.
+    uint32_t fused_producers(const std::vector<uint32_t>& chain, uint32_t which, ScalarType dt) {
+      uint32_t v = push(Expr{ExprKind::Operand, Op::Cast, dt, which});
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        const uint32_t i = *it;
+        l_.inlined_by_[i].push_back(root_);
+        k.graph_nodes.push_back(i);
+        v = one_input_op(i, l_.node(i), v);
+      }
+      return v;
     }
 
     // C[m, n] = A[m, 0] B[0, n] + A[m, 1] B[1, n] + ... in k order (the
@@ -1158,9 +1227,15 @@ std::string to_string(const Kernel& k) {
   os << "kernel " << k.name << " loops [";
   for (uint8_t d = 0; d < k.loop.n; ++d) os << (d ? "," : "") << k.loop[d] << (d + 1 == k.outer ? " |" : "");
   os << "] cost " << k.cost_per_element << "\n";
-  if (const auto& c = k.contraction)
-    os << "  gemm %" << c->node << ": sum over t < " << c->k << " of @" << c->a << "[+" << c->a_k << "*t] * @" << c->b
-       << "[+" << c->b_k << "*t]\n";
+  if (const auto& c = k.contraction) {
+    auto side = [&](uint32_t acc, int64_t step, uint32_t value) {
+      std::ostringstream o;
+      o << "@" << acc << "[+" << step << "*t]";
+      return value == Contraction::kRaw ? o.str() : "e" + std::to_string(value) + "(" + o.str() + ")";
+    };
+    os << "  gemm %" << c->node << ": sum over t < " << c->k << " of " << side(c->a, c->a_k, c->a_value) << " * "
+       << side(c->b, c->b_k, c->b_value) << "\n";
+  }
   for (size_t a = 0; a < k.accesses.size(); ++a) {
     const Access& x = k.accesses[a];
     os << "  @" << a << " = buf" << x.buffer << "[" << x.offset;
@@ -1178,6 +1253,7 @@ std::string to_string(const Kernel& k) {
       case ExprKind::Iota: os << "iota i" << (x.a == ~0u ? -1 : static_cast<int>(x.a)); break;
       case ExprKind::Contract: os << "gemm"; break;
       case ExprKind::Const: os << x.imm; break;
+      case ExprKind::Operand: os << "element of operand " << (x.a == 0 ? "A" : "B"); break;
       case ExprKind::Op: {
         os << op_name(x.op);
         for (int o = 0; o < operand_count(x); ++o) os << (o ? ", e" : " e") << operand(x, o);

@@ -51,6 +51,17 @@ struct LowerOptions {
   // mostly be K padding. For the cuda backend (W4's 256 x 1024 x 10
   // backward product, fused with its ReLU mask).
   bool short_products_inline = false;
+  // Cheap pointwise producers of a GEMM's operand (relu(x) @ W, (x * s) @ W)
+  // are applied as the GEMM reads the operand (ir::Contraction::a_value)
+  // instead of being a pass of their own, for products of at least this
+  // many multiply-adds (M * N * K); negative: never. Only where the
+  // producers' input is a graph input or a library kernel's output: a value
+  // a generated kernel computes takes them in that kernel's epilogue at no
+  // cost (W4's ReLU after each Linear). llvm: every size (applied to packed
+  // panels, measured free); cuda: large products only (applied to each
+  // shared-memory slice before the block's barrier, which costs more than
+  // the separate pass below ~2^34: docs/PERFORMANCE.md, session 12).
+  double operand_producers_min_work = -1;
 };
 inline constexpr int64_t kNarrowProductMaxN = 16;
 inline constexpr int64_t kNarrowProductMinK = 256;

@@ -164,6 +164,31 @@ TEST_F(CudaGemm, FusedEpilogues) {
   EXPECT_LT(rel_err(act, loom::relu(want + f64(b))), kF32);
 }
 
+// A large product applies an input's cheap producers (relu(a) * 0.5) as
+// it reads the operand (ir::LowerOptions::operand_producers_min_work): no
+// kernel of their own, the same result as the producers stored first, in
+// float32 and with TF32.
+TEST_F(CudaGemm, LargeProductAppliesOperandProducers) {
+  const int64_t M = 4096, N = 2048, K = 2048;  // 2^34 multiply-adds: the cuda threshold
+  Tensor a = gpu(loom::randn({M, K})), b = gpu(loom::randn({K, N}));
+  Tensor r = loom::relu(a) * 0.5;
+  Tensor want = loom::matmul(f64(r), f64(b));
+  loom::sync();
+  r = Tensor();
+  auto kernels = [&](auto product) {
+    const int64_t before = loom::metrics().kernels_launched;
+    Tensor t = product();
+    loom::sync();
+    return std::make_pair(t, loom::metrics().kernels_launched - before);
+  };
+  auto [plain, plain_kernels] = kernels([&] { return loom::matmul(a, b); });
+  auto [got, fused_kernels] = kernels([&] { return loom::matmul(loom::relu(a) * 0.5, b); });
+  EXPECT_EQ(fused_kernels, plain_kernels);
+  EXPECT_LT(rel_err(got, want), kF32);
+  loom::cuda::set_allow_tf32(true);
+  EXPECT_LT(rel_err(loom::matmul(loom::relu(a) * 0.5, b), want), 5e-3);
+}
+
 TEST_F(CudaGemm, Tf32OnlyWhenAllowed) {
   Tensor a = loom::randn({256, 512}), b = loom::randn({512, 192});
   loom::sync();

@@ -186,6 +186,65 @@ TEST_P(GemmTest, FusedEpilogues) {
     }
 }
 
+// Cheap pointwise producers of an operand (ir::Contraction::a_value) are
+// applied as the GEMM reads it: on A, on B, on both, through a transposed
+// view, a chain that maps 0 to 1 (padding must not leak into the sums),
+// and a producer another kernel reads too.
+TEST_P(GemmTest, FusedOperandProducers) {
+  // The small product (unpacked when not fused), edge tiles, and several
+  // K blocks and packed panels; float64 on one shape.
+  for (const Mnk& s : {Mnk{1, 64, 64}, Mnk{7, 65, 63}, Mnk{257, 513, 1100}})
+    for (loom::ScalarType dt : {loom::kFloat, loom::kDouble}) {
+      if (dt == loom::kDouble && s.m != 7) continue;
+      Operand a = make({s.m, s.k}, dt, 31), b = make({s.k, s.n}, dt, 32), at = make({s.k, s.m}, dt, 33);
+      auto round = [dt](double v) { return dt == loom::kFloat ? static_cast<double>(static_cast<float>(v)) : v; };
+      auto with = [](const Operand& o, std::function<double(double)> f, bool transposed = false) -> At {
+        const int64_t c = o.shape[1];
+        return [&o, f, c, transposed](int64_t, int64_t i, int64_t j) { return f(transposed ? o.v[j * c + i] : o.v[i * c + j]); };
+      };
+      auto relu = [](double v) { return v > 0 ? v : 0.0; };
+      auto half = [](double v) { return v * 0.5; };
+      auto clamp = [](double v) { return std::min(std::max(v, -0.5), 0.5); };
+      auto neg = [](double v) { return -v; };
+      auto affine = [&](double v) { return round(round(v * 2) + 1); };
+      // Each product in a statement of its own: the producers' tensors are
+      // gone by the sync (a live one would be an output, stored anyway).
+      Tensor y1 = loom::matmul(loom::relu(a.t), b.t);
+      Tensor y2 = loom::matmul(a.t, b.t * 0.5);
+      Tensor y3 = loom::matmul(loom::clamp(a.t, -0.5, 0.5), -b.t) + 1.0;
+      Tensor y4 = loom::matmul(a.t * 2 + 1, b.t);
+      Tensor y5 = loom::matmul(loom::relu(at.t.t()), b.t);
+      EXPECT_TRUE(close(y1, product(with(a, relu), row_major(b), 1, s.m, s.n, s.k), s.k, dt))
+          << "relu(A) " << s.m << "x" << s.n << "x" << s.k;
+      EXPECT_TRUE(close(y2, product(row_major(a), with(b, half), 1, s.m, s.n, s.k), s.k, dt)) << "B * 0.5";
+      EXPECT_TRUE(close(y3, product(with(a, clamp), with(b, neg), 1, s.m, s.n, s.k), s.k, dt,
+                        [](double v, int64_t) { return v + 1; }))
+          << "both operands";
+      EXPECT_TRUE(close(y4, product(with(a, affine), row_major(b), 1, s.m, s.n, s.k), s.k, dt)) << "A * 2 + 1";
+      EXPECT_TRUE(close(y5, product(with(at, relu, true), row_major(b), 1, s.m, s.n, s.k), s.k, dt))
+          << "relu(A viewed transposed)";
+      Tensor h = loom::relu(a.t);
+      Tensor y = loom::matmul(h, b.t);
+      Tensor z = h * 3.0;
+      loom::sync();
+      EXPECT_TRUE(close(y, product(with(a, relu), row_major(b), 1, s.m, s.n, s.k), s.k, dt)) << "shared producer";
+      const std::vector<double> zv = z.to_vector<double>();
+      for (size_t i = 0; i < zv.size(); ++i) ASSERT_EQ(zv[i], round(relu(a.v[i]) * 3)) << i;
+    }
+}
+
+// ReLU(x) @ W + b is one kernel on the llvm backend: the producer is applied
+// as the product packs x, not stored first.
+TEST_P(GemmTest, FusedOperandProducerIsOneKernel) {
+  if (GetParam() != "llvm") GTEST_SKIP() << "a kernel count of the llvm backend";
+  Tensor x = loom::randn({64, 96}), w = loom::randn({96, 80}), b = loom::randn({80});
+  loom::sync();
+  const int64_t before = loom::metrics().kernels_launched;
+  Tensor y = loom::matmul(loom::relu(x) * 0.5, w) + b;
+  loom::sync();
+  EXPECT_EQ(loom::metrics().kernels_launched - before, 1);
+}
+
 // In-place accumulation y += x @ w: y's buffer may be donated to the kernel
 // that reads it in its epilogue; the partial sums must not land there.
 TEST_P(GemmTest, AccumulateIntoOperandOfEpilogue) {

@@ -115,7 +115,8 @@ class KernelEmitter {
     varies_.assign(k.exprs.size(), false);
     for (size_t e = 0; e < k.exprs.size(); ++e) {
       const ir::Expr& x = k.exprs[e];
-      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota || x.kind == ExprKind::Contract) varies_[e] = true;
+      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota || x.kind == ExprKind::Contract || x.kind == ExprKind::Operand)
+        varies_[e] = true;
       for (int o = 0; o < ir::operand_count(x); ++o) varies_[e] = varies_[e] || varies_[ir::operand(x, o)];
     }
   }
@@ -172,6 +173,7 @@ class KernelEmitter {
       used[g.a_buffer] = used[g.b_buffer] = true;
     }
     emit_gemm_prologue(used);
+    const std::string ops = operand_ops();
     const ir::Phase& ph = k_.phases[0];
     const std::vector<bool> need = needed(ph);
     // The values the epilogue loads from memory, per element: the tile
@@ -196,7 +198,7 @@ class KernelEmitter {
        << t << " acc" << (split ? "" : ", const Loaded& loaded") << ") {\n";
     if (split) {
       o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
-      o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL);\n}\n";
+      o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL" << ops << ");\n}\n";
       o_ << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") " << kernel_symbol(index_)
          << "_reduce(" << kKernelParams << ", const " << t << "* ws) {\n";
       emit_gemm_prologue(kernel_buffers());
@@ -217,7 +219,31 @@ class KernelEmitter {
     }
     o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << indices << "        Loaded loaded;\n";
     for (uint32_t e : loads) o_ << "        loaded.x" << e << " = " << value(k_.exprs[e], e) << ";\n";
-    o_ << "        return loaded;\n      });\n}\n";
+    o_ << "        return loaded;\n      }" << (ops.empty() ? "" : ", 0LL" + ops) << ");\n}\n";
+  }
+
+  // The operands' fused producers (ir::Contraction::a_value / b_value) as
+  // lambdas op_a / op_b of an element `opx`, their scalars read once
+  // before; returns the arguments that pass them to the template (empty
+  // when neither operand has any).
+  std::string operand_ops() {
+    const ir::Contraction& c = *k_.contraction;
+    if (!c.fused_operand(0) && !c.fused_operand(1)) return "";
+    std::string args;
+    for (int w = 0; w < 2; ++w) {
+      const char* name = w == 0 ? "op_a" : "op_b";
+      args += std::string(", ") + (c.fused_operand(w) ? name : "LoomRawOperand{}");
+      if (!c.fused_operand(w)) continue;
+      const uint32_t root = w == 0 ? c.a_value : c.b_value;
+      const char* t = ctype(k_.exprs[root].dtype);
+      std::vector<bool> need(k_.exprs.size(), false);
+      mark(root, need);
+      hoisted(need, "  ");
+      o_ << "  auto " << name << " = [&](" << t << " opx) -> " << t << " {\n";
+      body(need, "    ");
+      o_ << "    return x" << root << ";\n  };\n";
+    }
+    return args;
   }
 
   // ---------------------------------------------------------------- product in a single block
@@ -238,6 +264,8 @@ class KernelEmitter {
     o_ << "__device__ __forceinline__ void " << kernel_symbol(index_) << "(" << kKernelParams << ") {\n";
     emit_buffer_pointers(kernel_buffers());
     o_ << "  (void)err;\n";
+    const ir::Contraction& c = *k_.contraction;
+    operand_ops();
     // Every thread runs the same iterations (whole warps shuffle together).
     o_ << "  for (long long base = 0; base < " << total << "LL; base += " << kSingleBlockThreads << ") {\n";
     o_ << "    const long long t = base + threadIdx.x, o = t / " << P << ";\n";
@@ -261,8 +289,12 @@ class KernelEmitter {
     const int64_t chain = (g.k + P - 1) / P;
     o_ << "#pragma unroll\n      for (int r = 0; r < " << chain << "; ++r) {\n";
     o_ << "        const long long q = j + (long long)r * " << P << ";\n";
-    o_ << "        if (q < " << g.k << "LL) acc = " << (g.dtype == kDouble ? "fma" : "fmaf") << "(pa[q * " << g.a_k
-       << "LL], pb[q * " << g.b_k << "LL], acc);\n      }\n";
+    auto operand = [&](int w, const std::string& element) {
+      return c.fused_operand(w) ? std::string(w == 0 ? "op_a(" : "op_b(") + element + ")" : element;
+    };
+    o_ << "        if (q < " << g.k << "LL) acc = " << (g.dtype == kDouble ? "fma" : "fmaf") << "("
+       << operand(0, "pa[q * " + std::to_string(g.a_k) + "LL]") << ", " << operand(1, "pb[q * " + std::to_string(g.b_k) + "LL]")
+       << ", acc);\n      }\n";
     o_ << "    }\n";
     for (int w = P / 2; w >= 1; w /= 2) o_ << "    acc += __shfl_xor_sync(0xffffffffu, acc, " << w << ");\n";
     o_ << "    if (!active || j != 0) continue;\n";
@@ -631,6 +663,7 @@ class KernelEmitter {
         return i;
       }
       case ExprKind::Contract: return "acc";
+      case ExprKind::Operand: return "opx";
       case ExprKind::Const: return "((" + std::string(ctype(x.dtype)) + ")" + std::to_string(x.imm) + "LL)";
       case ExprKind::Op: break;
     }

@@ -155,6 +155,18 @@ class KernelEmitter {
     std::vector<bool> need(k_.exprs.size(), false);
     for (auto [a, e] : ph.stores) mark(e, need);
     const int n = k_.loop.n;
+    // The operands' fused producers: their exprs over ExprKind::Operand,
+    // evaluated on w lanes of a packed panel (kGemmPrepareA / B).
+    const ir::Contraction& c = *k_.contraction;
+    std::array<std::vector<bool>, 2> need_op;
+    for (int w = 0; w < 2; ++w) {
+      need_op[w].assign(k_.exprs.size(), false);
+      if (c.fused_operand(w)) mark(w == 0 ? c.a_value : c.b_value, need_op[w]);
+    }
+    auto operand_op = [&](int which, Value* x, int w) {
+      operand_ = x;
+      return eval(need_op[which], w)[which == 0 ? c.a_value : c.b_value];
+    };
     emit_gemm_tile(b_, fn_, tile, dt, gemm_shape(target_, dt), [&](Value* batch, Value* i, Value* j, Value* product, int w) {
       if (n == 3) b_.CreateStore(batch, idx_[0]);
       b_.CreateStore(i, idx_[n - 2]);
@@ -162,7 +174,7 @@ class KernelEmitter {
       contract_ = product;
       auto vals = eval(need, w);
       for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
-    });
+    }, operand_op, {c.fused_operand(0), c.fused_operand(1)});
     end_body();
   }
 
@@ -584,6 +596,7 @@ class KernelEmitter {
         return i;
       }
       case ExprKind::Contract: return contract_;
+      case ExprKind::Operand: return operand_;
       case ExprKind::Const: {
         Type* t = scalar_type(x.dtype);
         return splat(is_floating_point(x.dtype) ? llvm::ConstantFP::get(t, static_cast<double>(x.imm))
@@ -865,6 +878,7 @@ class KernelEmitter {
   const ir::Kernel& k_;
   const Target& target_;
   Value* contract_ = nullptr;  // a GEMM's sums at the epilogue's position
+  Value* operand_ = nullptr;   // a GEMM operand's elements while its fused producers are emitted
   llvm::Module& m_;
   llvm::LLVMContext& ctx_;
   IRBuilder<> b_;

@@ -29,8 +29,8 @@ namespace {
 class TileEmitter {
  public:
   TileEmitter(llvm::IRBuilderBase& b, llvm::Function* fn, Value* tile, ScalarType dt, const GemmShape& s,
-              const GemmEpilogue& epi)
-      : b_(b), fn_(fn), ctx_(fn->getContext()), dt_(dt), s_(s), nv_(s.nr / s.lanes), epi_(epi) {
+              const GemmEpilogue& epi, const GemmOperandOp& op, std::array<bool, 2> fused)
+      : b_(b), fn_(fn), ctx_(fn->getContext()), dt_(dt), s_(s), nv_(s.nr / s.lanes), epi_(epi), op_(op), fused_(fused) {
     t_ = dt == kDouble ? b_.getDoubleTy() : b_.getFloatTy();
     vt_ = llvm::FixedVectorType::get(t_, s.lanes);
     auto field = [&](int f, bool ptr) {
@@ -48,7 +48,31 @@ class TileEmitter {
     tile_->setAlignment(llvm::Align(64));
   }
 
-  void emit() {
+  void emit() { emit_from(0); }
+
+ private:
+  // A call that prepares a packed operand (kGemmPrepareA / B) does only
+  // that; any other computes a tile.
+  void emit_from(int w) {
+    if (w == 2) return emit_tile();
+    if (!fused_[w]) return emit_from(w + 1);
+    if_else(flag(w == 0 ? kGemmPrepareA : kGemmPrepareB), [&] { prepare_operand(w); }, [&] { emit_from(w + 1); });
+  }
+
+  // In place over the kc elements at the operand: `lanes` at a time, then
+  // one at a time.
+  void prepare_operand(int w) {
+    Value* base = w == 0 ? a_ : bp_;
+    auto at = [&](Value* i) { return b_.CreateGEP(t_, base, i); };
+    const llvm::Align al(dt_ == kDouble ? 8 : 4);
+    Value* main = b_.CreateAnd(kc_, b_.getInt64(~int64_t{s_.lanes - 1}));
+    for_range(b_.getInt64(0), main, [&](Value* i) {
+      b_.CreateAlignedStore(op_(w, b_.CreateAlignedLoad(vt_, at(i), al), s_.lanes), at(i), al);
+    }, s_.lanes);
+    for_range(main, kc_, [&](Value* i) { b_.CreateAlignedStore(op_(w, b_.CreateAlignedLoad(t_, at(i), al), 1), at(i), al); });
+  }
+
+  void emit_tile() {
     for (auto* a : acc_) b_.CreateStore(llvm::Constant::getNullValue(vt_), a);
     // The partial sums' rows are read and written after the K loop: fetch
     // them now, so that the misses (the C block is far larger than L2)
@@ -77,7 +101,6 @@ class TileEmitter {
     });
   }
 
- private:
   // The accumulators of a full packed tile: earlier K blocks' sums added
   // and the result stored as partial sums or handed to the epilogue, one
   // vector at a time, with no round trip through the stack tile.
@@ -310,6 +333,8 @@ class TileEmitter {
   const GemmShape s_;
   const int nv_;  // vectors per tile row
   const GemmEpilogue& epi_;
+  const GemmOperandOp& op_;
+  const std::array<bool, 2> fused_;
   llvm::Type* t_;
   llvm::FixedVectorType* vt_;
   Value *a_, *bp_, *kc_, *a_rs_, *a_ks_, *b_ks_, *batch_, *i_, *j_, *rows_, *cols_, *partial_, *ldp_, *flags_;
@@ -320,8 +345,8 @@ class TileEmitter {
 }  // namespace
 
 void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, Value* tile, ScalarType dt, const GemmShape& s,
-                    const GemmEpilogue& epilogue) {
-  TileEmitter(b, fn, tile, dt, s, epilogue).emit();
+                    const GemmEpilogue& epilogue, const GemmOperandOp& operand_op, std::array<bool, 2> fused) {
+  TileEmitter(b, fn, tile, dt, s, epilogue, operand_op, fused).emit();
 }
 
 }  // namespace loom::jit::llvm_cpu

@@ -5,6 +5,7 @@
 // epilogue on the tile (the last one). Blocking, packing and the parallel
 // loops around it are the driver's: runtime/cpu/gemm_driver.h.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -49,6 +50,12 @@ inline constexpr int64_t kGemmDirect = 1;   // A unpacked (a_rs, a_ks); B loads 
 inline constexpr int64_t kGemmAddPartial = 2;  // add `partial` to the sums first
 inline constexpr int64_t kGemmLast = 4;     // the last K block: run the epilogue; else store to `partial`
 inline constexpr int64_t kGemmShort = 8;    // direct, and the product has fewer than MR rows (M = 1: a vector)
+// Not a tile: apply operand A's (B's) fused producers (ir::Contraction::
+// a_value) in place to the `kc` elements at `a` (`b`), a packed panel
+// (strip) the driver just filled. Padding rows (columns) are transformed
+// too; their sums are never stored.
+inline constexpr int64_t kGemmPrepareA = 16;
+inline constexpr int64_t kGemmPrepareB = 32;
 
 using GemmFn = void (*)(const GemmTile* tile, void* const* buffers, const double* fscalars, const int64_t* iscalars,
                         int32_t* error);
@@ -57,12 +64,18 @@ using GemmFn = void (*)(const GemmTile* tile, void* const* buffers, const double
 // value `product` (w lanes along N from column j). Emitted by KernelEmitter
 // (codegen.cpp), which owns every expression.
 using GemmEpilogue = std::function<void(llvm::Value* batch, llvm::Value* i, llvm::Value* j, llvm::Value* product, int w)>;
+// An operand's fused producers on `w` lanes of its elements `x` (`which`:
+// 0 for A, 1 for B); null for an operand without any.
+using GemmOperandOp = std::function<llvm::Value*(int which, llvm::Value* x, int w)>;
 
 // Emits the tile computation into `fn` at the builder's insert point (which
 // must be in the entry block: accumulators are allocas there), reading
 // `tile` (a GemmTile*); leaves the builder where every path has joined.
+// `fused[w]`: whether operand w has fused producers (then `operand_op`
+// computes them for kGemmPrepareA / B).
 void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* tile, ScalarType dt, const GemmShape& s,
-                    const GemmEpilogue& epilogue);
+                    const GemmEpilogue& epilogue, const GemmOperandOp& operand_op = {},
+                    std::array<bool, 2> fused = {false, false});
 
 std::string gemm_build_id();
 

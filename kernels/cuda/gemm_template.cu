@@ -75,6 +75,28 @@ __device__ __forceinline__ void loom_lds(double* d, const double* s) {
 // What a plain epilogue (a store of the sum) loads: nothing.
 struct LoomNoLoads {};
 
+// An operand without fused producers (ir::Contraction::a_value): its
+// elements are multiplied as they are. Otherwise the generated kernel
+// passes a lambda, applied once to each in-bounds element of a landed
+// slice (LoomTileCopies::apply, LoomGemm::prepare).
+struct LoomRawOperand {};
+template <class Op> struct loom_is_raw { enum { value = 0 }; };
+template <> struct loom_is_raw<LoomRawOperand> { enum { value = 1 }; };
+
+// op on the first `valid` elements of a 16-byte chunk in shared memory (the
+// rest is zero fill past an edge, and stays zero).
+template <class T, class Op>
+__device__ __forceinline__ void loom_apply_chunk(T* at, int valid, Op op) {
+  enum { V = 16 / (int)sizeof(T) };
+  T v[V];
+  loom_lds<V>(v, at);
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    if (e < valid) v[e] = op(v[e]);
+  if constexpr (V == 4) *reinterpret_cast<float4*>(at) = make_float4(v[0], v[1], v[2], v[3]);
+  else *reinterpret_cast<double2*>(at) = make_double2(v[0], v[1]);
+}
+
 // Four adjacent elements to shared memory (16-byte aligned for float,
 // 32 for double): one or two vector stores.
 __device__ __forceinline__ void loom_sts4(float* d, float a, float b, float c, float e) {
@@ -118,10 +140,12 @@ __device__ __forceinline__ void loom_gemm_tile(loom_i64 M, loom_i64 N, int BM, i
 // ahead, then per slice kt: wait for its copy, barrier (every thread is done
 // with the stage the next copy overwrites, and plain shared stores of a
 // copy are visible), start the copy of slice kt + STAGES - 1, compute on kt.
-// fill(stage, k0) copies the slice at k0 into `stage`; compute(stage) uses it.
-template <int STAGES, class T, class Fill, class Compute>
+// fill(stage, k0) copies the slice at k0 into `stage`; land(stage, k0)
+// runs once the thread's own copies of it are complete, before the
+// barrier; compute(stage, k0) uses it.
+template <int STAGES, class T, class Fill, class Land, class Compute>
 __device__ __forceinline__ void loom_gemm_pipeline(T* smem, int stage_elems, loom_i64 KT, int bk, Fill&& fill,
-                                                   Compute&& compute) {
+                                                   Land&& land, Compute&& compute) {
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < KT) fill(smem + s * stage_elems, (loom_i64)s * bk);
@@ -130,11 +154,12 @@ __device__ __forceinline__ void loom_gemm_pipeline(T* smem, int stage_elems, loo
   int rd = 0, wr = STAGES - 1;  // stages of slice kt and of slice kt + STAGES - 1
   for (loom_i64 kt = 0; kt < KT; ++kt) {
     loom_cp_wait<STAGES - 2>();
+    land(smem + rd * stage_elems, kt * bk);
     __syncthreads();
     const loom_i64 next = kt + STAGES - 1;
     if (next < KT) fill(smem + wr * stage_elems, next * bk);
     loom_cp_commit();
-    compute(smem + rd * stage_elems);
+    compute(smem + rd * stage_elems, kt * bk);
     rd = rd + 1 == STAGES ? 0 : rd + 1;
     wr = wr + 1 == STAGES ? 0 : wr + 1;
   }
@@ -219,6 +244,26 @@ struct LoomTileCopies {
       }
     }
   }
+  // An operand's fused producers on the valid elements of the chunks this
+  // thread copied for slice k0, once its own copies have landed (after its
+  // cp.async wait, before the barrier that shows them to the block): no
+  // barrier and no index arithmetic of their own.
+  template <class Op>
+  __device__ __forceinline__ void apply(T* tile, loom_i64 k0, loom_i64 K, Op op) const {
+    if (KM) {
+      const int rv = room <= 0 ? 0 : room >= V ? V : (int)room;
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (k0 + first + i * MOVE < K) loom_apply_chunk(tile + dst + i * MOVE * LD, rv, op);
+    } else {
+      const loom_i64 kroom = K - (k0 + lead);
+      const int kv = kroom <= 0 ? 0 : kroom >= V ? V : (int)kroom;
+#pragma unroll
+      for (int i = 0; i < N; ++i)
+        if (first + i * MOVE < room)
+          loom_apply_chunk(SWZ ? tile + loom_swizzled<BK, V>(first + i * MOVE, lead) : tile + dst + i * MOVE * LD, kv, op);
+    }
+  }
 };
 
 // LoomTransposedCopies: element copies of a k-contiguous operand into a
@@ -253,6 +298,20 @@ struct LoomTransposedCopies {
         loom_cp_elem<sizeof(T)>(tile + dst + 8 * j * LD + r * TR, ok ? q + r * row_step + 8 * j * s_k : base,
                                 ok ? (int)sizeof(T) : 0);
       }
+    }
+  }
+  // As LoomTileCopies::apply, element by element.
+  template <class Op>
+  __device__ __forceinline__ void apply(T* tile, loom_i64 k0, loom_i64 K, Op op) const {
+#pragma unroll
+    for (int j = 0; j < KS; ++j) {
+      const bool kok = k0 + kl + 8 * j < K;
+#pragma unroll
+      for (int r = 0; r < PASSES; ++r)
+        if (kok && rl + r * TR < room) {
+          T* at = tile + dst + 8 * j * LD + r * TR;
+          *at = op(*at);
+        }
     }
   }
 };
@@ -588,17 +647,42 @@ struct LoomGemm {
 
   // The whole block: tile (grouped so that neighbouring blocks share
   // operand panels in L2), pipelined main loop, epilogue.
-  template <class Epi>
+  // op_a / op_b: the operands' fused producers, or LoomRawOperand.
+  template <class Epi, class OpA = LoomRawOperand, class OpB = LoomRawOperand>
   static __device__ __forceinline__ void run(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
-                                             loom_i64 kchunk = 0) {
+                                             loom_i64 kchunk = 0, OpA op_a = {}, OpB op_b = {}) {
     run_with(A, B, ga, [&](loom_i64 b, loom_i64 m, loom_i64 n, T v, const LoomNoLoads&) { epi(b, m, n, v); },
-             [](loom_i64, loom_i64, loom_i64) { return LoomNoLoads{}; }, kchunk);
+             [](loom_i64, loom_i64, loom_i64) { return LoomNoLoads{}; }, kchunk, op_a, op_b);
   }
+
+  // The operands' fused producers applied in place to the slice at k0 of
+  // a stage, each element once, the padding (past M, N or K) left zero.
+  // A thread walks the tile's contiguous dim, so a warp's accesses are to
+  // neighbouring words.
+  template <class OpA, class OpB>
+  static __device__ __forceinline__ void prepare(T* s, const LoomGemmArgs& g, loom_i64 m0, loom_i64 n0, loom_i64 k0,
+                                                 OpA op_a, OpB op_b) {
+    if constexpr (!loom_is_raw<OpA>::value) {
+      T* as = s;
+      for (int c = threadIdx.x; c < BM * BK; c += THREADS) {
+        const int m = A_KM ? c % BM : c / BK, k = A_KM ? c / BM : c % BK;
+        if (m0 + m < g.M && k0 + k < g.K) as[a_at(m, k)] = op_a(as[a_at(m, k)]);
+      }
+    }
+    if constexpr (!loom_is_raw<OpB>::value) {
+      T* bs = s + A_ELEMS;
+      for (int c = threadIdx.x; c < BN * BK; c += THREADS) {
+        const int n = B_KM ? c % BN : c / BK, k = B_KM ? c / BN : c % BK;
+        if (n0 + n < g.N && k0 + k < g.K) bs[b_at(k, n)] = op_b(bs[b_at(k, n)]);
+      }
+    }
+  }
+
   // epi_loads(b, m, n) returns what the epilogue of element (m, n) reads
   // from memory; epi(b, m, n, sum, loaded) computes and stores it (below).
-  template <class Epi, class Load>
+  template <class Epi, class Load, class OpA = LoomRawOperand, class OpB = LoomRawOperand>
   static __device__ __forceinline__ void run_with(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
-                                                  Load epi_loads, loom_i64 kchunk = 0) {
+                                                  Load epi_loads, loom_i64 kchunk = 0, OpA op_a = {}, OpB op_b = {}) {
     LoomGemmArgs g = ga;
     loom_gemm_split(A, B, g, kchunk);
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
@@ -635,7 +719,27 @@ struct LoomGemm {
     typedef typename LoomGemmAcc<T, MMA, P, Q, MI, NI>::type Acc;
     Acc acc;
     LoomGemmAcc<T, MMA, P, Q, MI, NI>::zero(acc);
-    loom_gemm_pipeline<STAGES>(smem, STAGE, KT, BK, fill, [&](const T* stage) {
+    // Fused operand producers: on planned copies each thread applies them
+    // to its own chunks as they land; otherwise the block applies them to
+    // the whole slice, behind a barrier of their own (prepare).
+    constexpr bool OPS = !loom_is_raw<OpA>::value || !loom_is_raw<OpB>::value;
+    auto land = [&](T* stage, loom_i64 k0) {
+      if constexpr (OPS && PLANNED) {
+        if constexpr (!loom_is_raw<OpA>::value) {
+          if constexpr (A_T) ta.apply(stage, k0, g.K, op_a);
+          else va.apply(stage, k0, g.K, op_a);
+        }
+        if constexpr (!loom_is_raw<OpB>::value) {
+          if constexpr (B_T) tb.apply(stage + A_ELEMS, k0, g.K, op_b);
+          else vb.apply(stage + A_ELEMS, k0, g.K, op_b);
+        }
+      }
+    };
+    loom_gemm_pipeline<STAGES>(smem, STAGE, KT, BK, fill, land, [&](T* stage, loom_i64 k0) {
+      if constexpr (OPS && !PLANNED) {
+        prepare(stage, g, m0, n0, k0, op_a, op_b);
+        __syncthreads();
+      }
       if constexpr (MMA) mma_slice(stage, acc);
       else if constexpr (WT) wt_slice(stage, acc);
       else ffma_slice(stage, acc);
@@ -927,7 +1031,8 @@ struct LoomGemmBf16 {
       for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.f;
-    loom_gemm_pipeline<STAGES>(smem, STAGE, KT, BK, fill, [&](const bf16* stage) { mma_slice(stage, acc); });
+    loom_gemm_pipeline<STAGES>(smem, STAGE, KT, BK, fill, [](bf16*, loom_i64) {},
+                               [&](const bf16* stage, loom_i64) { mma_slice(stage, acc); });
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
     const int wm = (warp / WARPS_N) * WM, wn = (warp % WARPS_N) * WN;
 #pragma unroll

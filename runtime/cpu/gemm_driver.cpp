@@ -110,7 +110,8 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   g.nc = std::max<int64_t>(nr, cs.l3 / 4 / (g.kc * e) / nr * nr);
   // Packing pays when its panels are reused: skip it when A is no taller
   // than a tile or B fits in half of L2 (it stays there as it is).
-  g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
+  g.prepare_a = c.fused_operand(0), g.prepare_b = c.fused_operand(1);
+  g.direct = g.k == 0 || (!g.prepare_a && !g.prepare_b && (g.m <= mr || g.k * g.n * e <= cs.l2 / 2));
   // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC above).
   if (const char* v = std::getenv("LOOM_GEMM_MC")) g.mc = std::atoll(v) / mr * mr;
   if (const char* v = std::getenv("LOOM_GEMM_NC")) g.nc = std::atoll(v) / nr * nr;
@@ -230,6 +231,14 @@ struct Ctx {
     fn(&t, bufs, fs, is, &e);
     if (e) err.store(e, std::memory_order_relaxed);
   }
+  // Applies operand A's (B's) fused producers to `count` packed elements.
+  void prepare(bool b_side, void* panel, int64_t count) const {
+    GemmTile t{};
+    (b_side ? t.b : t.a) = panel;
+    t.kc = count;
+    t.flags = b_side ? jit::llvm_cpu::kGemmPrepareB : jit::llvm_cpu::kGemmPrepareA;
+    call(t);
+  }
 };
 
 template <class T>
@@ -306,7 +315,9 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
   int64_t mblocks = (g.m + g.mc - 1) / g.mc;
   const int64_t threads = parallel ? x.threads : 1;
   if (threads > 1 && mblocks >= threads) mblocks = (mblocks + threads - 1) / threads * threads;
-  const int64_t mc = std::min(g.m, (g.m + mblocks - 1) / mblocks + mr - 1) / mr * mr;
+  // (At least one panel: a product shorter than MR comes here when an
+  // operand has producers to apply.)
+  const int64_t mc = std::max(mr, std::min(g.m, (g.m + mblocks - 1) / mblocks + mr - 1) / mr * mr);
   const int64_t mb = (g.m + mc - 1) / mc;
   const int64_t nc_max = std::min(g.nc, (g.n + nr - 1) / nr * nr);
   const int64_t kc_max = std::min(g.kc, g.k);
@@ -320,10 +331,14 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
     for (int64_t pc = 0; pc < g.k; pc += g.kc) {
       const int64_t kc = std::min(g.kc, g.k - pc);
       const T* bsrc = B + pc * g.b_sk + jc * g.b_sn;
+      auto pack = [&](int64_t s0, int64_t s1) {
+        pack_b(bsrc, g.b_sk, g.b_sn, kc, nc, nr, bp, s0, s1);
+        if (g.prepare_b) x.prepare(true, bp + s0 * kc * nr, (s1 - s0) * kc * nr);
+      };
       if (threads > 1 && strips > 1)
-        tbb::parallel_for(int64_t(0), strips, [&](int64_t s) { pack_b(bsrc, g.b_sk, g.b_sn, kc, nc, nr, bp, s, s + 1); });
+        tbb::parallel_for(int64_t(0), strips, [&](int64_t s) { pack(s, s + 1); });
       else
-        pack_b(bsrc, g.b_sk, g.b_sn, kc, nc, nr, bp, 0, strips);
+        pack(0, strips);
       const int64_t flags = (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) | (pc + kc >= g.k ? jit::llvm_cpu::kGemmLast : 0);
       auto task = [&](int64_t task_index) {
         const int64_t ib = task_index / groups, gi = task_index % groups;
@@ -333,6 +348,7 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
         Scratch ablock(static_cast<size_t>((mcur + mr - 1) / mr * mr * kc) * sizeof(T));
         T* ap = static_cast<T*>(ablock.p);
         pack_a(A + ic * g.a_sm + pc * g.a_sk, g.a_sm, g.a_sk, mcur, kc, mr, ap);
+        if (g.prepare_a) x.prepare(false, ap, (mcur + mr - 1) / mr * mr * kc);
         GemmTile t{};
         t.kc = kc, t.b_ks = nr, t.batch = bi, t.ldp = ldp, t.flags = flags;
         for (int64_t s = s0; s < s1; ++s) {  // a B strip stays in L1 while the A panels pass

@@ -43,6 +43,10 @@ struct GemmPlan {
   // Blocking (elements).
   int64_t kc = 0, mc = 0, nc = 0;
   bool direct = false;  // no packing of A (and of B when its rows are contiguous)
+  // Operands with fused producers (ir::Contraction::a_value / b_value):
+  // always packed, and each packed panel prepared by the kernel's function
+  // (kGemmPrepareA / B) before any tile reads it.
+  bool prepare_a = false, prepare_b = false;
 };
 
 // Decided once per kernel, at executable construction.

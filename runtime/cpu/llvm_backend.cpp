@@ -25,9 +25,11 @@ namespace loom::runtime::cpu {
 std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
   std::string folder;
   // Floating-point products are GEMM kernels with fused epilogues
-  // (jit/llvm/gemm.h, runtime/cpu/gemm_driver.h).
+  // (jit/llvm/gemm.h, runtime/cpu/gemm_driver.h), and their operands'
+  // cheap producers applied to the packed panels.
   ir::LowerOptions options;
   options.gemm_kernels = true;
+  options.operand_producers_min_work = 0;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels;

@@ -26,6 +26,7 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   options.gemm_kernels = true;
   options.narrow_products_as_rows = true;
   options.short_products_inline = true;
+  options.operand_producers_min_work = 0x1p34;  // below, the separate pass is cheaper (ir/lower.h)
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   LoadedModule module;

@@ -294,6 +294,47 @@ TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
   }
 }
 
+// Operands with fused producers (ir::Contraction::a_value): every
+// candidate applies them to its shared-memory tiles (LoomGemm::prepare),
+// split-K and TF32 included; a single-block product applies them to each
+// element it reads.
+loom::ir::LowerOptions producers_on() {
+  loom::ir::LowerOptions o = gemm_on();
+  o.operand_producers_min_work = 0;
+  return o;
+}
+
+TEST(CudaCodegen, GemmOperandProducersCompileWithNvrtc) {
+  auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
+  auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33});
+  auto h = loom::randn({256, 1024}), v = loom::randn({10, 1024}), vb = loom::randn({10});
+  auto d = loom::randn({40, 24}, loom::kDouble), dw = loom::randn({24, 16}, loom::kDouble);
+  loom::sync();
+  KernelProgram p = lower_outputs({loom::matmul(loom::relu(x), w * 0.5) + b, loom::matmul(loom::clamp(xo, -1, 1) * 2, wo)},
+                                  producers_on());
+  for (const auto& k : p.kernels) {
+    ASSERT_TRUE(k.contraction) << loom::ir::to_string(p);
+    EXPECT_TRUE(k.contraction->fused_operand(0)) << loom::ir::to_string(k);
+  }
+  const std::string src = jc::emit_source(p, {}, false);
+  EXPECT_NE(src.find("auto op_a = "), std::string::npos);
+  EXPECT_NE(src.find("auto op_b = "), std::string::npos);
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  expect_gemm_compiles(p, false, "float32 GEMMs with operand producers");
+  expect_gemm_compiles(p, true, "TF32 GEMMs with operand producers");
+  expect_gemm_compiles(lower_outputs({loom::linear(loom::relu(h), v, vb)}, producers_on()), false, "split-K with producers");
+  expect_gemm_compiles(lower_outputs({loom::matmul(-d, dw * 3.0)}, producers_on()), false, "float64 with producers");
+  auto s0 = loom::randn({1, 64}), w1 = loom::randn({64, 64});
+  loom::sync();
+  loom::Tensor a = loom::tanh(loom::matmul(loom::relu(s0), w1 * 0.1));
+  KernelProgram one = lower_outputs({loom::matmul(a, w1) + 1}, producers_on());
+  ASSERT_TRUE(jc::single_block(one)) << loom::ir::to_string(one);
+  const std::string sb = jc::emit_source(one);
+  EXPECT_NE(sb.find("fmaf(op_a(pa["), std::string::npos) << sb;
+  EXPECT_NE(sb.find("op_b(pb["), std::string::npos) << sb;
+  expect_compiles(one, "a single-block product with producers");
+}
+
 // The program of float32 products, retyped to bfloat16 (a CPU graph never
 // holds a bfloat16 product: the api widens it there): every candidate of
 // the tensor-core path, epilogues and split-K included, compiles.

@@ -177,6 +177,40 @@ TEST(LowerGemm, TransposedOperandIsOnlyStrides) {
   EXPECT_EQ(k.contraction->a_k, 32);                       // along K = x's rows
 }
 
+// Cheap producers of an operand are the GEMM's (Contraction::a_value, an
+// expr over the operand's element), so relu(x) @ (w * 0.5) is one kernel
+// reading x and w; a costly producer (exp) and a producer whose value is a
+// graph output are stored first.
+TEST(LowerGemm, CheapOperandProducersAreFused) {
+  auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), w2 = loom::randn({48, 16});
+  loom::sync();
+  loom::ir::LowerOptions on = kGemm;
+  on.operand_producers_min_work = 0;
+  KernelProgram p = lower_outputs({loom::matmul(loom::relu(x), w * 0.5)}, on);
+  ASSERT_EQ(generated(p), 1u) << loom::ir::to_string(p);
+  const auto& c = *p.kernels[0].contraction;
+  ASSERT_TRUE(c.fused_operand(0) && c.fused_operand(1)) << loom::ir::to_string(p);
+  EXPECT_EQ(p.kernels[0].exprs[c.a_value].op, loom::ir::Op::Relu);
+  EXPECT_EQ(p.kernels[0].exprs[c.b_value].op, loom::ir::Op::Mul);
+  EXPECT_EQ(p.buffers[p.kernels[0].accesses[c.a].buffer].kind, loom::ir::BufferKind::Input);
+  KernelProgram costly = lower_outputs({loom::matmul(loom::exp(x), w)}, on);
+  EXPECT_EQ(generated(costly), 2u) << loom::ir::to_string(costly);
+  auto r = loom::relu(x);
+  KernelProgram kept = lower_outputs({loom::matmul(r, w), r}, on);
+  // A ReLU of a computed value (W4's after each Linear) stays in the
+  // epilogue of the kernel that computes it; so do products below the
+  // size threshold, and every product by default.
+  KernelProgram chain = lower_outputs({loom::matmul(loom::relu(loom::matmul(x, w)), w2)}, on);
+  loom::ir::LowerOptions large = on;
+  large.operand_producers_min_work = 64 * 48 * 32 + 1;
+  KernelProgram small = lower_outputs({loom::matmul(loom::relu(x), w)}, large);
+  KernelProgram off = lower_outputs({loom::matmul(loom::relu(x), w)}, kGemm);
+  for (const KernelProgram* q : {&kept, &chain, &small, &off})
+    for (const auto& k : q->kernels)
+      if (k.contraction) EXPECT_FALSE(k.contraction->fused_operand(0)) << loom::ir::to_string(*q);
+  EXPECT_EQ(generated(chain), 2u) << loom::ir::to_string(chain);
+}
+
 // A product two kernels read is stored once (never computed twice), and a
 // product that is reduced is a kernel of its own before the reduction.
 TEST(LowerGemm, SharedOrReducedProductGetsABuffer) {
