@@ -231,6 +231,12 @@ TEST_P(GemmTest, FusedOperandProducers) {
       const std::vector<double> zv = z.to_vector<double>();
       for (size_t i = 0; i < zv.size(); ++i) ASSERT_EQ(zv[i], round(relu(a.v[i]) * 3)) << i;
     }
+  // Batched, the producer on B (each product's panels prepared on their own).
+  const int64_t B = 3, M = 130, K = 300, N = 70;
+  Operand a = make({B, M, K}, loom::kFloat, 34), b = make({B, K, N}, loom::kFloat, 35);
+  Tensor y = loom::matmul(a.t, loom::relu(b.t));
+  const At rb = [&](int64_t bi, int64_t i, int64_t j) { return std::max(b.v[(bi * K + i) * N + j], 0.0); };
+  EXPECT_TRUE(close(y, product(row_major(a), rb, B, M, N, K), K, loom::kFloat)) << "batched relu(B)";
 }
 
 // ReLU(x) @ W + b is one kernel on the llvm backend: the producer is applied
