@@ -6,9 +6,10 @@
 #include <loom/autograd.h>
 #include <loom/functions.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <queue>
-#include <unordered_map>
-#include <unordered_set>
+#include <vector>
 
 #include "api/src/autograd/node.h"
 #include "api/src/record.h"
@@ -17,6 +18,58 @@ namespace loom::autograd {
 
 namespace {
 
+// Node* -> a dense index, by open addressing. A backward pass looks each of
+// its nodes up a few times; std::unordered_map and unordered_set allocated
+// an entry per node and per map (a tenth of recording W4's backward).
+class NodeIndex {
+ public:
+  // n's index, added if new; `added` says whether it was.
+  uint32_t insert(Node* n, bool* added = nullptr) {
+    if (2 * (count_ + 1) > slots_.size()) grow();
+    for (size_t i = slot_of(n);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].node == n) {
+        if (added) *added = false;
+        return slots_[i].index;
+      }
+      if (!slots_[i].node) {
+        slots_[i] = {n, count_};
+        if (added) *added = true;
+        return count_++;
+      }
+    }
+  }
+  // n's index, or kAbsent.
+  static constexpr uint32_t kAbsent = ~0u;
+  uint32_t find(const Node* n) const {
+    if (slots_.empty()) return kAbsent;
+    for (size_t i = slot_of(n);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i].node == n) return slots_[i].index;
+      if (!slots_[i].node) return kAbsent;
+    }
+  }
+  uint32_t size() const { return count_; }
+
+ private:
+  struct Slot {
+    const Node* node = nullptr;
+    uint32_t index = 0;
+  };
+  size_t slot_of(const Node* n) const {
+    return (reinterpret_cast<uintptr_t>(n) * 0x9E3779B97F4A7C15ull >> 32) & (slots_.size() - 1);
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(std::max<size_t>(64, 2 * old.size()), Slot{});
+    for (const Slot& s : old)
+      if (s.node) {
+        size_t i = slot_of(s.node);
+        while (slots_[i].node) i = (i + 1) & (slots_.size() - 1);
+        slots_[i] = s;
+      }
+  }
+  std::vector<Slot> slots_;
+  uint32_t count_ = 0;
+};
 
 struct Capture {
   Edge edge;
@@ -30,10 +83,14 @@ struct Task {
   // With targets, only nodes leading to a target run (grad(), backward(inputs)).
   std::vector<Capture> captures;
   bool accumulate = true;  // AccumulateGrad nodes run (backward) or are only captured (grad)
-  std::unordered_map<Node*, int> deps;
-  std::unordered_map<Node*, variable_list> buffers;
-  std::unordered_set<Node*> needed;
   bool restrict = false;
+  // Per reachable node, by its index: edges pointing at it not yet
+  // followed, the gradients arrived for its inputs, whether it leads to a
+  // target (restrict).
+  NodeIndex index;
+  std::vector<int> deps;
+  std::vector<variable_list> buffers;
+  std::vector<char> needed;
 };
 
 void add_to(variable_list& buf, size_t slot, Tensor g) {
@@ -41,20 +98,26 @@ void add_to(variable_list& buf, size_t slot, Tensor g) {
   else buf[slot] = std::move(g);
 }
 
-// Every node reachable from the roots, with how many edges point at it.
+// Every node reachable from the roots (indexed in task.index in this
+// order), with how many edges point at it.
 std::vector<Node*> discover(Task& task, const std::vector<Edge>& roots) {
   std::vector<Node*> order, stack;
-  std::unordered_set<Node*> seen;
-  for (const Edge& r : roots)
-    if (seen.insert(r.function.get()).second) stack.push_back(r.function.get());
+  bool added = false;
+  for (const Edge& r : roots) {
+    task.index.insert(r.function.get(), &added);
+    if (added) stack.push_back(r.function.get());
+  }
+  task.deps.assign(task.index.size(), 0);
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
     order.push_back(n);
     for (const Edge& e : n->next_functions()) {
       if (!e.is_valid()) continue;
-      ++task.deps[e.function.get()];
-      if (seen.insert(e.function.get()).second) stack.push_back(e.function.get());
+      const uint32_t j = task.index.insert(e.function.get(), &added);
+      if (j >= task.deps.size()) task.deps.resize(j + 1, 0);
+      ++task.deps[j];
+      if (added) stack.push_back(e.function.get());
     }
   }
   return order;
@@ -62,28 +125,31 @@ std::vector<Node*> discover(Task& task, const std::vector<Edge>& roots) {
 
 // Marks the nodes that lead to a target: they are the only ones that run.
 void mark_needed(Task& task, const std::vector<Node*>& nodes) {
-  std::unordered_set<Node*> targets;
-  for (const Capture& c : task.captures) targets.insert(c.edge.function.get());
+  const NodeIndex& index = task.index;
+  std::vector<char> target(index.size(), 0), state(index.size(), 0);  // state: 1 = open, 2 = done
+  for (const Capture& c : task.captures)
+    if (uint32_t j = index.find(c.edge.function.get()); j != NodeIndex::kAbsent) target[j] = 1;
+  task.needed.assign(index.size(), 0);
   // Post-order over the reachable graph (iterative: graphs can be deep).
-  std::unordered_map<Node*, int> state;  // 1 = open, 2 = done
   for (Node* root : nodes) {
-    if (state[root]) continue;
+    if (state[index.find(root)]) continue;
     std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
-    state[root] = 1;
+    state[index.find(root)] = 1;
     while (!stack.empty()) {
       auto& [n, i] = stack.back();
       if (i < n->num_outputs()) {
         const Edge& e = n->next_edge(i++);
-        if (e.is_valid() && !state[e.function.get()]) {
-          state[e.function.get()] = 1;
+        if (e.is_valid() && !state[index.find(e.function.get())]) {
+          state[index.find(e.function.get())] = 1;
           stack.push_back({e.function.get(), 0});
         }
         continue;
       }
-      bool need = targets.count(n) > 0;
-      for (const Edge& e : n->next_functions()) need = need || (e.is_valid() && task.needed.count(e.function.get()));
-      if (need) task.needed.insert(n);
-      state[n] = 2;
+      const uint32_t j = index.find(n);
+      bool need = target[j];
+      for (const Edge& e : n->next_functions()) need = need || (e.is_valid() && task.needed[index.find(e.function.get())]);
+      task.needed[j] = need;
+      state[j] = 2;
       stack.pop_back();
     }
   }
@@ -92,29 +158,31 @@ void mark_needed(Task& task, const std::vector<Node*>& nodes) {
 void run(Task& task, const std::vector<Edge>& roots, variable_list root_grads) {
   const std::vector<Node*> nodes = discover(task, roots);
   if (task.restrict) mark_needed(task, nodes);
+  task.buffers.resize(task.index.size());
   for (size_t i = 0; i < roots.size(); ++i) {
-    auto& buf = task.buffers[roots[i].function.get()];
+    auto& buf = task.buffers[task.index.find(roots[i].function.get())];
     buf.resize(roots[i].function->num_inputs());
     add_to(buf, roots[i].input_nr, std::move(root_grads[i]));
   }
   auto later_first = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later_first)> ready(later_first);
   for (Node* n : nodes)
-    if (task.deps[n] == 0) ready.push(n);
+    if (task.deps[task.index.find(n)] == 0) ready.push(n);
 
   AutoGradMode mode(task.create_graph);
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
-    variable_list grads = std::move(task.buffers[n]);
-    task.buffers.erase(n);
+    const uint32_t at = task.index.find(n);
+    variable_list grads = std::move(task.buffers[at]);
+    task.buffers[at] = variable_list();
     grads.resize(n->num_inputs());
     for (Capture& c : task.captures)
       if (c.edge.function.get() == n) {
         c.reached = true;
         c.grad = grads[c.edge.input_nr];
       }
-    const bool runs = (!task.restrict || task.needed.count(n)) &&
+    const bool runs = (!task.restrict || task.needed[at]) &&
                       (task.accumulate || dynamic_cast<loom::detail::AccumulateGrad*>(n) == nullptr);
     variable_list outs;
     if (runs) {
@@ -136,12 +204,13 @@ void run(Task& task, const std::vector<Edge>& roots, variable_list root_grads) {
       const Edge& e = n->next_edge(i);
       if (!e.is_valid()) continue;
       Node* next = e.function.get();
+      const uint32_t j = task.index.find(next);
       if (i < outs.size() && outs[i].defined()) {
-        auto& buf = task.buffers[next];
+        auto& buf = task.buffers[j];
         buf.resize(next->num_inputs());
         add_to(buf, e.input_nr, loom::detail::fit_gradient(outs[i], next->input_metadata(e.input_nr), *n));
       }
-      if (--task.deps[next] == 0) ready.push(next);
+      if (--task.deps[j] == 0) ready.push(next);
     }
   }
 }

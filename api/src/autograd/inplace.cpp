@@ -7,6 +7,7 @@
 #include <loom/functions.h>
 
 #include "api/src/autograd/hooks.h"
+#include "api/src/block_pool.h"
 #include "api/src/autograd/node.h"
 #include "api/src/record.h"
 
@@ -91,7 +92,7 @@ void rebase(const Tensor& self, autograd::Edge e, const SourceLoc& loc) {
     return;
   }
   Tensor base(im.view_base);
-  auto cs = std::make_shared<OpGrad>("CopySlices", copy_slices_b);
+  auto cs = make_pooled<OpGrad>("CopySlices", copy_slices_b);
   cs->add_next_edge(gradient_edge(base));
   cs->add_next_edge(std::move(e));
   put_spec(cs->ints, im.view);
@@ -130,7 +131,7 @@ void regenerate_view_history(const Tensor& t) {
   im.view_version = im.storage->version.load(std::memory_order_relaxed);
   if (!base_edge.is_valid()) return;
   check_base(im.view_base, "autograd", SourceLoc::current());
-  auto n = std::make_shared<OpGrad>("AsStridedBackward0", as_strided_b);
+  auto n = make_pooled<OpGrad>("AsStridedBackward0", as_strided_b);
   n->add_next_edge(std::move(base_edge));
   n->shape = im.view_base->view.sizes;
   put_spec(n->ints, im.view);
@@ -175,7 +176,7 @@ void end_inplace(const Tensor& self, const Tensor& value, const char* op, const 
 void end_copy(const Tensor& self, const Tensor& src, const SourceLoc& loc) {
   // self's old value gets no gradient; src gets self's, summed over the
   // broadcast and cast back (fit_gradient against src).
-  auto n = std::make_shared<OpGrad>("CopyBackwards", pass_b);
+  auto n = make_pooled<OpGrad>("CopyBackwards", pass_b);
   n->add_next_edge(gradient_edge(src));
   n->add_input_metadata(self);
   n->set_where(loc);
@@ -184,7 +185,7 @@ void end_copy(const Tensor& self, const Tensor& src, const SourceLoc& loc) {
 
 void end_fill(const Tensor& self, const SourceLoc& loc) {
   if (self.impl()->view_base) return rebase(self, {}, loc);
-  auto n = std::make_shared<OpGrad>("FillBackward0", none_b);
+  auto n = make_pooled<OpGrad>("FillBackward0", none_b);
   n->add_next_edge(gradient_edge(self));
   n->add_input_metadata(self);
   n->set_where(loc);

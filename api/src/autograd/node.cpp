@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "api/src/block_pool.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -44,15 +45,14 @@ namespace detail {
 
 AutogradMeta& meta_of(const Tensor& t) {
   TensorImpl& im = *t.impl();
-  if (!im.autograd) im.autograd = std::make_shared<AutogradMeta>();
+  // Pooled (block_pool.h), as every object an op records: one per output of
+  // a differentiable op.
+  if (!im.autograd) im.autograd = make_pooled<AutogradMeta>();
   return *im.autograd;
 }
 
 Tensor strided_alias(const Tensor& t, const ViewSpec& view) {
-  auto im = std::make_shared<TensorImpl>();
-  im->storage = t.impl()->storage;
-  im->view = view;
-  return Tensor(std::move(im));
+  return Tensor(make_pooled<TensorImpl>(t.impl()->storage, view.sizes, view.strides, view.offset));
 }
 
 Tensor plain_alias(const Tensor& t) { return strided_alias(t, t.impl()->view); }
@@ -76,7 +76,7 @@ autograd::Edge gradient_edge(const Tensor& t) {
   if (m.grad_fn) return {m.grad_fn, m.output_nr};
   std::shared_ptr<autograd::Node> acc = m.grad_accumulator.lock();
   if (!acc) {
-    acc = std::make_shared<AccumulateGrad>(t.impl());
+    acc = make_pooled<AccumulateGrad>(t.impl());
     m.grad_accumulator = acc;
   }
   return {std::move(acc), 0};
@@ -148,12 +148,14 @@ void OpGrad::release_variables() {
   for (SavedVariable& s : saved_) s.reset();
 }
 
-std::shared_ptr<OpGrad> attach(const char* name, Vjp vjp, const std::vector<const Tensor*>& inputs,
-                               const Tensor& out, const SourceLoc& loc) {
+namespace {
+std::shared_ptr<OpGrad> attach_inputs(const char* name, Vjp vjp, const Tensor* const* inputs, size_t count,
+                                      const Tensor& out, const SourceLoc& loc) {
   if (!grad_mode() || !is_floating_point(out.impl()->storage->dtype)) return nullptr;
-  auto node = std::make_shared<OpGrad>(name, vjp);
+  auto node = make_pooled<OpGrad>(name, vjp, count);
   bool any = false;
-  for (const Tensor* t : inputs) {
+  for (size_t i = 0; i < count; ++i) {
+    const Tensor* t = inputs[i];
     autograd::Edge e = t && t->defined() ? gradient_edge(*t) : autograd::Edge{};
     any = any || e.is_valid();
     node->add_next_edge(std::move(e));
@@ -163,10 +165,16 @@ std::shared_ptr<OpGrad> attach(const char* name, Vjp vjp, const std::vector<cons
   set_history(out, node);
   return node;
 }
+}  // namespace
+
+std::shared_ptr<OpGrad> attach(const char* name, Vjp vjp, const std::vector<const Tensor*>& inputs,
+                               const Tensor& out, const SourceLoc& loc) {
+  return attach_inputs(name, vjp, inputs.data(), inputs.size(), out, loc);
+}
 
 std::shared_ptr<OpGrad> attach(const char* name, Vjp vjp, std::initializer_list<const Tensor*> inputs,
                                const Tensor& out, const SourceLoc& loc) {
-  return attach(name, vjp, std::vector<const Tensor*>(inputs), out, loc);
+  return attach_inputs(name, vjp, inputs.begin(), inputs.size(), out, loc);
 }
 
 // ---------------------------------------------------------------- AccumulateGrad

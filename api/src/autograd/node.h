@@ -48,12 +48,17 @@ using Vjp = autograd::variable_list (*)(const OpGrad& node, const Tensor& grad);
 
 class OpGrad final : public autograd::Node {
  public:
-  OpGrad(const char* name, Vjp vjp) : name_(name), vjp_(vjp) {}
+  // `edges`: how many next edges the op will add (one allocation, not a
+  // growing vector's two or three).
+  OpGrad(const char* name, Vjp vjp, size_t edges = 0) : name_(name), vjp_(vjp) { next_.reserve(edges); }
   std::string name() const override { return name_; }
   autograd::variable_list apply(autograd::variable_list&& grads) override;
   void release_variables() override;
 
-  void save(const Tensor& t, bool is_output = false) { saved_.emplace_back(t, is_output); }
+  void save(const Tensor& t, bool is_output = false) {
+    if (saved_.empty()) saved_.reserve(kSavedReserve);  // most rules save one to three tensors
+    saved_.emplace_back(t, is_output);
+  }
   Tensor saved(size_t i) const { return saved_[i].unpack(*this); }
   std::vector<SavedVariable>& saved_variables() { return saved_; }
   bool needs(size_t input) const { return should_compute_output(input); }
@@ -65,6 +70,7 @@ class OpGrad final : public autograd::Node {
   std::vector<int64_t> sizes;  // per input (cat)
 
  private:
+  static constexpr size_t kSavedReserve = 3;
   const char* name_;
   Vjp vjp_;
   std::vector<SavedVariable> saved_;
