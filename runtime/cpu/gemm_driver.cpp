@@ -111,7 +111,7 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   // Packing pays when its panels are reused: skip it when A is no taller
   // than a tile or B fits in half of L2 (it stays there as it is).
   g.prepare_a = c.fused_operand(0), g.prepare_b = c.fused_operand(1);
-  g.direct = g.k == 0 || (!g.prepare_a && !g.prepare_b && (g.m <= mr || g.k * g.n * e <= cs.l2 / 2));
+  g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
   // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC above).
   if (const char* v = std::getenv("LOOM_GEMM_MC")) g.mc = std::atoll(v) / mr * mr;
   if (const char* v = std::getenv("LOOM_GEMM_NC")) g.nc = std::atoll(v) / nr * nr;
@@ -247,20 +247,36 @@ const T* elem(void* const* bufs, uint32_t b, int64_t off) {
 }
 
 // Small products: A in place; B in place when its rows are contiguous,
-// else packed whole (it is small, or A is a single tile high).
+// else packed whole (it is small, or A is a single tile high). An operand
+// with fused producers is copied (A, row-major) or packed (B) and prepared
+// first: it is small here.
 template <class T>
 void run_direct(const Ctx& x) {
   const GemmPlan& g = x.g;
   const int64_t mr = g.shape.mr, nr = g.shape.nr;
   const int64_t mt = (g.m + mr - 1) / mr, nt = (g.n + nr - 1) / nr;
-  const bool pack = g.b_sn != 1 && g.k > 0;
+  const bool pack = (g.b_sn != 1 || g.prepare_b) && g.k > 0;
   const int64_t strip = g.k * nr;
   Scratch packed(pack ? static_cast<size_t>(g.batch * nt * strip) * sizeof(T) : 0);
   T* bp = static_cast<T*>(packed.p);
   const T* A = elem<T>(x.bufs, g.a_buf, g.a_off);
   const T* B = elem<T>(x.bufs, g.b_buf, g.b_off);
+  int64_t a_sb = g.a_sb, a_sm = g.a_sm, a_sk = g.a_sk;
+  const bool copy_a = g.prepare_a && g.k > 0;
+  Scratch a_copy(copy_a ? static_cast<size_t>(g.batch * g.m * g.k) * sizeof(T) : 0);
+  if (copy_a) {
+    T* ac = static_cast<T*>(a_copy.p);
+    for (int64_t bi = 0; bi < g.batch; ++bi)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t t = 0; t < g.k; ++t) ac[(bi * g.m + i) * g.k + t] = A[bi * a_sb + i * a_sm + t * a_sk];
+    x.prepare(false, ac, g.batch * g.m * g.k);
+    A = ac, a_sb = g.m * g.k, a_sm = g.k, a_sk = 1;
+  }
   if (pack)
-    for (int64_t bi = 0; bi < g.batch; ++bi) pack_b(B + bi * g.b_sb, g.b_sk, g.b_sn, g.k, g.n, nr, bp + bi * nt * strip, 0, nt);
+    for (int64_t bi = 0; bi < g.batch; ++bi) {
+      pack_b(B + bi * g.b_sb, g.b_sk, g.b_sn, g.k, g.n, nr, bp + bi * nt * strip, 0, nt);
+      if (g.prepare_b) x.prepare(true, bp + bi * nt * strip, nt * strip);
+    }
   // A long K is summed in blocks of KC, each block's sum added to the
   // tile's running total (kept in `part`), as the packed path does: one
   // register chain over all of K (a dot product of 35640 terms) loses
@@ -270,7 +286,7 @@ void run_direct(const Ctx& x) {
     const int64_t bi = r / mt, i = r % mt * mr;
     std::vector<T> part(g.k > g.kc ? static_cast<size_t>(mr * nr) : 0);
     GemmTile t{};
-    t.a_rs = g.a_sm, t.a_ks = g.a_sk, t.b_ks = b_ks;
+    t.a_rs = a_sm, t.a_ks = a_sk, t.b_ks = b_ks;
     t.batch = bi, t.i = i, t.rows = std::min(mr, g.m - i);
     t.partial = part.empty() ? nullptr : part.data(), t.ldp = nr;
     for (int64_t j = 0; j < g.n; j += nr) {
@@ -278,7 +294,7 @@ void run_direct(const Ctx& x) {
       t.j = j, t.cols = std::min(nr, g.n - j);
       for (int64_t pc = 0; pc < g.k || pc == 0; pc += g.kc) {
         t.kc = std::min(g.kc, g.k - pc);
-        t.a = A + bi * g.a_sb + i * g.a_sm + pc * g.a_sk;
+        t.a = A + bi * a_sb + i * a_sm + pc * a_sk;
         t.b = b0 + pc * b_ks;
         t.flags = jit::llvm_cpu::kGemmDirect | (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) |
                   (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0) | (g.m < mr ? jit::llvm_cpu::kGemmShort : 0);

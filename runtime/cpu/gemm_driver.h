@@ -44,8 +44,9 @@ struct GemmPlan {
   int64_t kc = 0, mc = 0, nc = 0;
   bool direct = false;  // no packing of A (and of B when its rows are contiguous)
   // Operands with fused producers (ir::Contraction::a_value / b_value):
-  // always packed, and each packed panel prepared by the kernel's function
-  // (kGemmPrepareA / B) before any tile reads it.
+  // each packed panel (and, for a small product, A's copy and B's packed
+  // strips) prepared by the kernel's function (kGemmPrepareA / B) before
+  // any tile reads it.
   bool prepare_a = false, prepare_b = false;
 };
 
