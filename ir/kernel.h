@@ -126,7 +126,8 @@ struct Contraction {
   uint32_t a = 0, b = 0;      // indices into Kernel::accesses, at t = 0
   int64_t a_k = 0, b_k = 0;   // their strides along the contracted dim
   uint32_t a_value = kRaw, b_value = kRaw;  // fused producers: exprs of Kernel::exprs, or kRaw
-  bool fused_operand(int which) const { return (which == 0 ? a_value : b_value) != kRaw; }
+  uint32_t value(int which) const { return which == 0 ? a_value : b_value; }  // 0: A, 1: B
+  bool fused_operand(int which) const { return value(which) != kRaw; }
 };
 
 struct Kernel {

@@ -234,7 +234,7 @@ class KernelEmitter {
       const char* name = w == 0 ? "op_a" : "op_b";
       args += std::string(", ") + (c.fused_operand(w) ? name : "LoomRawOperand{}");
       if (!c.fused_operand(w)) continue;
-      const uint32_t root = w == 0 ? c.a_value : c.b_value;
+      const uint32_t root = c.value(w);
       const char* t = ctype(k_.exprs[root].dtype);
       std::vector<bool> need(k_.exprs.size(), false);
       mark(root, need);

@@ -161,11 +161,11 @@ class KernelEmitter {
     std::array<std::vector<bool>, 2> need_op;
     for (int w = 0; w < 2; ++w) {
       need_op[w].assign(k_.exprs.size(), false);
-      if (c.fused_operand(w)) mark(w == 0 ? c.a_value : c.b_value, need_op[w]);
+      if (c.fused_operand(w)) mark(c.value(w), need_op[w]);
     }
     auto operand_op = [&](int which, Value* x, int w) {
       operand_ = x;
-      return eval(need_op[which], w)[which == 0 ? c.a_value : c.b_value];
+      return eval(need_op[which], w)[c.value(which)];
     };
     emit_gemm_tile(b_, fn_, tile, dt, gemm_shape(target_, dt), [&](Value* batch, Value* i, Value* j, Value* product, int w) {
       if (n == 3) b_.CreateStore(batch, idx_[0]);

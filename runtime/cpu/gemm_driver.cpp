@@ -108,9 +108,9 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   }
   g.mc = std::max<int64_t>(mr, cs.l2 / 2 / (g.kc * e) / mr * mr);
   g.nc = std::max<int64_t>(nr, cs.l3 / 4 / (g.kc * e) / nr * nr);
+  g.prepare_a = c.fused_operand(0), g.prepare_b = c.fused_operand(1);
   // Packing pays when its panels are reused: skip it when A is no taller
   // than a tile or B fits in half of L2 (it stays there as it is).
-  g.prepare_a = c.fused_operand(0), g.prepare_b = c.fused_operand(1);
   g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
   // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC above).
   if (const char* v = std::getenv("LOOM_GEMM_MC")) g.mc = std::atoll(v) / mr * mr;
@@ -331,9 +331,7 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
   int64_t mblocks = (g.m + g.mc - 1) / g.mc;
   const int64_t threads = parallel ? x.threads : 1;
   if (threads > 1 && mblocks >= threads) mblocks = (mblocks + threads - 1) / threads * threads;
-  // (At least one panel: a product shorter than MR comes here when an
-  // operand has producers to apply.)
-  const int64_t mc = std::max(mr, std::min(g.m, (g.m + mblocks - 1) / mblocks + mr - 1) / mr * mr);
+  const int64_t mc = std::min(g.m, (g.m + mblocks - 1) / mblocks + mr - 1) / mr * mr;  // M > MR here (plan_gemm)
   const int64_t mb = (g.m + mc - 1) / mc;
   const int64_t nc_max = std::min(g.nc, (g.n + nr - 1) / nr * nr);
   const int64_t kc_max = std::min(g.kc, g.k);

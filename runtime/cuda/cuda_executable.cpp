@@ -232,9 +232,10 @@ void CudaExecutable::launch_all(const ArgSet& set) {
     void* params[] = {&values[0], &values[1], &values[2], &values[3], &values[4]};
     const size_t at = static_cast<size_t>(&l - launches_.data());
     if (timed) check(d.cuEventRecord(timing_events_[at], ctx.stream), "cuEventRecord", "kernel times");
-    check(d.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared,
-                           ctx.stream, params, nullptr),
-          "cuLaunchKernel", launch_description(l));
+    // The message only on failure: building it is a string's allocations.
+    if (CUresult r = d.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                                      l.shared, ctx.stream, params, nullptr))
+      check(r, "cuLaunchKernel", launch_description(l));
   }
   if (timed) {
     check(d.cuEventRecord(timing_events_.back(), ctx.stream), "cuEventRecord", "kernel times");
@@ -373,7 +374,8 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     }
     if (!set->graph && runs_ > 0 && !kernel_times_on()) build_graph(*set, written_into);
     if (set->graph) {
-      check(d.cuGraphLaunch(set->graph, ctx.stream), "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
+      if (CUresult r = d.cuGraphLaunch(set->graph, ctx.stream))  // every replay: the message only on failure
+        check(r, "cuGraphLaunch", "replay on cuda:" + std::to_string(device_));
       bump(counters().cuda_graph_launches);
     } else {
       launch_all(*set);

@@ -7,8 +7,8 @@
 #include <loom/functions.h>
 
 #include "api/src/autograd/hooks.h"
-#include "api/src/block_pool.h"
 #include "api/src/autograd/node.h"
+#include "api/src/block_pool.h"
 #include "api/src/record.h"
 
 namespace loom::detail {
