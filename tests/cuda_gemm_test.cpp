@@ -272,6 +272,42 @@ TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
   }
 }
 
+// bfloat16 products, every candidate (on an H100 or H200 the warpgroup
+// tiles of kernels/cuda/gemm_wgmma.cu first, then mma.sync), in the four
+// operand layouts, with a bias epilogue. Leading dims are multiples of 8
+// (16-byte copies: the layouts wgmma takes); no size is a multiple of a
+// tile. The reference is float64 on the same bfloat16 values, so what
+// differs is float32 summation and bfloat16 rounding (~2^-9 an element).
+TEST_F(CudaGemm, Bf16EveryCandidateMatchesFloat64) {
+  struct Unset {
+    ~Unset() {
+      unsetenv("LOOM_GEMM_CANDIDATE");
+      loom::clear_executable_cache();
+    }
+  } unset;
+  constexpr double kBf16 = 8e-3;
+  const loom::ScalarType bf = loom::kBFloat16;
+  for (const auto& s : {std::array<int64_t, 3>{1504, 1496, 264}, std::array<int64_t, 3>{200, 296, 136}}) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    Tensor x = loom::randn({M, K}).to(bf), w = loom::randn({N, K}).to(bf), at = loom::randn({K, M}).to(bf);
+    Tensor bias = loom::randn({N}).to(bf);
+    loom::sync();
+    const Tensor want_xwt = loom::matmul(f64(x), f64(w).t()) + f64(bias);
+    const Tensor want_atw = loom::matmul(f64(at).t(), f64(w).t());
+    const Tensor wc = gpu(w.t().contiguous());
+    for (int c = 0; c < 6; ++c) {
+      setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
+      loom::clear_executable_cache();
+      const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +
+                               std::to_string(c);
+      EXPECT_LT(rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want_xwt), kBf16) << "x W^T + b, " << what;
+      EXPECT_LT(rel_err(loom::matmul(gpu(x), wc) + gpu(bias), want_xwt), kBf16) << "x W + b, " << what;
+      EXPECT_LT(rel_err(loom::matmul(gpu(at).t(), gpu(w).t()), want_atw), kBf16) << "A^T W^T, " << what;
+      EXPECT_LT(rel_err(loom::matmul(gpu(at).t(), wc), want_atw), kBf16) << "A^T W, " << what;
+    }
+  }
+}
+
 // The W4 shapes: long K and few output tiles, where the tuner may pick
 // split-K; the weight gradient's operands are transposed views.
 TEST_F(CudaGemm, MlpShapesWithTunedSplit) {

@@ -1,4 +1,4 @@
-// BF16 tensor-core GEMM (LoomGemmBf16 in kernels/cuda/gemm_template.cu) against a float64 host reference, then timed against cuBLAS. Not built by CMake. Build (from bench/micro): nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -Xptxas -v -DWITH_CUBLAS -o /tmp/bf16_gemm bf16_gemm.cu -lcublas (without cuBLAS: drop -DWITH_CUBLAS -lcublas); run: /tmp/bf16_gemm [--no-timing | --timing-only]
+// BF16 tensor-core GEMM (LoomGemmBf16 in kernels/cuda/gemm_template.cu, LoomGemmWg in kernels/cuda/gemm_wgmma.cu) against a float64 host reference, then timed against cuBLAS. Not built by CMake. Build (from bench/micro): nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -lineinfo -Xptxas -v -DWITH_CUBLAS -o /tmp/bf16_gemm bf16_gemm.cu -lcublas (without cuBLAS: drop -DWITH_CUBLAS -lcublas); run: /tmp/bf16_gemm [--no-timing | --timing-only]
 //
 // The code generator hands the template to NVRTC after jit/cuda/prelude.cu.inc;
 // the template itself uses none of the prelude (its own loom_i64, builtins
@@ -17,6 +17,7 @@
 
 #include "../../kernels/cuda/bfloat16.cuh"
 #include "../../kernels/cuda/gemm_template.cu"
+#include "../../kernels/cuda/gemm_wgmma.cu"
 
 #ifdef WITH_CUBLAS
 #include <cublas_v2.h>
@@ -99,6 +100,21 @@ struct Config {
   }
   static int threads() { return 32 * WM_ * WN_; }
   static void name(char* s, size_t n) { std::snprintf(s, n, "%dx%dx%d w%dx%d s%d", BM, BN, BK, WM_, WN_, STAGES_); }
+  static bool supports(const Flags&) { return true; }
+};
+
+// A LoomGemmWg configuration (wgmma, sm_90a): 16-byte copies only, so its
+// other layouts are never launched (they instantiate the vectorized form).
+template <int BM_, int BN_, int STAGES_>
+struct WgConfig {
+  static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_, MINB = 1;
+  static constexpr bool FULL = true;
+  template <bool AK, bool AV, bool BKM, bool BV>
+  using Gemm = LoomGemmWg<BM, BN, STAGES, AK, true, BKM, true>;
+  static size_t smem_bytes(const Flags&) { return size_t(STAGES) * (BM + BN) * BK * 2 + 1024; }
+  static int threads() { return 2 * BM; }
+  static void name(char* s, size_t n) { std::snprintf(s, n, "%dx%dx64 wgmma s%d", BM, BN, STAGES); }
+  static bool supports(const Flags& f) { return f.av && f.bv; }
 };
 
 template <class C, bool AK, bool AV, bool BKM, bool BV>
@@ -270,6 +286,7 @@ static int passed = 0, failed = 0;
 template <class C>
 static void check_case(const Problem& p, const Layout& l, int split) {
   const Packed pk = pack(p, l);
+  if (!C::supports(pk.f)) return;
   const LoomGemmArgs& g = pk.g;
   long long kchunk = 0;
   if (split > 1) {  // as jit/cuda/gemm.cpp's gemm_split_chunk
@@ -402,6 +419,12 @@ typedef Config<128, 128, 64, 2, 4, 3, 2, false> C128x128k64b2;
 typedef Config<128, 256, 64, 2, 4, 4, 1, false> C128x256k64s4;
 typedef Config<64, 64, 32, 2, 2, 4, 4, false> C64x64b4;
 typedef Config<64, 128, 32, 2, 2, 4, 2, false> C64x128b2;
+typedef WgConfig<128, 256, 4> W128x256;
+typedef WgConfig<128, 256, 3> W128x256s3;
+typedef WgConfig<128, 128, 4> W128x128;
+typedef WgConfig<128, 128, 6> W128x128s6;
+typedef WgConfig<64, 128, 4> W64x128;
+typedef WgConfig<64, 256, 4> W64x256;
 
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
@@ -488,6 +511,12 @@ static void timing() {
     cublasDestroy(hb);
   }
 #endif
+  time_config<W128x256>(t, cublas_tf);
+  time_config<W128x256s3>(t, cublas_tf);
+  time_config<W128x128>(t, cublas_tf);
+  time_config<W128x128s6>(t, cublas_tf);
+  time_config<W64x128>(t, cublas_tf);
+  time_config<W64x256>(t, cublas_tf);
   time_config<C128x128>(t, cublas_tf);
   time_config<C128x128s3b2>(t, cublas_tf);
   time_config<C128x128s4b2>(t, cublas_tf);
@@ -547,9 +576,13 @@ int main(int argc, char** argv) {
       check_config<C128x128>(p, huge ? some : all, {1});
       check_config<C128x256>(p, huge ? some : all, {1});
       check_config<C64x64>(p, huge ? some : all, {1});
+      check_config<W128x256>(p, huge ? some : all, {1});
+      check_config<W128x128>(p, huge ? some : all, {1});
+      check_config<W64x128>(p, huge ? some : all, {1});
       if (s.K >= 63 && !huge) {  // split-K through LoomGemmReduce
         check_config<C64x64>(p, all, {2, 5});
         check_config<C128x128>(p, {all[0], all[5]}, {2, 5});
+        check_config<W128x128>(p, {all[0], all[1]}, {2, 5});
       }
     }
   }

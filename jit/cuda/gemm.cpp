@@ -16,8 +16,12 @@ namespace loom::jit::cuda {
 
 std::string GemmConfig::str() const {
   std::ostringstream o;
-  o << bm << "x" << bn << "x" << bk << (mma ? " mma warps " : warp ? " ffma-warp " : " ffma ") << p << "x" << q
-    << " stages " << stages;
+  o << bm << "x" << bn << "x" << bk;
+  if (wgmma)
+    o << " wgmma";
+  else
+    o << (mma ? " mma warps " : warp ? " ffma-warp " : " ffma ") << p << "x" << q;
+  o << " stages " << stages;
   if (minb) o << " minb " << minb;
   if (split > 1) o << " split " << split;
   return o.str();
@@ -25,7 +29,7 @@ std::string GemmConfig::str() const {
 
 std::vector<uint64_t> GemmProblem::key() const {
   return {static_cast<uint64_t>(dtype), tf32, static_cast<uint64_t>(batch), static_cast<uint64_t>(m),
-          static_cast<uint64_t>(n), static_cast<uint64_t>(k), a_kmajor, a_vec, b_kmajor, b_vec};
+          static_cast<uint64_t>(n), static_cast<uint64_t>(k), a_kmajor, a_vec, b_kmajor, b_vec, wgmma};
 }
 
 namespace {
@@ -94,9 +98,24 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     auto mma = [](int bm, int bn, int bk, int p, int q, int stages, int minb = 0, int split = 1) {
       return GemmConfig{bm, bn, bk, p, q, stages, true, false, minb, split};
     };
+    // On sm_90a, where both operands take 16-byte copies, the warpgroup
+    // block first (LoomGemmWg; bench/micro/bf16_gemm.cu, same H100, cuBLAS
+    // 710 TFLOP/s): 128x256 four stages 373 TFLOP/s, three 322, 128x128
+    // 305-309, 64x128 244, 64x256 126; mma.sync's best there 293.
+    auto wg = [](int bm, int bn, int stages) {
+      GemmConfig c{bm, bn, 64, 0, 0, stages, true, false, 1, 1};
+      c.wgmma = true;
+      return c;
+    };
+    const bool wgmma = g.wgmma && g.a_vec && g.b_vec;
     const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
-    if (tiles128 >= 132) return {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 64, 2, 4, 3, 2), mma(128, 128, 32, 2, 4, 3, 2)};
+    if (tiles128 >= 132) {
+      std::vector<GemmConfig> cs = {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 64, 2, 4, 3, 2), mma(128, 128, 32, 2, 4, 3, 2)};
+      if (wgmma) cs.insert(cs.begin(), {wg(128, 256, 4), wg(128, 128, 4)});
+      return cs;
+    }
     std::vector<GemmConfig> cs = {mma(64, 64, 32, 2, 2, 4), mma(128, 128, 32, 2, 4, 3, 2)};
+    if (wgmma) cs.insert(cs.begin(), {wg(64, 128, 4), wg(128, 128, 4)});
     const int64_t tiles = ((g.m + 63) / 64) * ((g.n + 63) / 64) * g.batch;
     for (int s : {2, 4, 8, 16}) {
       if (g.k / s < 64 || tiles * (s / 2) >= 132) break;
@@ -153,7 +172,10 @@ std::string gemm_launch_bounds(const GemmConfig& c) {
   return "__launch_bounds__(" + std::to_string(gemm_threads(c)) + (c.minb > 0 ? ", " + std::to_string(c.minb) : "") + ")";
 }
 
-int gemm_threads(const GemmConfig& c) { return c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q); }
+int gemm_threads(const GemmConfig& c) {
+  if (c.wgmma) return 2 * c.bm;  // bm / 64 warpgroups
+  return c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q);
+}
 
 // Swizzled rows only for warp-tiled thread tiles of up to 16 elements:
 // there they save the element copies' instructions (W4's Linear products
@@ -163,6 +185,8 @@ int gemm_threads(const GemmConfig& c) { return c.mma ? 32 * c.p * c.q : (c.bm / 
 bool gemm_row_tiles(const GemmConfig& c) { return c.warp && c.p * c.q <= 16; }
 
 int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g) {
+  // LoomGemmWg::SMEM_BYTES: 128-byte rows, and 1 KB to align the base.
+  if (c.wgmma) return int64_t(c.stages) * (c.bm + c.bn) * 128 + 1024;
   const int64_t v = 16 / static_cast<int64_t>(element_size(g.dtype));
   // As LoomGemm's A_ELEMS / B_ELEMS: the warp-tiled loop keeps an operand
   // contiguous along k as swizzled rows where gemm_row_tiles allows and
@@ -199,6 +223,11 @@ uint32_t gemm_reduce_grid(const GemmProblem& g, int multiprocessors) {
 std::string gemm_instance(const GemmConfig& c, const GemmProblem& g) {
   auto b = [](bool x) { return x ? "true" : "false"; };
   std::ostringstream o;
+  if (c.wgmma) {
+    o << "LoomGemmWg<" << c.bm << ", " << c.bn << ", " << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", "
+      << b(g.b_kmajor) << ", " << b(g.b_vec) << ">";
+    return o.str();
+  }
   if (g.dtype == kBFloat16) {
     o << "LoomGemmBf16<" << c.bm << ", " << c.bn << ", " << c.bk << ", " << c.p << ", " << c.q << ", " << c.stages << ", "
       << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor) << ", " << b(g.b_vec) << ">";

@@ -19,12 +19,15 @@ namespace loom::jit::cuda {
 // double-buffered); minb: blocks per SM promised to ptxas through
 // __launch_bounds__ (0: none); split > 1: split-K, grid.y = split partial
 // products into a workspace, then a reduce kernel that applies the epilogue.
+// wgmma (bfloat16 on sm_90a, kernels/cuda/gemm_wgmma.cu): bm / 64
+// warpgroups, bk 64; p and q unused.
 struct GemmConfig {
   int bm = 0, bn = 0, bk = 0, p = 0, q = 0, stages = 0;
   bool mma = false;
   bool warp = false;
   int minb = 0;
   int split = 1;
+  bool wgmma = false;
   bool valid() const { return bm > 0; }
   std::string str() const;
   bool operator==(const GemmConfig&) const = default;
@@ -41,6 +44,9 @@ struct GemmProblem {
   uint32_t a_buffer = 0, b_buffer = 0;
   bool a_kmajor = false, a_vec = false;  // A's tile stored [BK][BM] (A contiguous along m); 16-byte copies
   bool b_kmajor = false, b_vec = false;  // B's tile stored [BK][BN] (B contiguous along n)
+  // The device runs code built for sm_90a (DeviceContext::arch): bfloat16
+  // products may use the warpgroup tensor cores. Set by the runtime.
+  bool wgmma = false;
   // The tuning key: everything that changes which configuration is fastest.
   std::vector<uint64_t> key() const;
 };

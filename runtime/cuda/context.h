@@ -19,7 +19,13 @@ struct DeviceContext {
   int multiprocessors = 0;
   size_t total_memory = 0;
   std::string name;                // "NVIDIA H100 80GB HBM3"
-  std::string arch() const { return "sm_" + std::to_string(sm_major) + std::to_string(sm_minor); }
+  // What NVRTC compiles for: the device's exact architecture, and on
+  // compute capability 9.0 its "a" form (sm_90a), which adds the
+  // warpgroup instructions (wgmma) that code runs only on 9.0 itself.
+  std::string arch() const {
+    return "sm_" + std::to_string(sm_major) + std::to_string(sm_minor) + (wgmma() ? "a" : "");
+  }
+  bool wgmma() const { return sm_major == 9 && sm_minor == 0; }
 };
 
 // The device's context, created on first use and made current on the

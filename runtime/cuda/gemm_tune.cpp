@@ -139,10 +139,12 @@ void set_allow_tf32(bool on) {
   if (g_allow_tf32.exchange(on) != on) executable_cache().clear();
 }
 
-jc::GemmConfig choose_gemm(const jc::GemmProblem& g, int device) {
+jc::GemmConfig choose_gemm(const jc::GemmProblem& problem, int device) {
   static std::mutex mu;
   static auto* chosen = new std::map<std::vector<uint64_t>, jc::GemmConfig>;  // leaked: used until exit
   const DeviceContext& ctx = context(device);
+  jc::GemmProblem g = problem;
+  g.wgmma = ctx.wgmma();  // the device's code is built for sm_90a
   if (const char* e = std::getenv("LOOM_GEMM_TUNE"); e && std::strcmp(e, "0") == 0)
     return jc::gemm_heuristic(g, ctx.multiprocessors);
   // Test hook: LOOM_GEMM_CANDIDATE=i takes candidate i of gemm_candidates

@@ -186,23 +186,30 @@ loom::ir::LowerOptions gemm_on() {
   return o;
 }
 
-void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& what, const char* instance = "LoomGemm<") {
+// wgmma: the candidates of a device that runs sm_90a code, compiled for it.
+void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& what, const char* instance = "LoomGemm<",
+                          bool wgmma = false) {
+  auto problem = [&](const loom::ir::Kernel& k) {
+    jc::GemmProblem g = jc::gemm_problem(p, k, tf32);
+    g.wgmma = wgmma;
+    return g;
+  };
   size_t most = 0;
   for (const auto& k : p.kernels)
-    if (k.contraction) most = std::max(most, jc::gemm_candidates(jc::gemm_problem(p, k, tf32)).size());
+    if (k.contraction) most = std::max(most, jc::gemm_candidates(problem(k)).size());
   ASSERT_GT(most, 0u) << what << ": no GEMM kernel\n" << loom::ir::to_string(p);
   for (size_t c = 0; c < most; ++c) {
     std::vector<jc::GemmConfig> configs(p.kernels.size());
     for (size_t i = 0; i < p.kernels.size(); ++i)
       if (p.kernels[i].contraction) {
-        auto cs = jc::gemm_candidates(jc::gemm_problem(p, p.kernels[i], tf32));
+        auto cs = jc::gemm_candidates(problem(p.kernels[i]));
         configs[i] = cs[std::min(c, cs.size() - 1)];
       }
     const std::string src = jc::emit_source(p, configs, /*allow_single_block=*/false);
     if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(p) << src;
-    EXPECT_NE(src.find(instance), std::string::npos);
+    if (c == 0) EXPECT_NE(src.find(instance), std::string::npos) << what;
     try {
-      loom::runtime::cuda::compile_cubin(src, "sm_90", what);
+      loom::runtime::cuda::compile_cubin(src, wgmma ? "sm_90a" : "sm_90", what);
     } catch (const loom::Error& e) {
       ADD_FAILURE() << what << " (candidate " << c << "): " << e.what();
     }
@@ -360,6 +367,50 @@ TEST(CudaCodegen, Bf16GemmKernelsCompileWithNvrtc) {
   for (const auto& k : p.kernels)
     if (k.contraction) EXPECT_TRUE(jc::gemm_candidates(jc::gemm_problem(p, k, false))[0].mma);
   expect_gemm_compiles(p, false, "bfloat16 GEMMs", "LoomGemmBf16<");
+}
+
+// On a device that runs sm_90a code, bfloat16 products whose operands take
+// 16-byte copies have warpgroup (wgmma) candidates first, in every operand
+// layout (the transposes are descriptor flags); the others keep mma.sync.
+// Every candidate compiles for sm_90a, the tuner's module too.
+TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48}), xt = loom::randn({32, 64});
+  auto big = loom::randn({2048, 64}), bigw = loom::randn({2048, 64}), bigt = loom::randn({64, 2048});
+  auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33});
+  loom::sync();
+  KernelProgram p = as_bf16(lower_outputs({loom::gelu(loom::matmul(x, w) + b), loom::matmul(xt.t(), w),
+                                           loom::linear(big, bigw), loom::matmul(bigt.t(), bigt) * 0.5,
+                                           loom::matmul(xt.t(), w.t().contiguous().t())},
+                                          gemm_on()));
+  for (const auto& k : p.kernels) {
+    if (!k.contraction) continue;
+    jc::GemmProblem g = jc::gemm_problem(p, k, false);
+    ASSERT_TRUE(g.a_vec && g.b_vec) << k.name;
+    g.wgmma = true;
+    const jc::GemmConfig c = jc::gemm_candidates(g)[0];
+    EXPECT_TRUE(c.wgmma) << k.name;
+    EXPECT_EQ(jc::gemm_threads(c), 2 * c.bm);
+    EXPECT_EQ(jc::gemm_shared_bytes(c, g), c.stages * (c.bm + c.bn) * 128 + 1024);
+    g.wgmma = false;
+    EXPECT_FALSE(jc::gemm_candidates(g)[0].wgmma) << "a device without sm_90a";
+  }
+  expect_gemm_compiles(p, false, "bfloat16 GEMMs on sm_90a", "LoomGemmWg<", /*wgmma=*/true);
+  // Element copies (rows of 63): mma.sync only.
+  KernelProgram odd = as_bf16(lower_outputs({loom::matmul(xo, wo)}, gemm_on()));
+  jc::GemmProblem go = jc::gemm_problem(odd, odd.kernels[0], false);
+  go.wgmma = true;
+  for (const jc::GemmConfig& c : jc::gemm_candidates(go)) EXPECT_FALSE(c.wgmma) << c.str();
+  for (const auto& k : p.kernels) {
+    if (!k.contraction) continue;
+    jc::GemmProblem g = jc::gemm_problem(p, k, false);
+    g.wgmma = true;
+    try {
+      loom::runtime::cuda::compile_cubin(jc::gemm_tuning_source(g, jc::gemm_candidates(g)), "sm_90a", "tuning kernels");
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << "tuning kernels: " << e.what();
+    }
+  }
 }
 
 // A small program of several steps (W5: two products with tanh, then ten
