@@ -10,8 +10,8 @@ TF32:
   G1  gelu(F.linear(x, W, b))             eager: GEMM (bias in cuBLAS's
                                           epilogue) + a GELU kernel
 and prints G0 + G1e, the cost of "vendor GEMM + separate epilogue", so the
-fused loom kernel can be compared with both; then W6 (4096^3) with TF32
-allowed, beside loom-bench's TF32 row.
+fused loom kernel can be compared with both; then W6 (4096^3) and x @ W.t()
+with TF32 allowed and W6 in bfloat16, beside loom-bench's rows.
 Usage: python3 linear_peer.py [--device cuda]
 """
 import statistics
@@ -55,6 +55,8 @@ def main():
     a, c = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
     torch.backends.cuda.matmul.allow_tf32 = True
     rows.append(("W6 matmul 4096 tf32", "torch-eager", median_time(lambda: a @ c), flops))
+    # x W^T with TF32 (loom-bench's "G0 linear-nobias 4096 tf32" row).
+    rows.append(("G0 linear-nobias 4096 tf32", "torch-eager", median_time(lambda: x @ W.t()), flops))
     torch.backends.cuda.matmul.allow_tf32 = False
     # W6 in bfloat16 (loom-bench's "W6 matmul 4096 bf16" row): cuBLAS, float32 sums.
     ah, ch = a.bfloat16(), c.bfloat16()

@@ -293,6 +293,19 @@ void g1(const std::string& peer) {
       },
       big_repeats());
   row_ms("G1 epilogue-pass 4096 f32", peer, te, "GB/s", 2.0 * 4 * n * n / te / 1e9);
+  if (g_dev.is_cuda()) {
+    // x W^T with TF32 allowed: both operands contiguous along K, the layout
+    // the warpgroup tensor cores take TF32 in (linear_peer.py: torch's row).
+    loom::cuda::set_allow_tf32(true);
+    double tt = median_time(
+        [&] {
+          loom::Tensor y = loom::linear(x, w);
+          finish();
+        },
+        gemm_repeats());
+    loom::cuda::set_allow_tf32(false);
+    row_ms("G0 linear-nobias 4096 tf32", peer, tt, "GFLOP/s", flop / tt / 1e9);
+  }
   if (!g_dev.is_cpu()) return;
 #ifdef LOOM_BENCH_OPENBLAS
   blas_threads();

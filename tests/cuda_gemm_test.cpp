@@ -308,6 +308,32 @@ TEST_F(CudaGemm, Bf16EveryCandidateMatchesFloat64) {
   }
 }
 
+// TF32 products, every candidate (on an H100 or H200 the warpgroup tiles
+// first where both operands are contiguous along K, as in x W^T), against
+// float64: within TF32's rounding, and not exact float32.
+TEST_F(CudaGemm, Tf32EveryCandidateMatchesFloat64) {
+  struct Unset {
+    ~Unset() {
+      unsetenv("LOOM_GEMM_CANDIDATE");
+      loom::clear_executable_cache();
+    }
+  } unset;
+  loom::cuda::set_allow_tf32(true);
+  for (const auto& s : {std::array<int64_t, 3>{1504, 1496, 264}, std::array<int64_t, 3>{200, 296, 136}}) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    Tensor x = loom::randn({M, K}), w = loom::randn({N, K}), bias = loom::randn({N});
+    loom::sync();
+    const Tensor want = loom::matmul(f64(x), f64(w).t()) + f64(bias);
+    for (int c = 0; c < 6; ++c) {
+      setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
+      loom::clear_executable_cache();
+      const double e = rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want);
+      EXPECT_LT(e, 5e-3) << M << "x" << N << "x" << K << " candidate " << c;
+      EXPECT_GT(e, 1e-5) << M << "x" << N << "x" << K << " candidate " << c << ": TF32 rounds the inputs";
+    }
+  }
+}
+
 // The W4 shapes: long K and few output tiles, where the tuner may pick
 // split-K; the weight gradient's operands are transposed views.
 TEST_F(CudaGemm, MlpShapesWithTunedSplit) {

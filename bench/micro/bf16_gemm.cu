@@ -110,7 +110,7 @@ struct WgConfig {
   static constexpr int BM = BM_, BN = BN_, BK = 64, STAGES = STAGES_, MINB = 1;
   static constexpr bool FULL = true;
   template <bool AK, bool AV, bool BKM, bool BV>
-  using Gemm = LoomGemmWg<BM, BN, STAGES, AK, true, BKM, true>;
+  using Gemm = LoomGemmWg<unsigned short, BM, BN, STAGES, AK, true, BKM, true>;
   static size_t smem_bytes(const Flags&) { return size_t(STAGES) * (BM + BN) * BK * 2 + 1024; }
   static int threads() { return 2 * BM; }
   static void name(char* s, size_t n) { std::snprintf(s, n, "%dx%dx64 wgmma s%d", BM, BN, STAGES); }

@@ -89,6 +89,16 @@ GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool t
   return g;
 }
 
+namespace {
+// A LoomGemmWg configuration for elements of `es` bytes: bm / 64
+// warpgroups, slices of 128 bytes of k.
+GemmConfig wgmma_config(int es, int bm, int bn, int stages) {
+  GemmConfig c{bm, bn, 128 / es, 0, 0, stages, true, false, 1, 1};
+  c.wgmma = true;
+  return c;
+}
+}  // namespace
+
 std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   if (g.dtype == kBFloat16) {
     // m16n8k16 tensor cores (LoomGemmBf16, p x q warps). Timed on an H100
@@ -102,20 +112,15 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     // block first (LoomGemmWg; bench/micro/bf16_gemm.cu, same H100, cuBLAS
     // 710 TFLOP/s): 128x256 four stages 373 TFLOP/s, three 322, 128x128
     // 305-309, 64x128 244, 64x256 126; mma.sync's best there 293.
-    auto wg = [](int bm, int bn, int stages) {
-      GemmConfig c{bm, bn, 64, 0, 0, stages, true, false, 1, 1};
-      c.wgmma = true;
-      return c;
-    };
     const bool wgmma = g.wgmma && g.a_vec && g.b_vec;
     const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
     if (tiles128 >= 132) {
       std::vector<GemmConfig> cs = {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 64, 2, 4, 3, 2), mma(128, 128, 32, 2, 4, 3, 2)};
-      if (wgmma) cs.insert(cs.begin(), {wg(128, 256, 4), wg(128, 128, 4)});
+      if (wgmma) cs.insert(cs.begin(), {wgmma_config(2, 128, 256, 4), wgmma_config(2, 128, 128, 4)});
       return cs;
     }
     std::vector<GemmConfig> cs = {mma(64, 64, 32, 2, 2, 4), mma(128, 128, 32, 2, 4, 3, 2)};
-    if (wgmma) cs.insert(cs.begin(), {wg(64, 128, 4), wg(128, 128, 4)});
+    if (wgmma) cs.insert(cs.begin(), {wgmma_config(2, 64, 128, 4), wgmma_config(2, 128, 128, 4)});
     const int64_t tiles = ((g.m + 63) / 64) * ((g.n + 63) / 64) * g.batch;
     for (int s : {2, 4, 8, 16}) {
       if (g.k / s < 64 || tiles * (s / 2) >= 132) break;
@@ -123,8 +128,16 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     }
     return cs;
   }
-  if (g.tf32)
-    return {{128, 128, 32, 2, 4, 3, true}, {64, 64, 32, 2, 2, 3, true}, {32, 32, 32, 1, 2, 3, true}};
+  if (g.tf32) {
+    std::vector<GemmConfig> cs = {{128, 128, 32, 2, 4, 3, true}, {64, 64, 32, 2, 2, 3, true}, {32, 32, 32, 1, 2, 3, true}};
+    // wgmma's TF32 form reads both operands K-major (x W^T: Linear's forward).
+    if (g.wgmma && g.a_vec && g.b_vec && !g.a_kmajor && !g.b_kmajor) {
+      const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
+      cs.insert(cs.begin(), {wgmma_config(4, tiles128 >= 132 ? 128 : 64, tiles128 >= 132 ? 256 : 128, 4),
+                             wgmma_config(4, 128, 128, 4)});
+    }
+    return cs;
+  }
   if (g.dtype == kDouble) return {{64, 64, 16, 4, 4, 3}, {64, 32, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
   auto warp = [](int bm, int bn, int bk, int p, int q, int stages, int minb = 0, int split = 1) {
     return GemmConfig{bm, bn, bk, p, q, stages, false, true, minb, split};
@@ -224,8 +237,8 @@ std::string gemm_instance(const GemmConfig& c, const GemmProblem& g) {
   auto b = [](bool x) { return x ? "true" : "false"; };
   std::ostringstream o;
   if (c.wgmma) {
-    o << "LoomGemmWg<" << c.bm << ", " << c.bn << ", " << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", "
-      << b(g.b_kmajor) << ", " << b(g.b_vec) << ">";
+    o << "LoomGemmWg<" << (g.dtype == kBFloat16 ? "unsigned short" : "float") << ", " << c.bm << ", " << c.bn << ", "
+      << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor) << ", " << b(g.b_vec) << ">";
     return o.str();
   }
   if (g.dtype == kBFloat16) {

@@ -19,8 +19,9 @@ namespace loom::jit::cuda {
 // double-buffered); minb: blocks per SM promised to ptxas through
 // __launch_bounds__ (0: none); split > 1: split-K, grid.y = split partial
 // products into a workspace, then a reduce kernel that applies the epilogue.
-// wgmma (bfloat16 on sm_90a, kernels/cuda/gemm_wgmma.cu): bm / 64
-// warpgroups, bk 64; p and q unused.
+// wgmma (sm_90a, kernels/cuda/gemm_wgmma.cu: bfloat16, or TF32 with both
+// operands contiguous along K): bm / 64 warpgroups, bk 128 bytes of k; p
+// and q unused.
 struct GemmConfig {
   int bm = 0, bn = 0, bk = 0, p = 0, q = 0, stages = 0;
   bool mma = false;
@@ -45,7 +46,7 @@ struct GemmProblem {
   bool a_kmajor = false, a_vec = false;  // A's tile stored [BK][BM] (A contiguous along m); 16-byte copies
   bool b_kmajor = false, b_vec = false;  // B's tile stored [BK][BN] (B contiguous along n)
   // The device runs code built for sm_90a (DeviceContext::arch): bfloat16
-  // products may use the warpgroup tensor cores. Set by the runtime.
+  // and TF32 products may use the warpgroup tensor cores. Set by the runtime.
   bool wgmma = false;
   // The tuning key: everything that changes which configuration is fastest.
   std::vector<uint64_t> key() const;

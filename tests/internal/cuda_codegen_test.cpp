@@ -396,6 +396,16 @@ TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
     EXPECT_FALSE(jc::gemm_candidates(g)[0].wgmma) << "a device without sm_90a";
   }
   expect_gemm_compiles(p, false, "bfloat16 GEMMs on sm_90a", "LoomGemmWg<", /*wgmma=*/true);
+  // TF32: warpgroup tiles only where both operands are contiguous along K
+  // (x W^T), mma.sync otherwise.
+  KernelProgram f = lower_outputs({loom::linear(big, bigw) * 2, loom::matmul(bigt.t(), bigt)}, gemm_on());
+  for (const auto& k : f.kernels) {
+    if (!k.contraction) continue;
+    jc::GemmProblem g = jc::gemm_problem(f, k, /*tf32=*/true);
+    g.wgmma = true;
+    EXPECT_EQ(jc::gemm_candidates(g)[0].wgmma, !g.a_kmajor && !g.b_kmajor) << k.name;
+  }
+  expect_gemm_compiles(f, true, "TF32 GEMMs on sm_90a", "LoomGemmWg<float", /*wgmma=*/true);
   // Element copies (rows of 63): mma.sync only.
   KernelProgram odd = as_bf16(lower_outputs({loom::matmul(xo, wo)}, gemm_on()));
   jc::GemmProblem go = jc::gemm_problem(odd, odd.kernels[0], false);
