@@ -253,14 +253,18 @@ TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
       loom::clear_executable_cache();
     }
   } unset;
-  for (const auto& s : {std::array<int64_t, 3>{1501, 1499, 100}, std::array<int64_t, 3>{200, 300, 132}}) {
+  // The last shape is W4's first layer: few output tiles and a long K,
+  // whose candidates split K across blocks and inside them (K groups, one
+  // of them empty where K runs out).
+  for (const auto& s : {std::array<int64_t, 3>{1501, 1499, 100}, std::array<int64_t, 3>{200, 300, 132},
+                        std::array<int64_t, 3>{256, 1024, 784}}) {
     const int64_t M = s[0], N = s[1], K = s[2];
     Tensor x = loom::randn({M, K}), w = loom::randn({N, K}), at = loom::randn({K, M}), bias = loom::randn({N});
     loom::sync();
     const Tensor want_xwt = loom::matmul(f64(x), f64(w).t());
     const Tensor want_atw = loom::matmul(f64(at).t(), f64(w).t());
     const Tensor wc = gpu(w.t().contiguous());
-    for (int c = 0; c < 6; ++c) {
+    for (int c = 0; c < 12; ++c) {
       setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
       loom::clear_executable_cache();
       const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +

@@ -24,6 +24,7 @@ std::string GemmConfig::str() const {
   o << " stages " << stages;
   if (minb) o << " minb " << minb;
   if (split > 1) o << " split " << split;
+  if (kg > 1) o << " kgroups " << kg;
   return o.str();
 }
 
@@ -162,6 +163,16 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   // (36 against 32 us: twice the epilogue elements per thread). The tuner
   // times a plain store, not the kernel's epilogue.
   std::vector<GemmConfig> cs = {warp(64, 64, 32, 4, 4, 3), warp(64, 32, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)};
+  // K split inside the block (LoomGemm's KG): the warps a split across
+  // blocks would bring, without its reduce kernel and workspace.
+  auto grouped = [&](GemmConfig c, int kg) {
+    c.kg = kg;
+    return c;
+  };
+  if (g.k >= 128)
+    for (const GemmConfig& c : {grouped(warp(64, 32, 32, 4, 4, 3), 2), grouped(warp(64, 32, 32, 4, 4, 3), 4),
+                                grouped(warp(64, 64, 32, 4, 4, 3), 2), grouped(warp(32, 32, 32, 4, 4, 3), 4)})
+      cs.push_back(c);
   for (const GemmConfig& c : {warp(64, 64, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)}) {
     const int64_t tiles = ((g.m + c.bm - 1) / c.bm) * ((g.n + c.bn - 1) / c.bn) * g.batch;
     for (int s : {2, 4, 8, 16}) {
@@ -187,7 +198,7 @@ std::string gemm_launch_bounds(const GemmConfig& c) {
 
 int gemm_threads(const GemmConfig& c) {
   if (c.wgmma) return 2 * c.bm;  // bm / 64 warpgroups
-  return c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q);
+  return c.kg * (c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q));
 }
 
 // Swizzled rows only for warp-tiled thread tiles of up to 16 elements:
@@ -208,7 +219,7 @@ int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g) {
   const bool a_rows = rows && !g.a_kmajor && g.a_vec, b_rows = rows && !g.b_kmajor && g.b_vec;
   const int64_t a = a_rows ? c.bm * c.bk : c.warp ? c.bk * (c.bm + 4) : g.a_kmajor ? c.bk * (c.bm + 8) : c.bm * (c.bk + v);
   const int64_t b = b_rows ? c.bn * c.bk : c.warp ? c.bk * (c.bn + 4) : g.b_kmajor ? c.bk * (c.bn + 8) : c.bn * (c.bk + v);
-  return c.stages * (a + b) * static_cast<int64_t>(element_size(g.dtype));
+  return c.kg * c.stages * (a + b) * static_cast<int64_t>(element_size(g.dtype));  // each K group its own stages
 }
 
 uint32_t gemm_grid(const GemmConfig& c, const GemmProblem& g) {
@@ -248,7 +259,9 @@ std::string gemm_instance(const GemmConfig& c, const GemmProblem& g) {
   }
   o << "LoomGemm<" << (g.dtype == kDouble ? "double" : "float") << ", " << c.bm << ", " << c.bn << ", " << c.bk << ", "
     << c.p << ", " << c.q << ", " << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor)
-    << ", " << b(g.b_vec) << ", " << b(c.mma) << ", " << b(c.warp) << ", " << b(gemm_row_tiles(c)) << ">";
+    << ", " << b(g.b_vec) << ", " << b(c.mma) << ", " << b(c.warp) << ", " << b(gemm_row_tiles(c));
+  if (c.kg > 1) o << ", " << c.kg;
+  o << ">";
   return o.str();
 }
 

@@ -29,6 +29,7 @@ struct GemmConfig {
   int minb = 0;
   int split = 1;
   bool wgmma = false;
+  int kg = 1;  // K groups inside the block (warp-tiled FFMA): kg x the threads, each group a K range
   bool valid() const { return bm > 0; }
   std::string str() const;
   bool operator==(const GemmConfig&) const = default;

@@ -208,8 +208,10 @@ struct LoomTileCopies {
   int dst;            // the first chunk's place in a tile
   int lead, first;    // its fixed coordinate (row offset if KM, else k offset) and its moving one
   loom_i64 room;      // KM: rows that exist from the thread's row on; else rows past r0
-  __device__ __forceinline__ LoomTileCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk) {
-    const int fixed = (threadIdx.x % FIXED) * V, moving = threadIdx.x / FIXED;
+  // tid: the thread's index among the THREADS that copy the tile.
+  __device__ __forceinline__ LoomTileCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk,
+                                            int tid = threadIdx.x) {
+    const int fixed = (tid % FIXED) * V, moving = tid / FIXED;
     base = src, s_k = sk, lead = fixed, first = moving;
     dst = moving * LD + fixed;
     if (KM) {  // a chunk: V rows at k = first + i * MOVE
@@ -282,8 +284,9 @@ struct LoomTransposedCopies {
   loom_i64 s_k;
   int dst, kl, rl;
   loom_i64 room;       // rows past r0
-  __device__ __forceinline__ LoomTransposedCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk) {
-    kl = threadIdx.x % 8, rl = threadIdx.x / 8;
+  __device__ __forceinline__ LoomTransposedCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk,
+                                                  int tid = threadIdx.x) {
+    kl = tid % 8, rl = tid / 8;
     base = src, s_k = sk;
     p = src + (r0 + rl) * s_r + (loom_i64)kl * sk;
     row_step = (loom_i64)TR * s_r;
@@ -368,12 +371,22 @@ struct LoomGemmAcc<T, true, P, Q, MI, NI> {
 // [y * kchunk, (y + 1) * kchunk) only; the caller's epilogue writes the
 // partial sums to a workspace and LoomGemmReduce adds them up in split order
 // and applies the real epilogue.
+//
+// KG > 1 (warp-tiled FFMA only): K split inside the block. KG groups of
+// THREADS threads, each the whole tile over its own K range (whole slices)
+// with its own pipeline stages, all in step (one barrier); at the end the
+// groups' tiles meet in shared memory and are added in group order, once
+// per element, before the epilogue. Why: a product with few output tiles
+// (W4's 256 x 1024, 128 blocks of 64 x 32) gives each SM one block of 4
+// warps, too few to hide the latency of its loads and FMA chains; split-K
+// across blocks hides it but pays a reduce kernel and a workspace pass.
 template <class T, int BM, int BN, int BK, int P, int Q, int STAGES, bool AK, bool AV, bool BKM, bool BV, bool MMA,
-          bool WT = false, bool ROWS = false>
+          bool WT = false, bool ROWS = false, int KG = 1>
 struct LoomGemm {
   enum {
     V = 16 / (int)sizeof(T),
-    THREADS = MMA ? 32 * P * Q : (BM / P) * (BN / Q),
+    THREADS = MMA ? 32 * P * Q : (BM / P) * (BN / Q),  // of one K group
+    BLOCK_THREADS = KG * THREADS,
     // WT: an operand contiguous along k kept as swizzled rows [BM][BK].
     A_ROWS = WT && ROWS && !AK && AV,
     B_ROWS = WT && ROWS && !BKM && BV,
@@ -405,6 +418,9 @@ struct LoomGemm {
                 "LoomGemm: bad warp-tiled configuration");
   static_assert(!(A_ROWS || B_ROWS) || (V == 4 && BK % V == 0 && BK / V <= 8),
                 "LoomGemm: swizzled rows need float32 and at most 8 chunks a row");
+  static_assert(KG == 1 || (WT && BM * C_LD <= STAGES * STAGE), "LoomGemm: K groups need the warp-tiled loop and a staged C tile");
+  // The thread's index within its K group.
+  static __device__ __forceinline__ int tid() { return KG > 1 ? (int)threadIdx.x % THREADS : (int)threadIdx.x; }
   static __device__ __forceinline__ int a_at(int m, int k) {
     return A_ROWS ? loom_swizzled<BK, V>(m, k) : A_KM ? k * A_LD + m : m * A_LD + k;
   }
@@ -418,7 +434,7 @@ struct LoomGemm {
   static __device__ __forceinline__ void load_transposed(T* dst, int ld, const T* src, loom_i64 rows, loom_i64 r0,
                                                          loom_i64 s_r, loom_i64 s_k, loom_i64 K, loom_i64 k0) {
     constexpr int TR = THREADS / 8;
-    const int kl = threadIdx.x % 8, rl = threadIdx.x / 8;
+    const int kl = tid() % 8, rl = tid() / 8;
 #pragma unroll
     for (int r = 0; r < R / TR; ++r) {
       const int rr = rl + r * TR;
@@ -444,7 +460,7 @@ struct LoomGemm {
     } else if (AV) {
       constexpr int CM = AK ? BM / V : BM, CK = AK ? BK : BK / V;
 #pragma unroll
-      for (int c = threadIdx.x; c < CM * CK; c += THREADS) {
+      for (int c = tid(); c < CM * CK; c += THREADS) {
         const int m = AK ? (c % CM) * V : c / CK, k = AK ? c / CM : (c % CK) * V;
         const loom_i64 gm = m0 + m, gk = k0 + k;
         const loom_i64 room = AK ? (gk < g.K ? g.M - gm : 0) : (gm < g.M ? g.K - gk : 0);
@@ -453,7 +469,7 @@ struct LoomGemm {
       }
     } else {
 #pragma unroll 4
-      for (int c = threadIdx.x; c < BM * BK; c += THREADS) {
+      for (int c = tid(); c < BM * BK; c += THREADS) {
         const int m = AK ? c % BM : c / BK, k = AK ? c / BM : c % BK;
         const loom_i64 gm = m0 + m, gk = k0 + k;
         const bool ok = gm < g.M && gk < g.K;
@@ -465,7 +481,7 @@ struct LoomGemm {
     } else if (BV) {
       constexpr int CN = BKM ? BN / V : BN, CK = BKM ? BK : BK / V;
 #pragma unroll
-      for (int c = threadIdx.x; c < CN * CK; c += THREADS) {
+      for (int c = tid(); c < CN * CK; c += THREADS) {
         const int n = BKM ? (c % CN) * V : c / CK, k = BKM ? c / CN : (c % CK) * V;
         const loom_i64 gn = n0 + n, gk = k0 + k;
         const loom_i64 room = BKM ? (gk < g.K ? g.N - gn : 0) : (gn < g.N ? g.K - gk : 0);
@@ -474,7 +490,7 @@ struct LoomGemm {
       }
     } else {
 #pragma unroll 4
-      for (int c = threadIdx.x; c < BN * BK; c += THREADS) {
+      for (int c = tid(); c < BN * BK; c += THREADS) {
         const int n = BKM ? c % BN : c / BK, k = BKM ? c / BN : c % BK;
         const loom_i64 gn = n0 + n, gk = k0 + k;
         const bool ok = gn < g.N && gk < g.K;
@@ -486,18 +502,18 @@ struct LoomGemm {
   // FFMA thread tile: row i / column j of this thread within the block tile.
   static __device__ __forceinline__ int row(int i) {
     if (WT) {
-      const int warp = threadIdx.x / 32, lm = (threadIdx.x % 32) / 4;
+      const int warp = tid() / 32, lm = (tid() % 32) / 4;
       return (warp / WARPS_N) * WTM + (i / 4) * 32 + lm * 4 + i % 4;
     }
-    const int ty = threadIdx.x / (BN / Q);
+    const int ty = tid() / (BN / Q);
     return AK ? ty * 4 + (i % 4) + (i / 4) * (BM / (P / 4)) : ty + i * (BM / P);
   }
   static __device__ __forceinline__ int col(int j) {
     if (WT) {
-      const int warp = threadIdx.x / 32, ln = threadIdx.x % 4;
+      const int warp = tid() / 32, ln = tid() % 4;
       return (warp % WARPS_N) * WTN + (j / 4) * 16 + ln * 4 + j % 4;
     }
-    const int tx = threadIdx.x % (BN / Q);
+    const int tx = tid() % (BN / Q);
     return BKM ? tx * 4 + (j % 4) + (j / 4) * (BN / (Q / 4)) : tx + j * (BN / Q);
   }
 
@@ -617,7 +633,7 @@ struct LoomGemm {
   static __device__ __forceinline__ void mma_slice(const T* s, float (&acc)[MI][NI][4]) {
     const float* as = (const float*)s;
     const float* bs = (const float*)(s + A_ELEMS);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int warp = tid() / 32, lane = tid() % 32, g = lane / 4, t = lane % 4;
     const int wm = (warp / Q) * WM, wn = (warp % Q) * WN;
 #pragma unroll
     for (int kc = 0; kc < BK; kc += 8) {
@@ -667,14 +683,14 @@ struct LoomGemm {
                                                  OpA op_a, OpB op_b) {
     if constexpr (!loom_is_raw<OpA>::value) {
       T* as = s;
-      for (int c = threadIdx.x; c < BM * BK; c += THREADS) {
+      for (int c = tid(); c < BM * BK; c += THREADS) {
         const int m = A_KM ? c % BM : c / BK, k = A_KM ? c / BM : c % BK;
         if (m0 + m < g.M && k0 + k < g.K) as[a_at(m, k)] = op_a(as[a_at(m, k)]);
       }
     }
     if constexpr (!loom_is_raw<OpB>::value) {
       T* bs = s + A_ELEMS;
-      for (int c = threadIdx.x; c < BN * BK; c += THREADS) {
+      for (int c = tid(); c < BN * BK; c += THREADS) {
         const int n = B_KM ? c % BN : c / BK, k = B_KM ? c / BN : c % BK;
         if (n0 + n < g.N && k0 + k < g.K) bs[b_at(k, n)] = op_b(bs[b_at(k, n)]);
       }
@@ -695,7 +711,20 @@ struct LoomGemm {
     const loom_i64 batch = blockIdx.z;
     A += batch * g.a_b;
     B += batch * g.b_b;
-    const loom_i64 KT = (g.K + BK - 1) / BK;
+    // K groups: group `grp` takes K range [grp * kg, (grp + 1) * kg), kg
+    // whole slices; every group runs the same number of slices (the
+    // pipeline's barriers are the block's), a short or empty range is
+    // zero-filled by the copies.
+    const int grp = KG > 1 ? (int)threadIdx.x / THREADS : 0;
+    loom_i64 KT = (g.K + BK - 1) / BK;
+    if constexpr (KG > 1) {
+      KT = (KT + KG - 1) / KG;
+      const loom_i64 kb = grp * KT * BK;
+      A += kb * g.a_k;
+      B += kb * g.b_k;
+      g.K = g.K - kb < 0 ? 0 : g.K - kb < KT * BK ? g.K - kb : KT * BK;
+      smem += grp * STAGES * STAGE;
+    }
     // Planned copies (LoomTileCopies, LoomTransposedCopies) where both
     // operands allow them; load() otherwise.
     typedef LoomTransposedCopies<T, THREADS, BK, BM, A_LD> TransposedA;
@@ -705,10 +734,10 @@ struct LoomGemm {
     constexpr bool A_T = WT && !AK && !A_ROWS, B_T = WT && !BKM && !B_ROWS;
     constexpr bool PLANNED = (A_T ? TransposedA::usable : AV && VectorA::usable) &&
                              (B_T ? TransposedB::usable : BV && VectorB::usable);
-    const TransposedA ta(A, g.M, m0, g.a_m, g.a_k);
-    const VectorA va(A, g.M, m0, g.a_m, g.a_k);
-    const TransposedB tb(B, g.N, n0, g.b_n, g.b_k);
-    const VectorB vb(B, g.N, n0, g.b_n, g.b_k);
+    const TransposedA ta(A, g.M, m0, g.a_m, g.a_k, tid());
+    const VectorA va(A, g.M, m0, g.a_m, g.a_k, tid());
+    const TransposedB tb(B, g.N, n0, g.b_n, g.b_k, tid());
+    const VectorB vb(B, g.N, n0, g.b_n, g.b_k, tid());
     auto fill = [&](T* stage, loom_i64 k0) {
       if constexpr (PLANNED) {
         if constexpr (A_T) ta.copy(stage, k0, g.K);
@@ -748,7 +777,7 @@ struct LoomGemm {
       else ffma_slice(stage, acc);
     });
     if constexpr (MMA) {
-      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, t = lane % 4;
+      const int warp = tid() / 32, lane = tid() % 32, gq = lane / 4, t = lane % 4;
       const int wm = (warp / Q) * WM, wn = (warp % Q) * WN;
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
@@ -768,6 +797,7 @@ struct LoomGemm {
       // the stalls on those loads). Read back row by row, a warp's elements
       // are 32 adjacent columns.
       __syncthreads();  // every warp is done with the last stage
+      // (K groups: group grp's tile at its own stages, which hold it.)
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         T* crow = smem + row(i) * C_LD;
@@ -780,6 +810,15 @@ struct LoomGemm {
         }
       }
       __syncthreads();
+      // Read back, every thread of the block: the sum over the K groups in
+      // group order (one group: the element itself).
+      smem -= grp * STAGES * STAGE;
+      auto at = [&](int r, int c) {
+        T v = smem[r * C_LD + c];
+#pragma unroll
+        for (int q = 1; q < KG; ++q) v += smem[q * STAGES * STAGE + r * C_LD + c];
+        return v;
+      };
       // A thread's elements EPI_BATCH at a time: every load of the batch,
       // then every element's arithmetic and stores. The compiler may not
       // move a load above an earlier store (a donated output may alias an
@@ -792,25 +831,25 @@ struct LoomGemm {
       typedef decltype(epi_loads(0, 0, 0)) Loaded;
       if constexpr (__is_empty(Loaded)) {  // a plain store (W6 ran 4% slower through the batches)
 #pragma unroll 4
-        for (int e = threadIdx.x; e < BM * BN; e += THREADS) {
+        for (int e = threadIdx.x; e < BM * BN; e += BLOCK_THREADS) {
           const int r = e / BN, c = e % BN;
           const loom_i64 gm = m0 + r, gn = n0 + c;
-          if (gm < g.M && gn < g.N) epi(batch, gm, gn, smem[r * C_LD + c], Loaded{});
+          if (gm < g.M && gn < g.N) epi(batch, gm, gn, at(r, c), Loaded{});
         }
       } else {
-        for (int e0 = threadIdx.x; e0 < BM * BN; e0 += EPI_BATCH * THREADS) {
+        for (int e0 = threadIdx.x; e0 < BM * BN; e0 += EPI_BATCH * BLOCK_THREADS) {
           Loaded in[EPI_BATCH];
 #pragma unroll
           for (int u = 0; u < EPI_BATCH; ++u) {
-            const int e = e0 + u * THREADS;
+            const int e = e0 + u * BLOCK_THREADS;
             const loom_i64 gm = m0 + e / BN, gn = n0 + e % BN;
             if (e < BM * BN && gm < g.M && gn < g.N) in[u] = epi_loads(batch, gm, gn);
           }
 #pragma unroll
           for (int u = 0; u < EPI_BATCH; ++u) {
-            const int e = e0 + u * THREADS, r = e / BN, c = e % BN;
+            const int e = e0 + u * BLOCK_THREADS, r = e / BN, c = e % BN;
             const loom_i64 gm = m0 + r, gn = n0 + c;
-            if (e < BM * BN && gm < g.M && gn < g.N) epi(batch, gm, gn, smem[r * C_LD + c], in[u]);
+            if (e < BM * BN && gm < g.M && gn < g.N) epi(batch, gm, gn, at(r, c), in[u]);
           }
         }
       }

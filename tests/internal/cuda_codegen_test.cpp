@@ -255,6 +255,18 @@ TEST(CudaCodegen, GemmLayoutsAndPlans) {
   EXPECT_TRUE(any_split);
   EXPECT_FALSE(c.mma);
   EXPECT_TRUE(jc::gemm_heuristic(jc::gemm_problem(w4, w4.kernels[0], true), 132).mma);
+  // K split inside the block: kg groups of threads, each with its own stages.
+  bool any_groups = false;
+  for (const jc::GemmConfig& k : jc::gemm_candidates(g))
+    if (k.kg > 1) {
+      any_groups = true;
+      jc::GemmConfig one = k;
+      one.kg = 1;
+      EXPECT_EQ(jc::gemm_threads(k), k.kg * jc::gemm_threads(one)) << k.str();
+      EXPECT_EQ(jc::gemm_shared_bytes(k, g), k.kg * jc::gemm_shared_bytes(one, g)) << k.str();
+      EXPECT_NE(jc::gemm_instance(k, g).find(", " + std::to_string(k.kg) + ">"), std::string::npos);
+    }
+  EXPECT_TRUE(any_groups);
 }
 
 TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
@@ -286,8 +298,12 @@ TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
   auto big = loom::randn({2048, 64}), bigw = loom::randn({2048, 64}), h = loom::randn({256, 1024});
   auto v = loom::randn({10, 1024}), vb = loom::randn({10});
   loom::sync();
-  KernelProgram split = lower_outputs({loom::gelu(loom::linear(big, bigw)), loom::linear(h, v, vb)}, gemm_on());
-  expect_gemm_compiles(split, false, "large and split-K GEMMs");
+  auto w2 = loom::randn({1024, 512});
+  loom::sync();
+  KernelProgram split = lower_outputs({loom::gelu(loom::linear(big, bigw)), loom::linear(h, v, vb),
+                                       loom::relu(loom::matmul(h, w2)) * 2},
+                                      gemm_on());
+  expect_gemm_compiles(split, false, "large, split-K and K-group GEMMs");
   // The tuner's module (every candidate, split-K ones included) for the
   // same products.
   for (const auto& k : split.kernels) {
