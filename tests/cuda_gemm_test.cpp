@@ -264,7 +264,7 @@ TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
     const Tensor want_xwt = loom::matmul(f64(x), f64(w).t());
     const Tensor want_atw = loom::matmul(f64(at).t(), f64(w).t());
     const Tensor wc = gpu(w.t().contiguous());
-    for (int c = 0; c < 12; ++c) {
+    for (int c = 0; c < 14; ++c) {
       setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
       loom::clear_executable_cache();
       const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +

@@ -169,10 +169,16 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     c.kg = kg;
     return c;
   };
+  // Tuner timings on an H100 (W4's 256 x 1024 x 784 / 1024): 64x32 with
+  // 8x4 thread tiles in 4 groups 19.7 / 21.2-21.9 us, 4x4 in 4 groups 21.0
+  // / 22.3-23.2, no groups 22.1 / 26.4-27.0, split 4 (plus its reduce
+  // kernel) 24.7 / 25.3-26.7. Each group has its own stages: 8 groups of
+  // 64x32 would need 307 KB of shared memory.
   if (g.k >= 128)
-    for (const GemmConfig& c : {grouped(warp(64, 32, 32, 4, 4, 3), 2), grouped(warp(64, 32, 32, 4, 4, 3), 4),
-                                grouped(warp(64, 64, 32, 4, 4, 3), 2), grouped(warp(32, 32, 32, 4, 4, 3), 4)})
-      cs.push_back(c);
+    for (const GemmConfig& c : {grouped(warp(64, 32, 32, 8, 4, 3), 4), grouped(warp(64, 32, 32, 4, 4, 3), 4),
+                                grouped(warp(64, 32, 32, 4, 4, 3), 2), grouped(warp(64, 64, 32, 4, 4, 3), 2),
+                                grouped(warp(32, 32, 32, 4, 4, 3), 4)})
+      if (gemm_shared_bytes(c, g) <= kGemmMaxSharedBytes) cs.push_back(c);
   for (const GemmConfig& c : {warp(64, 64, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)}) {
     const int64_t tiles = ((g.m + c.bm - 1) / c.bm) * ((g.n + c.bn - 1) / c.bn) * g.batch;
     for (int s : {2, 4, 8, 16}) {
@@ -201,12 +207,12 @@ int gemm_threads(const GemmConfig& c) {
   return c.kg * (c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q));
 }
 
-// Swizzled rows only for warp-tiled thread tiles of up to 16 elements:
+// Swizzled rows only for warp-tiled thread tiles of up to 32 elements:
 // there they save the element copies' instructions (W4's Linear products
 // 3-10% faster on an H100); for 8x8 and 8x16 tiles the 4 k of a fragment
 // take the registers the double-buffered loop hides shared-memory latency
 // with, and W6's 128x256 tile ran 3.21-3.55 ms as rows against 3.12.
-bool gemm_row_tiles(const GemmConfig& c) { return c.warp && c.p * c.q <= 16; }
+bool gemm_row_tiles(const GemmConfig& c) { return c.warp && c.p * c.q <= 32; }
 
 int64_t gemm_shared_bytes(const GemmConfig& c, const GemmProblem& g) {
   // LoomGemmWg::SMEM_BYTES: 128-byte rows, and 1 KB to align the base.

@@ -60,6 +60,9 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g);
 GemmConfig gemm_heuristic(const GemmProblem& g, int multiprocessors);
 
 int gemm_threads(const GemmConfig& c);
+// The most dynamic shared memory a block may ask for on Hopper (227 KB);
+// candidates that need more are not offered.
+constexpr int64_t kGemmMaxSharedBytes = 227 * 1024;
 std::string gemm_launch_bounds(const GemmConfig& c);  // "__launch_bounds__(threads[, minb])"
 // Whether the warp-tiled loop may keep an operand contiguous along K as
 // swizzled rows (the template's ROWS; gemm_shared_bytes sizes by it).

@@ -267,6 +267,10 @@ TEST(CudaCodegen, GemmLayoutsAndPlans) {
       EXPECT_NE(jc::gemm_instance(k, g).find(", " + std::to_string(k.kg) + ">"), std::string::npos);
     }
   EXPECT_TRUE(any_groups);
+  // Every candidate fits a block's shared memory on the GPUs loom tunes for.
+  for (const jc::GemmProblem& p : {g, gs, jc::gemm_problem(nn, nn.kernels[0], false)})
+    for (const jc::GemmConfig& k : jc::gemm_candidates(p))
+      EXPECT_LE(jc::gemm_shared_bytes(k, p), jc::kGemmMaxSharedBytes) << k.str();
 }
 
 TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
