@@ -43,6 +43,25 @@ Tensor gpu(const Tensor& t) { return t.to(loom::kCUDA); }
 
 constexpr double kF32 = 1e-5;  // exact float32 arithmetic (TF32 would be ~1e-3)
 
+// A GEMM test hook (runtime/cuda/gemm_tune.cpp: LOOM_GEMM_CANDIDATE,
+// LOOM_GEMM_SPLIT) set for the products compiled after set(), unset and
+// its executables dropped when the scope ends.
+class GemmHook {
+ public:
+  explicit GemmHook(const char* name) : name_(name) {}
+  ~GemmHook() {
+    unsetenv(name_);
+    loom::clear_executable_cache();
+  }
+  void set(const std::string& value) {
+    setenv(name_, value.c_str(), 1);
+    loom::clear_executable_cache();
+  }
+
+ private:
+  const char* name_;
+};
+
 TEST_F(CudaGemm, OddShapesMatchFloat64) {
   const int64_t shapes[][3] = {{1, 1, 1},    {7, 5, 3},   {63, 65, 1},  {65, 63, 7},   {1, 1000, 63},
                                {1000, 1, 65}, {257, 129, 1000}, {128, 128, 128}, {33, 200, 17}, {300, 7, 513}};
@@ -213,15 +232,9 @@ TEST_F(CudaGemm, Tf32OnlyWhenAllowed) {
 // Split-K forced on every product (LOOM_GEMM_SPLIT, untuned): partial sums
 // in the executable's workspace, then the reduce kernel runs the epilogue.
 TEST_F(CudaGemm, SplitKForced) {
-  struct Unset {
-    ~Unset() {
-      unsetenv("LOOM_GEMM_SPLIT");
-      loom::clear_executable_cache();
-    }
-  } unset;
+  GemmHook hook("LOOM_GEMM_SPLIT");
   for (const char* splits : {"2", "5", "16"}) {
-    setenv("LOOM_GEMM_SPLIT", splits, 1);
-    loom::clear_executable_cache();
+    hook.set(splits);
     const int64_t shapes[][3] = {{1, 1, 1}, {7, 5, 3}, {65, 63, 700}, {256, 10, 1024}, {33, 200, 97}};
     for (const auto& s : shapes) {
       const int64_t M = s[0], N = s[1], K = s[2];
@@ -247,12 +260,7 @@ TEST_F(CudaGemm, SplitKForced) {
 // along K (x W^T, Linear's weight: swizzled row tiles), along M / N
 // (k-major tiles), and K not a multiple of any slice.
 TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
-  struct Unset {
-    ~Unset() {
-      unsetenv("LOOM_GEMM_CANDIDATE");
-      loom::clear_executable_cache();
-    }
-  } unset;
+  GemmHook hook("LOOM_GEMM_CANDIDATE");
   // The last shape is W4's first layer: few output tiles and a long K,
   // whose candidates split K across blocks and inside them (K groups, one
   // of them empty where K runs out).
@@ -265,8 +273,7 @@ TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
     const Tensor want_atw = loom::matmul(f64(at).t(), f64(w).t());
     const Tensor wc = gpu(w.t().contiguous());
     for (int c = 0; c < 14; ++c) {
-      setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
-      loom::clear_executable_cache();
+      hook.set(std::to_string(c));
       const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +
                                std::to_string(c);
       EXPECT_LT(rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want_xwt + f64(bias)), kF32) << "x W^T + b, " << what;
@@ -283,12 +290,7 @@ TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
 // tile. The reference is float64 on the same bfloat16 values, so what
 // differs is float32 summation and bfloat16 rounding (~2^-9 an element).
 TEST_F(CudaGemm, Bf16EveryCandidateMatchesFloat64) {
-  struct Unset {
-    ~Unset() {
-      unsetenv("LOOM_GEMM_CANDIDATE");
-      loom::clear_executable_cache();
-    }
-  } unset;
+  GemmHook hook("LOOM_GEMM_CANDIDATE");
   constexpr double kBf16 = 8e-3;
   const loom::ScalarType bf = loom::kBFloat16;
   for (const auto& s : {std::array<int64_t, 3>{1504, 1496, 264}, std::array<int64_t, 3>{200, 296, 136}}) {
@@ -300,8 +302,7 @@ TEST_F(CudaGemm, Bf16EveryCandidateMatchesFloat64) {
     const Tensor want_atw = loom::matmul(f64(at).t(), f64(w).t());
     const Tensor wc = gpu(w.t().contiguous());
     for (int c = 0; c < 6; ++c) {
-      setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
-      loom::clear_executable_cache();
+      hook.set(std::to_string(c));
       const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +
                                std::to_string(c);
       EXPECT_LT(rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want_xwt), kBf16) << "x W^T + b, " << what;
@@ -316,12 +317,7 @@ TEST_F(CudaGemm, Bf16EveryCandidateMatchesFloat64) {
 // first where both operands are contiguous along K, as in x W^T), against
 // float64: within TF32's rounding, and not exact float32.
 TEST_F(CudaGemm, Tf32EveryCandidateMatchesFloat64) {
-  struct Unset {
-    ~Unset() {
-      unsetenv("LOOM_GEMM_CANDIDATE");
-      loom::clear_executable_cache();
-    }
-  } unset;
+  GemmHook hook("LOOM_GEMM_CANDIDATE");
   loom::cuda::set_allow_tf32(true);
   for (const auto& s : {std::array<int64_t, 3>{1504, 1496, 264}, std::array<int64_t, 3>{200, 296, 136}}) {
     const int64_t M = s[0], N = s[1], K = s[2];
@@ -329,8 +325,7 @@ TEST_F(CudaGemm, Tf32EveryCandidateMatchesFloat64) {
     loom::sync();
     const Tensor want = loom::matmul(f64(x), f64(w).t()) + f64(bias);
     for (int c = 0; c < 6; ++c) {
-      setenv("LOOM_GEMM_CANDIDATE", std::to_string(c).c_str(), 1);
-      loom::clear_executable_cache();
+      hook.set(std::to_string(c));
       const double e = rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want);
       EXPECT_LT(e, 5e-3) << M << "x" << N << "x" << K << " candidate " << c;
       EXPECT_GT(e, 1e-5) << M << "x" << N << "x" << K << " candidate " << c << ": TF32 rounds the inputs";

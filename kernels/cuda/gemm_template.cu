@@ -136,6 +136,20 @@ __device__ __forceinline__ void loom_gemm_tile(loom_i64 M, loom_i64 N, int BM, i
   n0 = ((pid % group) / group_m) * BN;
 }
 
+// Where a block starts: its split-K range (loom_gemm_split), its tile
+// (m0, n0: loom_gemm_tile) and its batch (returned), with A and B moved to
+// that batch's operands.
+template <class T>
+__device__ __forceinline__ loom_i64 loom_gemm_block(const T*& A, const T*& B, LoomGemmArgs& g, loom_i64 kchunk, int BM,
+                                                    int BN, loom_i64& m0, loom_i64& n0) {
+  loom_gemm_split(A, B, g, kchunk);
+  loom_gemm_tile(g.M, g.N, BM, BN, m0, n0);
+  const loom_i64 batch = blockIdx.z;
+  A += batch * g.a_b;
+  B += batch * g.b_b;
+  return batch;
+}
+
 // The pipelined main loop of both GEMM structs: STAGES - 1 slices copied
 // ahead, then per slice kt: wait for its copy, barrier (every thread is done
 // with the stage the next copy overwrites, and plain shared stores of a
@@ -703,14 +717,10 @@ struct LoomGemm {
   static __device__ __forceinline__ void run_with(const T* A, const T* B, const LoomGemmArgs& ga, Epi epi,
                                                   Load epi_loads, loom_i64 kchunk = 0, OpA op_a = {}, OpB op_b = {}) {
     LoomGemmArgs g = ga;
-    loom_gemm_split(A, B, g, kchunk);
+    loom_i64 m0, n0;
+    const loom_i64 batch = loom_gemm_block(A, B, g, kchunk, BM, BN, m0, n0);
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
     T* smem = reinterpret_cast<T*>(loom_gemm_smem);
-    loom_i64 m0, n0;
-    loom_gemm_tile(g.M, g.N, BM, BN, m0, n0);
-    const loom_i64 batch = blockIdx.z;
-    A += batch * g.a_b;
-    B += batch * g.b_b;
     // K groups: group `grp` takes K range [grp * kg, (grp + 1) * kg), kg
     // whole slices; every group runs the same number of slices (the
     // pipeline's barriers are the block's), a short or empty range is
@@ -1044,14 +1054,10 @@ struct LoomGemmBf16 {
   static __device__ __forceinline__ void run(const unsigned short* A, const unsigned short* B, const LoomGemmArgs& ga,
                                              Epi epi, loom_i64 kchunk = 0) {
     LoomGemmArgs g = ga;
-    loom_gemm_split(A, B, g, kchunk);
+    loom_i64 m0, n0;
+    const loom_i64 batch = loom_gemm_block(A, B, g, kchunk, BM, BN, m0, n0);
     extern __shared__ __align__(16) unsigned char loom_gemm_smem[];
     bf16* smem = reinterpret_cast<bf16*>(loom_gemm_smem);
-    loom_i64 m0, n0;
-    loom_gemm_tile(g.M, g.N, BM, BN, m0, n0);
-    const loom_i64 batch = blockIdx.z;
-    A += batch * g.a_b;
-    B += batch * g.b_b;
     const loom_i64 KT = (g.K + BK - 1) / BK;
     typedef LoomTileCopies<bf16, THREADS, BK, BM, AK, A_LD> CopiesA;
     typedef LoomTileCopies<bf16, THREADS, BK, BN, BKM, B_LD> CopiesB;
