@@ -224,7 +224,7 @@ struct LoomTileCopies {
   loom_i64 room;      // KM: rows that exist from the thread's row on; else rows past r0
   // tid: the thread's index among the THREADS that copy the tile.
   __device__ __forceinline__ LoomTileCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk,
-                                            int tid = threadIdx.x) {
+                                            unsigned tid = threadIdx.x) {
     const int fixed = (tid % FIXED) * V, moving = tid / FIXED;
     base = src, s_k = sk, lead = fixed, first = moving;
     dst = moving * LD + fixed;
@@ -299,7 +299,7 @@ struct LoomTransposedCopies {
   int dst, kl, rl;
   loom_i64 room;       // rows past r0
   __device__ __forceinline__ LoomTransposedCopies(const T* src, loom_i64 rows, loom_i64 r0, loom_i64 s_r, loom_i64 sk,
-                                                  int tid = threadIdx.x) {
+                                                  unsigned tid = threadIdx.x) {
     kl = tid % 8, rl = tid / 8;
     base = src, s_k = sk;
     p = src + (r0 + rl) * s_r + (loom_i64)kl * sk;
@@ -434,7 +434,9 @@ struct LoomGemm {
                 "LoomGemm: swizzled rows need float32 and at most 8 chunks a row");
   static_assert(KG == 1 || (WT && BM * C_LD <= STAGES * STAGE), "LoomGemm: K groups need the warp-tiled loop and a staged C tile");
   // The thread's index within its K group.
-  static __device__ __forceinline__ int tid() { return KG > 1 ? (int)threadIdx.x % THREADS : (int)threadIdx.x; }
+  // Unsigned, as threadIdx.x: a division or remainder by a power of two is
+  // then a shift or a mask, with no sign fix-up.
+  static __device__ __forceinline__ unsigned tid() { return KG > 1 ? threadIdx.x % THREADS : threadIdx.x; }
   static __device__ __forceinline__ int a_at(int m, int k) {
     return A_ROWS ? loom_swizzled<BK, V>(m, k) : A_KM ? k * A_LD + m : m * A_LD + k;
   }
