@@ -165,7 +165,7 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   std::vector<GemmConfig> cs = {warp(64, 64, 32, 4, 4, 3), warp(64, 32, 32, 4, 4, 3), warp(32, 32, 32, 4, 4, 3)};
   // K split inside the block (LoomGemm's KG): the warps a split across
   // blocks would bring, without its reduce kernel and workspace.
-  auto grouped = [&](GemmConfig c, int kg) {
+  auto grouped = [](GemmConfig c, int kg) {
     c.kg = kg;
     return c;
   };
@@ -207,9 +207,10 @@ int gemm_threads(const GemmConfig& c) {
   return c.kg * (c.mma ? 32 * c.p * c.q : (c.bm / c.p) * (c.bn / c.q));
 }
 
-// Swizzled rows only for warp-tiled thread tiles of up to 32 elements:
-// there they save the element copies' instructions (W4's Linear products
-// 3-10% faster on an H100); for 8x8 and 8x16 tiles the 4 k of a fragment
+// Swizzled rows only for warp-tiled thread tiles of up to 32 elements
+// (4x4, and 8x4 in K groups): there they save the element copies'
+// instructions (W4's Linear products 3-10% faster on an H100, with 4x4
+// tiles); for 8x8 and 8x16 tiles the 4 k of a fragment
 // take the registers the double-buffered loop hides shared-memory latency
 // with, and W6's 128x256 tile ran 3.21-3.55 ms as rows against 3.12.
 bool gemm_row_tiles(const GemmConfig& c) { return c.warp && c.p * c.q <= 32; }
