@@ -1,7 +1,7 @@
 // LoomGemmWg: the GEMM block on Hopper's warpgroup tensor cores
 // (wgmma.mma_async): bfloat16 operands, or float32 ones as TF32 when the
 // user allows it. Embedded after gemm_template.cu, whose helpers it uses
-// (loom_gemm_split, loom_gemm_tile, cp.async), into the one source NVRTC
+// (loom_gemm_block, cp.async), into the one source NVRTC
 // compiles for GEMM kernels (CMakeLists.txt: kGemmSource).
 //
 // The instructions exist only in code compiled for sm_90a
@@ -188,7 +188,7 @@ struct LoomGemmWg {
   static_assert(BM < 0, "LoomGemmWg: wgmma needs code compiled for sm_90a");
 #endif
 
-  // Rows [r0, r0 + R) by k [k0, k0 + 64) of an operand (A: rows are m; B:
+  // Rows [r0, r0 + R) by k [k0, k0 + BK) of an operand (A: rows are m; B:
   // n) into its tile at shared address `dst`, as laid out above. MN: the
   // operand is contiguous along its rows. Consecutive threads copy
   // consecutive chunks of the contiguous dim; out of range: zeros.
