@@ -43,6 +43,11 @@ Tensor gpu(const Tensor& t) { return t.to(loom::kCUDA); }
 
 constexpr double kF32 = 1e-5;  // exact float32 arithmetic (TF32 would be ~1e-3)
 
+// "MxNxK candidate c", for the messages of the every-candidate tests.
+std::string candidate_case(int64_t M, int64_t N, int64_t K, int c) {
+  return std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " + std::to_string(c);
+}
+
 // A GEMM test hook (runtime/cuda/gemm_tune.cpp: LOOM_GEMM_CANDIDATE,
 // LOOM_GEMM_SPLIT) set for the products compiled after set(), unset and
 // its executables dropped when the scope ends.
@@ -274,8 +279,7 @@ TEST_F(CudaGemm, EveryCandidateMatchesFloat64) {
     const Tensor wc = gpu(w.t().contiguous());
     for (int c = 0; c < 14; ++c) {
       hook.set(std::to_string(c));
-      const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +
-                               std::to_string(c);
+      const std::string what = candidate_case(M, N, K, c);
       EXPECT_LT(rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want_xwt + f64(bias)), kF32) << "x W^T + b, " << what;
       EXPECT_LT(rel_err(loom::matmul(gpu(x), wc), want_xwt), kF32) << "x W, " << what;
       EXPECT_LT(rel_err(loom::matmul(gpu(at).t(), gpu(w).t()), want_atw), kF32) << "A^T W^T, " << what;
@@ -303,8 +307,7 @@ TEST_F(CudaGemm, Bf16EveryCandidateMatchesFloat64) {
     const Tensor wc = gpu(w.t().contiguous());
     for (int c = 0; c < 6; ++c) {
       hook.set(std::to_string(c));
-      const std::string what = std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " +
-                               std::to_string(c);
+      const std::string what = candidate_case(M, N, K, c);
       EXPECT_LT(rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want_xwt), kBf16) << "x W^T + b, " << what;
       EXPECT_LT(rel_err(loom::matmul(gpu(x), wc) + gpu(bias), want_xwt), kBf16) << "x W + b, " << what;
       EXPECT_LT(rel_err(loom::matmul(gpu(at).t(), gpu(w).t()), want_atw), kBf16) << "A^T W^T, " << what;
@@ -327,8 +330,8 @@ TEST_F(CudaGemm, Tf32EveryCandidateMatchesFloat64) {
     for (int c = 0; c < 6; ++c) {
       hook.set(std::to_string(c));
       const double e = rel_err(loom::linear(gpu(x), gpu(w), gpu(bias)), want);
-      EXPECT_LT(e, 5e-3) << M << "x" << N << "x" << K << " candidate " << c;
-      EXPECT_GT(e, 1e-5) << M << "x" << N << "x" << K << " candidate " << c << ": TF32 rounds the inputs";
+      EXPECT_LT(e, 5e-3) << candidate_case(M, N, K, c);
+      EXPECT_GT(e, 1e-5) << candidate_case(M, N, K, c) << ": TF32 rounds the inputs";
     }
   }
 }

@@ -28,6 +28,12 @@ std::string GemmConfig::str() const {
   return o.str();
 }
 
+std::vector<uint64_t> GemmConfig::key() const {
+  std::vector<uint64_t> k;
+  for (int w : {bm, bn, bk, p, q, stages, int(mma), int(warp), minb, split, int(wgmma), kg}) k.push_back(static_cast<uint64_t>(w));
+  return k;
+}
+
 std::vector<uint64_t> GemmProblem::key() const {
   return {static_cast<uint64_t>(dtype), tf32, static_cast<uint64_t>(batch), static_cast<uint64_t>(m),
           static_cast<uint64_t>(n), static_cast<uint64_t>(k), a_kmajor, a_vec, b_kmajor, b_vec, wgmma};
@@ -91,16 +97,20 @@ GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool t
 }
 
 namespace {
-// A LoomGemmWg configuration for elements of `es` bytes: bm / 64
-// warpgroups, slices of 128 bytes of k.
-GemmConfig wgmma_config(int es, int bm, int bn, int stages) {
-  GemmConfig c{bm, bn, 128 / es, 0, 0, stages, true, false, 1, 1};
-  c.wgmma = true;
-  return c;
+// The LoomGemmWg configurations, first in a candidate list, for elements of
+// `es` bytes (bm / 64 warpgroups, slices of 128 bytes of k): 128x256 for a
+// product of at least a wave of 128x128 tiles, else 64x128; then 128x128.
+std::vector<GemmConfig> wgmma_configs(int es, bool large) {
+  std::vector<GemmConfig> cs = {{large ? 128 : 64, large ? 256 : 128, 128 / es, 0, 0, 4, true, false, 1, 1},
+                                {128, 128, 128 / es, 0, 0, 4, true, false, 1, 1}};
+  for (GemmConfig& c : cs) c.wgmma = true;
+  return cs;
 }
 }  // namespace
 
 std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
+  // At least a wave of 128x128 tiles (132 SMs on an H100).
+  const bool large = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch >= 132;
   if (g.dtype == kBFloat16) {
     // m16n8k16 tensor cores (LoomGemmBf16, p x q warps). Timed on an H100
     // (bench/micro/bf16_gemm.cu, 4096^3, cuBLAS 722 TFLOP/s): 128x256x64
@@ -113,15 +123,14 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     // block first (LoomGemmWg; bench/micro/bf16_gemm.cu, same H100, cuBLAS
     // 710 TFLOP/s): 128x256 four stages 373 TFLOP/s, three 322, 128x128
     // 305-309, 64x128 244, 64x256 126; mma.sync's best there 293.
-    const bool wgmma = g.wgmma && g.a_vec && g.b_vec;
-    const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
-    if (tiles128 >= 132) {
-      std::vector<GemmConfig> cs = {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 64, 2, 4, 3, 2), mma(128, 128, 32, 2, 4, 3, 2)};
-      if (wgmma) cs.insert(cs.begin(), {wgmma_config(2, 128, 256, 4), wgmma_config(2, 128, 128, 4)});
+    std::vector<GemmConfig> cs = g.wgmma && g.a_vec && g.b_vec ? wgmma_configs(2, large) : std::vector<GemmConfig>{};
+    if (large) {
+      for (const GemmConfig& c : {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 64, 2, 4, 3, 2), mma(128, 128, 32, 2, 4, 3, 2)})
+        cs.push_back(c);
       return cs;
     }
-    std::vector<GemmConfig> cs = {mma(64, 64, 32, 2, 2, 4), mma(128, 128, 32, 2, 4, 3, 2)};
-    if (wgmma) cs.insert(cs.begin(), {wgmma_config(2, 64, 128, 4), wgmma_config(2, 128, 128, 4)});
+    cs.push_back(mma(64, 64, 32, 2, 2, 4));
+    cs.push_back(mma(128, 128, 32, 2, 4, 3, 2));
     const int64_t tiles = ((g.m + 63) / 64) * ((g.n + 63) / 64) * g.batch;
     for (int s : {2, 4, 8, 16}) {
       if (g.k / s < 64 || tiles * (s / 2) >= 132) break;
@@ -130,27 +139,25 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     return cs;
   }
   if (g.tf32) {
-    std::vector<GemmConfig> cs = {{128, 128, 32, 2, 4, 3, true}, {64, 64, 32, 2, 2, 3, true}, {32, 32, 32, 1, 2, 3, true}};
     // wgmma's TF32 form reads both operands K-major (x W^T: Linear's forward).
-    if (g.wgmma && g.a_vec && g.b_vec && !g.a_kmajor && !g.b_kmajor) {
-      const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
-      cs.insert(cs.begin(), {wgmma_config(4, tiles128 >= 132 ? 128 : 64, tiles128 >= 132 ? 256 : 128, 4),
-                             wgmma_config(4, 128, 128, 4)});
-    }
+    std::vector<GemmConfig> cs = g.wgmma && g.a_vec && g.b_vec && !g.a_kmajor && !g.b_kmajor ? wgmma_configs(4, large)
+                                                                                            : std::vector<GemmConfig>{};
+    for (const GemmConfig& c : {GemmConfig{128, 128, 32, 2, 4, 3, true}, GemmConfig{64, 64, 32, 2, 2, 3, true},
+                                GemmConfig{32, 32, 32, 1, 2, 3, true}})
+      cs.push_back(c);
     return cs;
   }
   if (g.dtype == kDouble) return {{64, 64, 16, 4, 4, 3}, {64, 32, 16, 4, 4, 3}, {32, 32, 16, 4, 4, 3}};
   auto warp = [](int bm, int bn, int bk, int p, int q, int stages, int minb = 0, int split = 1) {
     return GemmConfig{bm, bn, bk, p, q, stages, false, true, minb, split};
   };
-  const int64_t tiles128 = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch;
   // Large products (a wave of 128x128 blocks or more). Tuner timings of
   // W6 on an H100 with the planned copies (gemm_template.cu): warp-tiled
   // 128x256x32, 8x16 per thread, one block per SM 3.09 ms; 128x128x32 two
   // blocks per SM 3.14; 128x256x16 3.20; the plain FFMA loop 3.28; 128x64
   // for products just past the threshold (3.94). Four stages or 64-deep
   // slices were slower (3.15-7.95 ms).
-  if (tiles128 >= 132)
+  if (large)
     return {warp(128, 256, 32, 8, 16, 3), warp(128, 128, 32, 8, 8, 3, 2), warp(128, 256, 16, 8, 16, 3),
             {128, 128, 32, 8, 8, 3}, warp(128, 64, 32, 8, 8, 3, 2)};
   // Small ones (a batch-256 MLP layer) need small tiles to give 132 SMs a

@@ -32,6 +32,8 @@ struct GemmConfig {
   int kg = 1;  // K groups inside the block (warp-tiled FFMA): kg x the threads, each group a K range
   bool valid() const { return bm > 0; }
   std::string str() const;
+  // Every field, for the keys of what is compiled from a configuration.
+  std::vector<uint64_t> key() const;
   bool operator==(const GemmConfig&) const = default;
 };
 

@@ -113,16 +113,20 @@ __device__ __forceinline__ unsigned loom_tf32(float x) {
   return r;
 }
 
+// The product narrowed to the K range [kb, kb + len): A and B moved to its
+// start, g.K its length (0 for a range past K).
+template <class T>
+__device__ __forceinline__ void loom_gemm_k_range(const T*& A, const T*& B, LoomGemmArgs& g, loom_i64 kb, loom_i64 len) {
+  A += kb * g.a_k;
+  B += kb * g.b_k;
+  g.K = g.K - kb <= 0 ? 0 : g.K - kb < len ? g.K - kb : len;
+}
+
 // Split-K: with kchunk > 0, block row blockIdx.y computes the K range
 // [y * kchunk, (y + 1) * kchunk) only (a last range may be short or empty).
 template <class T>
 __device__ __forceinline__ void loom_gemm_split(const T*& A, const T*& B, LoomGemmArgs& g, loom_i64 kchunk) {
-  if (kchunk > 0) {
-    const loom_i64 kb = (loom_i64)blockIdx.y * kchunk;
-    A += kb * g.a_k;
-    B += kb * g.b_k;
-    g.K = g.K - kb < kchunk ? g.K - kb : kchunk;
-  }
+  if (kchunk > 0) loom_gemm_k_range(A, B, g, (loom_i64)blockIdx.y * kchunk, kchunk);
 }
 
 // The BM x BN tile of C that block blockIdx.x computes. Blocks go down
@@ -731,10 +735,7 @@ struct LoomGemm {
     loom_i64 KT = (g.K + BK - 1) / BK;
     if constexpr (KG > 1) {
       KT = (KT + KG - 1) / KG;
-      const loom_i64 kb = grp * KT * BK;
-      A += kb * g.a_k;
-      B += kb * g.b_k;
-      g.K = g.K - kb < 0 ? 0 : g.K - kb < KT * BK ? g.K - kb : KT * BK;
+      loom_gemm_k_range(A, B, g, grp * KT * BK, KT * BK);
       smem += grp * STAGES * STAGE;
     }
     // Planned copies (LoomTileCopies, LoomTransposedCopies) where both

@@ -48,8 +48,8 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
       if (!program.kernels[i].contraction) continue;
       const jit::cuda::GemmConfig& c = module.gemm[i] =
           choose_gemm(jit::cuda::gemm_problem(program, program.kernels[i], tf32), index);
-      for (int w : {c.bm, c.bn, c.bk, c.p, c.q, c.stages, int(c.mma), int(c.warp), c.minb, c.split, int(c.wgmma), c.kg})
-        key.push_back(static_cast<uint64_t>(w));
+      const std::vector<uint64_t> words = c.key();
+      key.insert(key.end(), words.begin(), words.end());
     }
     const std::string source = jit::cuda::emit_source(program, module.gemm, single_block);
     dump_file(folder, "kernels.cu", source);
