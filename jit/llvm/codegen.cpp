@@ -606,10 +606,24 @@ class KernelEmitter {
       case ExprKind::Op: break;
     }
     if (x.op == Op::RandUniform || x.op == Op::RandNormal) return random(x, v[x.a], v[x.b], w);
+    if (x.op == Op::Exp && minus_row_max(x.a)) return emit_exp_nonpositive(b_, v[x.a]);
     const ir::Family f = ir::op_family(x.op);
     if (f == ir::Family::Unary) return unary(x.op, v[x.a], k_.exprs[x.a].dtype, x.dtype);
     if (f == ir::Family::Ternary) return b_.CreateSelect(v[x.a], v[x.b], v[x.c]);
     return binary(x.op, v[x.a], v[x.b], k_.exprs[x.a].dtype);
+  }
+
+  // Whether expr e is `v - m` with m the max of v over this row, as softmax,
+  // log_softmax and logsumexp lower: every element the kernel evaluates v at
+  // is one the Reduce phase folded, so e <= 0 or NaN (math.h:
+  // emit_exp_nonpositive). float and double only: bfloat16 rounds e.
+  bool minus_row_max(uint32_t e) const {
+    const ir::Expr& s = k_.exprs[e];
+    if (s.kind != ExprKind::Op || s.op != Op::Sub || (s.dtype != kFloat && s.dtype != kDouble)) return false;
+    const ir::Expr& m = k_.exprs[s.b];
+    if (m.kind != ExprKind::RowValue) return false;
+    const ir::Phase& p = k_.phases[m.a];
+    return p.kind == ir::Phase::Reduce && p.reduce_op == Op::Max && p.value == s.a;
   }
 
   // w random values, one call for the step (runtime_calls.h): counters

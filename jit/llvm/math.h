@@ -63,6 +63,9 @@ namespace loom::jit::llvm_cpu {
 std::string math_build_id();
 
 llvm::Value* emit_exp(llvm::IRBuilder<>& b, llvm::Value* x);
+// exp for an x known to be <= 0 or NaN (x - max over a set holding x):
+// emit_exp's bits there, four operations fewer; any x > 0 is wrong.
+llvm::Value* emit_exp_nonpositive(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_expm1(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_log(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_log1p(llvm::IRBuilder<>& b, llvm::Value* x);

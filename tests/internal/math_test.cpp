@@ -51,11 +51,11 @@ namespace {
 
 namespace lc = loom::jit::llvm_cpu;
 
-enum class Fn { kExp, kExpm1, kLog, kLog1p, kTanh, kSigmoid, kErf, kSin, kCos, kPow };
+enum class Fn { kExp, kExpm1, kLog, kLog1p, kTanh, kSigmoid, kErf, kSin, kCos, kPow, kExpNonPositive };
 
 const char* fn_name(Fn fn) {
   static const char* names[] = {"exp", "expm1", "log", "log1p", "tanh",
-                                "sigmoid", "erf", "sin", "cos", "pow"};
+                                "sigmoid", "erf", "sin", "cos", "pow", "exp<=0"};
   return names[static_cast<int>(fn)];
 }
 
@@ -71,6 +71,7 @@ llvm::Value* emit(Fn fn, llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y) {
     case Fn::kSin: return lc::emit_sin(b, x);
     case Fn::kCos: return lc::emit_cos(b, x);
     case Fn::kPow: return lc::emit_pow(b, x, y);
+    case Fn::kExpNonPositive: return lc::emit_exp_nonpositive(b, x);
   }
   return nullptr;
 }
@@ -81,7 +82,7 @@ llvm::Value* emit(Fn fn, llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y) {
 // double, i.e. < 2^-28 ulp of float).
 double ref_f32(Fn fn, double x, double y) {
   switch (fn) {
-    case Fn::kExp: return std::exp(x);
+    case Fn::kExp: case Fn::kExpNonPositive: return std::exp(x);
     case Fn::kExpm1: return std::expm1(x);
     case Fn::kLog: return std::log(x);
     case Fn::kLog1p: return std::log1p(x);
@@ -98,7 +99,7 @@ double ref_f32(Fn fn, double x, double y) {
 // float64: x87 long double (64-bit significand).
 long double ref_f64(Fn fn, long double x, long double y) {
   switch (fn) {
-    case Fn::kExp: return expl(x);
+    case Fn::kExp: case Fn::kExpNonPositive: return expl(x);
     case Fn::kExpm1: return expm1l(x);
     case Fn::kLog: return logl(x);
     case Fn::kLog1p: return log1pl(x);
@@ -116,7 +117,7 @@ long double ref_f64(Fn fn, long double x, long double y) {
 template <class T>
 T std_fn(Fn fn, T x, T y) {
   switch (fn) {
-    case Fn::kExp: return std::exp(x);
+    case Fn::kExp: case Fn::kExpNonPositive: return std::exp(x);
     case Fn::kExpm1: return std::expm1(x);
     case Fn::kLog: return std::log(x);
     case Fn::kLog1p: return std::log1p(x);
@@ -575,6 +576,38 @@ constexpr double kDTiny = std::numeric_limits<double>::denorm_min();
 TEST(JitMath, ExpF32) {
   run_unary<float>({Fn::kExp, 2, -104, 89, 1e-10f, 104, true, {-104, 89, 88.7228394f, -1000}, -1, 1});
 }
+// exp_nonpositive (softmax's exp(x - max x)) must give exp's bits for every
+// x <= 0 and NaN: a dense sweep, every binade of both types (subnormal
+// results included), random negative bit patterns and the specials.
+template <class T>
+void run_exp_nonpositive(double lo) {
+  Compiled<T> exp = compile<T>(Fn::kExp), np = compile<T>(Fn::kExpNonPositive);
+  check_no_calls(np, Fn::kExpNonPositive);
+  using L = std::numeric_limits<T>;
+  const int n = 200000 * scale<T>();
+  std::vector<T> x;
+  add_linear(x, lo, 0, n);
+  std::vector<T> mags;
+  add_bits(mags, L::denorm_min(), L::max(), n, false);
+  add_random_bits(mags, n, 7);
+  for (T m : mags) x.push_back(-std::fabs(m));
+  for (T s : specials<T>())
+    if (!(s > 0)) x.push_back(s);
+  x.resize((x.size() + 4 * np.width - 1) / (4 * np.width) * (4 * np.width), T(0));
+  long differ = 0;
+  T worst = 0;
+  for (auto run : {&Compiled<T>::vec, &Compiled<T>::vec4, &Compiled<T>::scalar}) {
+    std::vector<T> want(x.size()), got(x.size());
+    (exp.*run)(x.data(), x.data(), want.data(), int64_t(x.size()));
+    (np.*run)(x.data(), x.data(), got.data(), int64_t(x.size()));
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!same(got[i], want[i])) ++differ, worst = x[i];
+  }
+  EXPECT_EQ(differ, 0) << Traits<T>::name() << ": exp<=0 and exp differ, e.g. at x=" << worst;
+}
+TEST(JitMath, ExpNonPositiveIsExpF32) { run_exp_nonpositive<float>(-110); }
+TEST(JitMath, ExpNonPositiveIsExpF64) { run_exp_nonpositive<double>(-750); }
+
 TEST(JitMath, ExpF64) {
   run_unary<double>({Fn::kExp, 4, -746, 710, 1e-20, 746, true, {-746, 710, 709.79, -1e4}, -1, 1});
 }

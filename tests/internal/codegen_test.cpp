@@ -1,0 +1,57 @@
+// Choices the llvm code generator makes from a kernel's structure
+// (jit/llvm/codegen.cpp), checked on the IR it emits.
+#include "jit/llvm/codegen.h"
+
+#include <gtest/gtest.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <loom/loom.h>
+
+#include <string>
+
+#include "tests/internal/lower_util.h"
+#include "jit/llvm/orc_jit.h"
+
+namespace {
+
+namespace lc = loom::jit::llvm_cpu;
+using loom_test::lower_outputs;
+
+// AVX2 without AVX-512, where emit_exp_nonpositive differs from emit_exp
+// (with AVX-512 both scale by vscalef).
+lc::Target avx2_target() {
+  lc::Target t = lc::host_target();
+  t.cpu = "x86-64-v3";
+  t.features = "+avx,+avx2,+fma,+f16c,+sse4.2";
+  t.vector_width = 8;
+  return t;
+}
+
+// The one constant only emit_exp_nonpositive emits: its final factor 2^-64,
+// as LLVM prints a float constant.
+bool uses_exp_nonpositive(const std::vector<loom::Tensor>& outs) {
+  loom::ir::KernelProgram p = lower_outputs(outs);
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = lc::emit_module(p, ctx, avx2_target());
+  return lc::module_text(*m).find("0x3BF0000000000000") != std::string::npos;
+}
+
+TEST(LlvmCodegen, ExpOfXMinusItsRowMaxSkipsTheOverflowSide) {
+  if (lc::host_target().triple.rfind("x86_64", 0) != 0) GTEST_SKIP() << "x86-64 only: an AVX2 target";
+  auto x = loom::randn({64, 256});
+  auto y = loom::randn({64, 256});
+  auto xd = loom::randn({64, 256}, loom::TensorOptions(loom::kFloat64));
+  loom::sync();
+  EXPECT_TRUE(uses_exp_nonpositive({loom::softmax(x, -1)}));
+  EXPECT_TRUE(uses_exp_nonpositive({loom::log_softmax(x, -1)}));
+  EXPECT_TRUE(uses_exp_nonpositive({(x - x.amax({-1}, true)).exp()}));
+  // Not x minus the max of x's own row: exp keeps its overflow side.
+  EXPECT_FALSE(uses_exp_nonpositive({(x - y.amax({-1}, true)).exp().sum({-1})}));
+  EXPECT_FALSE(uses_exp_nonpositive({(x - x.amin({-1}, true)).exp()}));
+  EXPECT_FALSE(uses_exp_nonpositive({(y - x.amax({-1}, true)).exp()}));
+  EXPECT_FALSE(uses_exp_nonpositive({x.exp()}));
+  // float64: the same rule, its own constant (2^-64 as a double prints alike).
+  EXPECT_TRUE(uses_exp_nonpositive({loom::softmax(xd, -1)}));
+}
+
+}  // namespace
