@@ -3,6 +3,8 @@
 // reach the base and every sibling view.
 #include "test_util.h"
 
+#include <functional>
+
 namespace {
 
 using loom::Tensor;
@@ -153,6 +155,36 @@ TEST_P(ViewTest, Contiguous) {
   EXPECT_FALSE(c.is_alias_of(m));
   EXPECT_EQ(c.to_vector<float>(), m.t().to_vector<float>());
   EXPECT_TRUE(loom::zeros({3, 0}).t().is_contiguous());  // no element is out of place
+}
+
+// Large enough that the llvm backend runs them in blocks (jit/llvm/codegen.h:
+// transpose_block), with edges that are no multiple of a block: every
+// element checked against its index.
+TEST_P(ViewTest, TransposedCopiesOfLargeOddShapes) {
+  auto check = [](const Tensor& got, int64_t rows, int64_t cols, const std::function<double(int64_t, int64_t)>& want) {
+    ASSERT_EQ(got.sizes().vec(), (Shape{rows, cols}));
+    const std::vector<double> v = got.to(loom::kDouble).to_vector<double>();
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (v[i * cols + j] != want(i, j) && bad++ == 0) first = i * cols + j;
+    EXPECT_EQ(bad, 0) << "first wrong element at flat index " << first;
+  };
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble, loom::kInt, loom::kBFloat16}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    const int64_t R = 517, C = 300;  // a[i][j] = i * C + j (exact in bfloat16 only below 256)
+    Tensor a = loom::arange(R * C, loom::kDouble).reshape({R, C});
+    if (dt == loom::kBFloat16) a = a.remainder(256);
+    a = a.to(dt);
+    auto at = [&](int64_t i, int64_t j) { return dt == loom::kBFloat16 ? double((i * C + j) % 256) : double(i * C + j); };
+    check(a.t().contiguous(), C, R, [&](int64_t i, int64_t j) { return at(j, i); });
+    Tensor b = loom::ones({C, R}, loom::TensorOptions(dt));
+    check(b + a.t(), C, R, [&](int64_t i, int64_t j) { return at(j, i) + 1; });
+  }
+  // The last two dims of a batch swapped.
+  Tensor x3 = loom::arange(3 * 70 * 90, loom::kFloat).reshape({3, 70, 90});
+  Tensor p = x3.permute({0, 2, 1}).contiguous().reshape({3 * 90, 70});
+  check(p, 3 * 90, 70, [](int64_t r, int64_t j) { return double((r / 90) * 6300 + j * 90 + r % 90); });
 }
 
 LOOM_INSTANTIATE_BACKENDS(ViewTest);

@@ -72,6 +72,23 @@ std::string build_id() {
 
 std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
 
+LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
+  const int n = k.loop.n;
+  if (k.contraction || k.outer != 0 || k.phases.size() != 1 || k.phases[0].kind != ir::Phase::Store ||
+      k.phases[0].per_row || n < 2)
+    return {};
+  int64_t widest = 0;  // bytes of the widest element read or written across rows
+  for (const ir::Access& a : k.accesses) {
+    const int64_t across = a.strides[n - 1], along = a.strides[n - 2];
+    if (across != 0 && across != 1 && (along == 1 || along == -1))
+      widest = std::max<int64_t>(widest, element_size(p.buffers[a.buffer].dtype));
+  }
+  if (widest == 0) return {};
+  const LoopBlock b{256, 64 / widest};
+  if (k.loop[n - 1] < 2 * b.cols || k.loop[n - 2] < 2 * b.cols) return {};  // a few lines: in cache anyway
+  return b;
+}
+
 namespace {
 
 using ir::ExprKind;
@@ -80,7 +97,8 @@ using ir::Op;
 class KernelEmitter {
  public:
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, llvm::Module& m, const Target& t, size_t index)
-      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)) {
+      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)),
+        block_(transpose_block(p, k)) {
     // Non-temporal stores: x86 only (the sfence below), and only where a
     // whole unrolled step is a multiple of a cache line, so one aligned
     // address keeps every later step aligned.
@@ -184,6 +202,10 @@ class KernelEmitter {
   // row stash plan.
   void begin_body() {
     for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
+    if (block_.rows) {
+      block_idx_[0] = b_.CreateAlloca(b_.getInt64Ty(), nullptr, "block_i");
+      block_idx_[1] = b_.CreateAlloca(b_.getInt64Ty(), nullptr, "block_j");
+    }
     err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
     b_.CreateStore(b_.getInt32(0), err_acc_);
     for (const ir::Access& a : k_.accesses)
@@ -214,11 +236,57 @@ class KernelEmitter {
     }
     Value* lo = d == 0 ? begin_ : b_.getInt64(0);
     Value* hi = d == 0 ? end_ : b_.getInt64(k_.loop[d]);
+    if (block_.rows && d + 2 == to) return blocked(d, lo, hi, width, body);
     b_.CreateStore(lo, idx_[d]);
     if (d + 1 < to) {
       loop(d, hi, 1, [&] { nest(d + 1, to, width, body); });
       return;
     }
+    innermost(d, hi, width, body);
+  }
+
+  // The last two loops [d, d + 2) in blocks of block_.rows x block_.cols
+  // (transpose_block): for each block of rows, its column strips one line
+  // of the operand's elements wide, each strip row by row. Not streamed: a
+  // strip's rows are short.
+  void blocked(int d, Value* lo, Value* hi, int width, const std::function<void(int)>& body) {
+    Value* cols = b_.getInt64(k_.loop[d + 1]);
+    block_loop(block_idx_[0], lo, hi, block_.rows, [&](Value* i0) {
+      Value* i_hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, b_.getInt64(block_.rows)), hi);
+      block_loop(block_idx_[1], b_.getInt64(0), cols, block_.cols, [&](Value* j0) {
+        Value* j_hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(j0, b_.getInt64(block_.cols)), cols);
+        b_.CreateStore(i0, idx_[d]);
+        loop(d, i_hi, 1, [&] {
+          b_.CreateStore(j0, idx_[d + 1]);
+          std::vector<uint32_t> stream;
+          std::swap(stream, stream_);
+          innermost(d + 1, j_hi, width, body);
+          std::swap(stream, stream_);
+        });
+      });
+    });
+  }
+
+  // for (c = lo; c < hi; c += step) body(c)
+  void block_loop(llvm::AllocaInst* c, Value* lo, Value* hi, int64_t step, const std::function<void(Value*)>& body) {
+    auto* cond = llvm::BasicBlock::Create(ctx_, "block_loop", fn_);
+    auto* inner = llvm::BasicBlock::Create(ctx_, "block", fn_);
+    auto* after = llvm::BasicBlock::Create(ctx_, "block_after", fn_);
+    b_.CreateStore(lo, c);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(cond);
+    Value* at = b_.CreateLoad(b_.getInt64Ty(), c);
+    b_.CreateCondBr(b_.CreateICmpSLT(at, hi), inner, after);
+    b_.SetInsertPoint(inner);
+    body(at);
+    b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), c), b_.getInt64(step)), c);
+    b_.CreateBr(cond);
+    b_.SetInsertPoint(after);
+  }
+
+  // The innermost loop d from idx[d] to hi: unrolled vector steps, then one
+  // vector, then scalars.
+  void innermost(int d, Value* hi, int width, const std::function<void(int)>& body) {
     // A streamed store phase has no cached unrolled loop: where its stores
     // cannot be aligned (an address not a multiple of the element, two
     // outputs out of phase) it runs one vector per step, and the kernel's
@@ -913,6 +981,8 @@ class KernelEmitter {
   // load/store ports, which the FMA chains leave idle; sixteen or twelve
   // are slower again).
   const int unroll_ = k_.cost_per_element >= 16 ? 8 : (width_ >= 16 || k_.cost_per_element >= 8) ? 4 : 2;
+  const LoopBlock block_;
+  llvm::AllocaInst* block_idx_[2] = {nullptr, nullptr};
   llvm::Function* fn_ = nullptr;
   Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;
   std::vector<llvm::AllocaInst*> idx_;

@@ -38,6 +38,20 @@ inline constexpr int32_t kErrorIndexOutOfRange = 2;  // an index_check failed
 // never loaded by a newer one whose kernels would differ.
 std::string build_id();
 
+// A pure pointwise kernel that reads or writes some operand across its rows
+// (a transpose: x.t().contiguous(), a + b.t(), a permute of the last two
+// dims) runs its last two loops in blocks: `rows` of loop n-2, and within
+// them column strips `cols` wide (one 64-byte line of that operand's
+// elements), each strip row by row. The strip reads `cols` rows of the
+// operand as that many sequential streams, where one output row at a time
+// would touch a new line, and past 4 KiB a new page, for every element.
+// rows == 0: not blocked. With two loops, loop 0's [begin, end) ranges are
+// multiples of `rows` (runtime/cpu/cpu_executable.cpp).
+struct LoopBlock {
+  int64_t rows = 0, cols = 0;
+};
+LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k);
+
 // The symbol of kernel #i of a program.
 std::string kernel_symbol(size_t i);
 

@@ -20,7 +20,7 @@ constexpr double kParallelWork = 1 << 16;
 CpuExecutable::CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels)
     : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_, /*library_stops_on_failure=*/true) {
   for (const ir::Kernel& k : program_.kernels) {
-    launches_.push_back(plan_launch(k));
+    launches_.push_back(plan_launch(program_, k));
     gemms_.push_back(k.contraction ? plan_gemm(program_, k) : GemmPlan{});
   }
 }
@@ -44,7 +44,7 @@ void CpuExecutable::give_arena(BufferPtr a) {
   arenas_.push_back(std::move(a));
 }
 
-CpuExecutable::Launch CpuExecutable::plan_launch(const ir::Kernel& k) {
+CpuExecutable::Launch CpuExecutable::plan_launch(const ir::KernelProgram& p, const ir::Kernel& k) {
   Launch l;
   // Empty loops still run: a reduction over nothing stores its identity.
   int64_t total = 1;
@@ -58,6 +58,7 @@ CpuExecutable::Launch CpuExecutable::plan_launch(const ir::Kernel& k) {
   // Chunks of ~kParallelWork, at least a few per core for balance.
   const int64_t per_index = std::max<int64_t>(1, total / std::max<int64_t>(l.extent, 1));
   l.grain = std::max<int64_t>(1, static_cast<int64_t>(kParallelWork / (per_index * k.cost_per_element)));
+  if (k.loop.n == 2) l.block = std::max<int64_t>(1, jit::llvm_cpu::transpose_block(p, k).rows);
   return l;
 }
 
@@ -71,9 +72,11 @@ void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, c
     fn(0, l.extent, bufs, fs, is, &err);
   } else {
     std::atomic<int32_t> shared_err{0};
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, l.extent, l.grain), [&](const tbb::blocked_range<int64_t>& r) {
+    // Split in units of l.block indices of loop 0.
+    const int64_t units = (l.extent + l.block - 1) / l.block, grain = std::max<int64_t>(1, l.grain / l.block);
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, grain), [&](const tbb::blocked_range<int64_t>& r) {
       int32_t e = 0;
-      fn(r.begin(), r.end(), bufs, fs, is, &e);
+      fn(r.begin() * l.block, std::min(r.end() * l.block, l.extent), bufs, fs, is, &e);
       if (e) shared_err.store(e, std::memory_order_relaxed);
     });
     err = shared_err.load();

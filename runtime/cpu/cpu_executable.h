@@ -28,9 +28,10 @@ class CpuExecutable final : public Executable {
   struct Launch {
     int64_t extent = 1;
     int64_t grain = 1;
+    int64_t block = 1;  // loop 0's ranges are multiples of it (jit/llvm/codegen.h: transpose_block)
     bool serial = true;
   };
-  static Launch plan_launch(const ir::Kernel& k);
+  static Launch plan_launch(const ir::KernelProgram& p, const ir::Kernel& k);
   void run_kernel(size_t k, void* const* bufs, const double* fs, const int64_t* is);
   BufferPtr take_arena();
   void give_arena(BufferPtr a);

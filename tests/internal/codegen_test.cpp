@@ -54,4 +54,24 @@ TEST(LlvmCodegen, ExpOfXMinusItsRowMaxSkipsTheOverflowSide) {
   EXPECT_TRUE(uses_exp_nonpositive({loom::softmax(xd, -1)}));
 }
 
+// Which kernels run their last two loops in blocks (transpose_block).
+TEST(LlvmCodegen, TransposedOperandsGetLoopBlocks) {
+  auto x = loom::randn({256, 128});
+  auto xd = loom::randn({256, 128}, loom::TensorOptions(loom::kFloat64));
+  auto small = loom::randn({20, 20});
+  loom::sync();
+  auto block = [](const std::vector<loom::Tensor>& outs) {
+    loom::ir::KernelProgram p = lower_outputs(outs);
+    EXPECT_EQ(p.kernels.size(), 1u);
+    return p.kernels.empty() ? lc::LoopBlock{} : lc::transpose_block(p, p.kernels[0]);
+  };
+  lc::LoopBlock b = block({x.t().contiguous()});
+  EXPECT_EQ(b.rows, 256);
+  EXPECT_EQ(b.cols, 16);  // one 64-byte line of float32
+  EXPECT_EQ(block({xd.t() * 2}).cols, 8);
+  EXPECT_EQ(block({x * 2}).rows, 0);               // contiguous
+  EXPECT_EQ(block({x.sum({0}, true)}).rows, 0);    // a reduction
+  EXPECT_EQ(block({small.t().contiguous()}).rows, 0);  // a few lines: in cache anyway
+}
+
 }  // namespace
