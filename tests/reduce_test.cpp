@@ -7,6 +7,8 @@
 
 #include "test_util.h"
 
+#include <algorithm>
+
 namespace {
 
 using loom::Tensor;
@@ -279,6 +281,37 @@ TEST_P(ReduceTest, RowStatisticsKeptBesideTheirConsumer) {
   EXPECT_TRUE(all_close(z, want_z, 1e-12));
   EXPECT_TRUE(all_close(w, want_w, 1e-12));
   EXPECT_TRUE(all_close(colmax, V{3, 4, 5, 6, 15, 16, 17, 18}, 0));
+}
+
+// Reductions over rows that lie across memory, wide enough that the llvm
+// backend reduces many columns at once (jit/llvm/codegen.h: column_lanes),
+// with a count of columns no multiple of its lanes: each against a sum,
+// max or count computed here in double.
+TEST_P(ReduceTest, ColumnReductionsOfWideTensors) {
+  const int64_t R = 37, C = 203;
+  Tensor a = loom::arange(R * C, loom::kDouble).reshape({R, C}).remainder(97);  // a[i][j] = (i*C + j) % 97
+  auto at = [&](int64_t i, int64_t j) { return double((i * C + j) % 97); };
+  V sum(C, 0), mx(C, -1);
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j) sum[j] += at(i, j), mx[j] = std::max(mx[j], at(i, j));
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble, loom::kInt, loom::kBFloat16}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    Tensor t = a.to(dt);
+    if (dt != loom::kBFloat16) EXPECT_EQ(t.sum({0}).to(loom::kDouble).to_vector<double>(), sum);  // exact: integers
+    EXPECT_EQ(t.amax({0}).to(loom::kDouble).to_vector<double>(), mx);
+  }
+  // mean over the middle dim of a 3-d tensor, and a NaN that must win its column's max.
+  Tensor b = a.to(loom::kFloat).reshape({1, R, C}).expand({2, R, C}).contiguous();
+  V mean(2 * C);
+  for (int64_t j = 0; j < 2 * C; ++j) mean[j] = sum[j % C] / R;
+  const std::vector<float> got = b.mean({1}).to_vector<float>();
+  for (int64_t j = 0; j < 2 * C; ++j) EXPECT_NEAR(got[j], mean[j], 1e-4) << "column " << j;
+  Tensor n = a.to(loom::kFloat).clone();
+  n.select(0, 5).select(0, 100).fill_(std::numeric_limits<double>::quiet_NaN());
+  const std::vector<float> m = n.amax({0}).to_vector<float>();
+  for (int64_t j = 0; j < C; ++j)
+    if (j == 100) EXPECT_TRUE(std::isnan(m[j]));
+    else EXPECT_EQ(m[j], mx[j]) << "column " << j;
 }
 
 LOOM_INSTANTIATE_BACKENDS(ReduceTest);

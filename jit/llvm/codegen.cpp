@@ -89,6 +89,28 @@ LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
   return b;
 }
 
+int64_t column_lanes(const ir::KernelProgram& p, const ir::Kernel& k, int vector_width) {
+  (void)p;
+  const int n = k.loop.n, o = k.outer - 1;
+  if (k.contraction || k.outer < 1 || k.outer >= n || k.phases.size() != 2 || k.phases[0].kind != ir::Phase::Reduce ||
+      k.phases[0].reduce_op == ir::Op::ArgMax || k.phases[0].reduce_op == ir::Op::ArgMin ||
+      k.phases[1].kind != ir::Phase::Store || !k.phases[1].per_row)
+    return 0;
+  const int64_t lanes = 8 * vector_width;
+  if (k.loop[o] < lanes) return 0;
+  bool across = false;
+  for (const ir::Access& a : k.accesses) {
+    if (a.strides[o] != 0 && a.strides[o] != 1) return 0;  // the lanes: contiguous or broadcast
+    for (int d = k.outer; d < n; ++d) {
+      if (a.strides[d] == 1 || a.strides[d] == -1) return 0;  // read along its row: the usual order is right
+      across = across || a.strides[d] != 0;
+    }
+  }
+  for (const ir::Expr& x : k.exprs)
+    if (x.kind == ir::ExprKind::Op && (x.op == ir::Op::RandUniform || x.op == ir::Op::RandNormal)) return 0;
+  return across ? lanes : 0;
+}
+
 namespace {
 
 using ir::ExprKind;
@@ -139,9 +161,13 @@ class KernelEmitter {
         row_[ph] = b_.CreateAlloca(t, nullptr, "row" + std::to_string(ph));
       }
 
-    nest(0, k_.outer, 1, [&](int) {
-      for (size_t ph = 0; ph < k_.phases.size(); ++ph) emit_phase(ph);
-    });
+    if (column_ && std::find(stash_.begin(), stash_.end(), true) == stash_.end()) {
+      nest(0, k_.outer - 1, 1, [&](int) { column_loop(); });
+    } else {
+      nest(0, k_.outer, 1, [&](int) {
+        for (size_t ph = 0; ph < k_.phases.size(); ++ph) emit_phase(ph);
+      });
+    }
 
     // Non-temporal stores are weakly ordered: fence them before the caller
     // (another thread, after the parallel loop) reads the output.
@@ -361,6 +387,57 @@ class KernelEmitter {
     b_.SetInsertPoint(after);
   }
 
+  // ---------------------------------------------------------------- columns
+  // A plain reduction over rows that lie across memory (x.sum(0) of a
+  // row-major x: column_lanes): the last outer loop runs column_ rows at
+  // once, one vector lane each, so every step of the reduction reads
+  // column_ adjacent elements of one memory row instead of one element of
+  // a new row (a new line, past 4 KiB a new page) per step. Then the rows
+  // left over one at a time, as every other kernel runs them.
+  void column_loop() {
+    const int d = k_.outer - 1;
+    Value* hi = d == 0 ? end_ : b_.getInt64(k_.loop[d]);
+    b_.CreateStore(d == 0 ? begin_ : b_.getInt64(0), idx_[d]);
+    lane_dim_ = d;
+    loop(d, hi, static_cast<int>(column_), [&] { column_phases(static_cast<int>(column_)); });
+    lane_dim_ = -1;
+    loop(d, hi, 1, [&] {
+      for (size_t ph = 0; ph < k_.phases.size(); ++ph) emit_phase(ph);
+    });
+  }
+
+  // The Reduce phase with w lanes along lane_dim_, the reduced loops one
+  // element per step, then the per-row Store phase on the w results.
+  void column_phases(int w) {
+    const ir::Phase& red = k_.phases[0];
+    const ScalarType dt = k_.exprs[red.value].dtype;
+    llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+    llvm::AllocaInst* acc = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_acc");
+    b_.CreateStore(identity(red.reduce_op, dt, w), acc);
+    phase_ = 0;
+    std::vector<bool> need(k_.exprs.size(), false);
+    mark(red.value, need);
+    nest(k_.outer, k_.loop.n, 1, [&](int) {
+      Value* v = eval(need, w)[red.value];
+      b_.CreateStore(combine(red.reduce_op, dt, b_.CreateLoad(vec_type(dt, w), acc), v), acc);
+    });
+    Value* total = b_.CreateLoad(vec_type(dt, w), acc);
+    if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
+    column_rows_.assign(k_.phases.size(), nullptr);
+    column_rows_[0] = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_row");
+    b_.CreateStore(total, column_rows_[0]);
+    phase_ = 1;
+    const ir::Phase& out = k_.phases[1];
+    std::vector<bool> need_out(k_.exprs.size(), false);
+    for (auto [a, e] : out.stores) mark(e, need_out);
+    for (int d = k_.outer; d < k_.loop.n; ++d) b_.CreateStore(b_.getInt64(0), idx_[d]);
+    auto vals = eval(need_out, w);
+    for (auto [a, e] : out.stores) store(a, vals[e], k_.exprs[e].dtype, w);
+    column_rows_.clear();
+  }
+  // The loop whose index the lanes of a w-lane value follow.
+  int lane_dim() const { return lane_dim_ >= 0 ? lane_dim_ : k_.loop.n - 1; }
+
   // ---------------------------------------------------------------- phases
   void emit_phase(size_t ph_index) {
     const ir::Phase& ph = k_.phases[ph_index];
@@ -532,7 +609,7 @@ class KernelEmitter {
     Type* mt = memory_type(dt);
     Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
     Value* v;
-    const int64_t inner = a.strides.n ? a.strides[a.strides.n - 1] : 0;
+    const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
     if (w == 1) {
       v = b_.CreateLoad(mt, base);
     } else if (inner == 1) {
@@ -555,7 +632,7 @@ class KernelEmitter {
     if (dt == kBool) v = b_.CreateZExt(v, w == 1 ? mt : static_cast<Type*>(llvm::FixedVectorType::get(mt, w)));
     if (dt == kBFloat16) v = bf16_narrow(v);
     Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
-    const int64_t inner = a.strides.n ? a.strides[a.strides.n - 1] : 0;
+    const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
     if (w == 1) {
       b_.CreateStore(v, base);
     } else if (inner == 1 && streaming_ && hints_.stream[ai] && dt != kBFloat16) {
@@ -652,11 +729,13 @@ class KernelEmitter {
     switch (x.kind) {
       case ExprKind::Load: return load(x.a, x.dtype, w);
       case ExprKind::Scalar: return splat(scalar_arg(x.a, x.dtype), w);
-      case ExprKind::RowValue: return splat(b_.CreateLoad(scalar_type(x.dtype), row_[x.a]), w);
+      case ExprKind::RowValue:
+        if (column_rows_.size() > x.a && column_rows_[x.a]) return b_.CreateLoad(vec_type(x.dtype, w), column_rows_[x.a]);
+        return splat(b_.CreateLoad(scalar_type(x.dtype), row_[x.a]), w);
       case ExprKind::Iota: {
         if (x.a == ~0u) return splat(b_.getInt64(0), w);
         Value* i = splat(b_.CreateLoad(b_.getInt64Ty(), idx_[x.a]), w);
-        if (w > 1 && x.a + 1 == k_.loop.n) {
+        if (w > 1 && static_cast<int>(x.a) == lane_dim()) {
           std::vector<llvm::Constant*> lanes;
           for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l));
           i = b_.CreateAdd(i, llvm::ConstantVector::get(lanes));
@@ -982,6 +1061,9 @@ class KernelEmitter {
   // are slower again).
   const int unroll_ = k_.cost_per_element >= 16 ? 8 : (width_ >= 16 || k_.cost_per_element >= 8) ? 4 : 2;
   const LoopBlock block_;
+  const int64_t column_ = column_lanes(p_, k_, width_);
+  int lane_dim_ = -1;  // -1: the innermost loop
+  std::vector<llvm::AllocaInst*> column_rows_;  // the column path's row values, w lanes each
   llvm::AllocaInst* block_idx_[2] = {nullptr, nullptr};
   llvm::Function* fn_ = nullptr;
   Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;

@@ -7,6 +7,7 @@
 #include <llvm/IR/Module.h>
 #include <loom/loom.h>
 
+#include <algorithm>
 #include <string>
 
 #include "tests/internal/lower_util.h"
@@ -72,6 +73,23 @@ TEST(LlvmCodegen, TransposedOperandsGetLoopBlocks) {
   EXPECT_EQ(block({x * 2}).rows, 0);               // contiguous
   EXPECT_EQ(block({x.sum({0}, true)}).rows, 0);    // a reduction
   EXPECT_EQ(block({small.t().contiguous()}).rows, 0);  // a few lines: in cache anyway
+}
+
+// Which reductions run many columns at once (column_lanes).
+TEST(LlvmCodegen, ReductionsAcrossRowsRunColumnsAtOnce) {
+  auto x = loom::randn({512, 256});
+  loom::sync();
+  auto lanes = [](const std::vector<loom::Tensor>& outs) {
+    loom::ir::KernelProgram p = lower_outputs(outs);
+    int64_t most = 0;
+    for (const auto& k : p.kernels) most = std::max(most, lc::column_lanes(p, k, 8));
+    return most;
+  };
+  EXPECT_EQ(lanes({x.sum({0}, true)}), 64);   // 8 vectors of 8 lanes
+  EXPECT_EQ(lanes({x.amax({0}, true)}), 64);
+  EXPECT_EQ(lanes({x.sum({1}, true)}), 0);    // along its rows: the usual order
+  EXPECT_EQ(lanes({std::get<1>(x.max(0, true))}), 0);  // argmax: one lane
+  EXPECT_EQ(lanes({x.slice(1, 0, 40).sum({0}, true)}), 0);  // fewer columns than lanes
 }
 
 }  // namespace
