@@ -2,6 +2,7 @@
 // row results) lives in an alloca, clang -O0 style: the code stays a direct
 // transcription of the loop IR, and mem2reg/SROA turn it into registers.
 #include "jit/llvm/codegen.h"
+#include "jit/llvm/ir_loops.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -228,10 +229,6 @@ class KernelEmitter {
   // row stash plan.
   void begin_body() {
     for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
-    if (block_.rows) {
-      block_idx_[0] = b_.CreateAlloca(b_.getInt64Ty(), nullptr, "block_i");
-      block_idx_[1] = b_.CreateAlloca(b_.getInt64Ty(), nullptr, "block_j");
-    }
     err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
     b_.CreateStore(b_.getInt32(0), err_acc_);
     for (const ir::Access& a : k_.accesses)
@@ -277,9 +274,9 @@ class KernelEmitter {
   // strip's rows are short.
   void blocked(int d, Value* lo, Value* hi, int width, const std::function<void(int)>& body) {
     Value* cols = b_.getInt64(k_.loop[d + 1]);
-    block_loop(block_idx_[0], lo, hi, block_.rows, [&](Value* i0) {
+    for_range(b_, fn_, lo, hi, block_.rows, "block_rows", [&](Value* i0) {
       Value* i_hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(i0, b_.getInt64(block_.rows)), hi);
-      block_loop(block_idx_[1], b_.getInt64(0), cols, block_.cols, [&](Value* j0) {
+      for_range(b_, fn_, b_.getInt64(0), cols, block_.cols, "block_cols", [&](Value* j0) {
         Value* j_hi = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateAdd(j0, b_.getInt64(block_.cols)), cols);
         b_.CreateStore(i0, idx_[d]);
         loop(d, i_hi, 1, [&] {
@@ -291,23 +288,6 @@ class KernelEmitter {
         });
       });
     });
-  }
-
-  // for (c = lo; c < hi; c += step) body(c)
-  void block_loop(llvm::AllocaInst* c, Value* lo, Value* hi, int64_t step, const std::function<void(Value*)>& body) {
-    auto* cond = llvm::BasicBlock::Create(ctx_, "block_loop", fn_);
-    auto* inner = llvm::BasicBlock::Create(ctx_, "block", fn_);
-    auto* after = llvm::BasicBlock::Create(ctx_, "block_after", fn_);
-    b_.CreateStore(lo, c);
-    b_.CreateBr(cond);
-    b_.SetInsertPoint(cond);
-    Value* at = b_.CreateLoad(b_.getInt64Ty(), c);
-    b_.CreateCondBr(b_.CreateICmpSLT(at, hi), inner, after);
-    b_.SetInsertPoint(inner);
-    body(at);
-    b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt64Ty(), c), b_.getInt64(step)), c);
-    b_.CreateBr(cond);
-    b_.SetInsertPoint(after);
   }
 
   // The innermost loop d from idx[d] to hi: unrolled vector steps, then one
@@ -1064,7 +1044,6 @@ class KernelEmitter {
   const int64_t column_ = column_lanes(p_, k_, width_);
   int lane_dim_ = -1;  // -1: the innermost loop
   std::vector<llvm::AllocaInst*> column_rows_;  // the column path's row values, w lanes each
-  llvm::AllocaInst* block_idx_[2] = {nullptr, nullptr};
   llvm::Function* fn_ = nullptr;
   Value *begin_ = nullptr, *end_ = nullptr, *bufs_ = nullptr, *fs_ = nullptr, *is_ = nullptr, *err_ = nullptr;
   std::vector<llvm::AllocaInst*> idx_;

@@ -7,6 +7,7 @@
 // (unrolled, MR x NV vectors); edge tiles and the unpacked path go through
 // a stack tile (MR x NR, in L1), whose scalar loops stop at the valid part.
 #include "jit/llvm/gemm.h"
+#include "jit/llvm/ir_loops.h"
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
@@ -291,25 +292,9 @@ class TileEmitter {
     });
   }
 
-  // for (i = lo; i < hi; i += stride) body(i), with the counter in an alloca.
+  // for (i = lo; i < hi; i += stride) body(i) (ir_loops.h).
   void for_range(Value* lo, Value* hi, const std::function<void(Value*)>& body, int64_t stride = 1) {
-    llvm::IRBuilderBase::InsertPoint here = b_.saveIP();
-    b_.SetInsertPoint(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    llvm::AllocaInst* i = b_.CreateAlloca(b_.getInt64Ty());
-    b_.restoreIP(here);
-    b_.CreateStore(lo, i);
-    auto* cond = llvm::BasicBlock::Create(ctx_, "g_loop", fn_);
-    auto* inner = llvm::BasicBlock::Create(ctx_, "g_body", fn_);
-    auto* after = llvm::BasicBlock::Create(ctx_, "g_after", fn_);
-    b_.CreateBr(cond);
-    b_.SetInsertPoint(cond);
-    Value* iv = b_.CreateLoad(b_.getInt64Ty(), i);
-    b_.CreateCondBr(b_.CreateICmpSLT(iv, hi), inner, after);
-    b_.SetInsertPoint(inner);
-    body(iv);
-    b_.CreateStore(b_.CreateAdd(iv, b_.getInt64(stride)), i);
-    b_.CreateBr(cond);
-    b_.SetInsertPoint(after);
+    llvm_cpu::for_range(b_, fn_, lo, hi, stride, "g", body);
   }
 
   void if_else(Value* c, const std::function<void()>& then, const std::function<void()>& otherwise) {

@@ -1,0 +1,37 @@
+// One counted loop in LLVM IR, shared by the kernel emitter (codegen.cpp)
+// and the GEMM tile emitter (gemm.cpp).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include <llvm/IR/IRBuilder.h>
+
+namespace loom::jit::llvm_cpu {
+
+// for (i = lo; i < hi; i += stride) body(i). The counter lives in an alloca
+// of the function's entry block (promoted to a register by mem2reg); the
+// blocks are named `name`_loop, `name`_body and `name`_after.
+inline void for_range(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* lo, llvm::Value* hi, int64_t stride,
+                      const std::string& name, const std::function<void(llvm::Value*)>& body) {
+  llvm::LLVMContext& ctx = fn->getContext();
+  llvm::IRBuilderBase::InsertPoint here = b.saveIP();
+  b.SetInsertPoint(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::AllocaInst* i = b.CreateAlloca(b.getInt64Ty());
+  b.restoreIP(here);
+  b.CreateStore(lo, i);
+  auto* cond = llvm::BasicBlock::Create(ctx, name + "_loop", fn);
+  auto* inner = llvm::BasicBlock::Create(ctx, name + "_body", fn);
+  auto* after = llvm::BasicBlock::Create(ctx, name + "_after", fn);
+  b.CreateBr(cond);
+  b.SetInsertPoint(cond);
+  llvm::Value* iv = b.CreateLoad(b.getInt64Ty(), i);
+  b.CreateCondBr(b.CreateICmpSLT(iv, hi), inner, after);
+  b.SetInsertPoint(inner);
+  body(iv);
+  b.CreateStore(b.CreateAdd(iv, b.getInt64(stride)), i);
+  b.CreateBr(cond);
+  b.SetInsertPoint(after);
+}
+
+}  // namespace loom::jit::llvm_cpu
