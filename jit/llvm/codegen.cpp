@@ -90,8 +90,7 @@ LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
   return b;
 }
 
-int64_t column_lanes(const ir::KernelProgram& p, const ir::Kernel& k, int vector_width) {
-  (void)p;
+int64_t column_lanes(const ir::Kernel& k, int vector_width) {
   const int n = k.loop.n, o = k.outer - 1;
   if (k.contraction || k.outer < 1 || k.outer >= n || k.phases.size() != 2 || k.phases[0].kind != ir::Phase::Reduce ||
       k.phases[0].reduce_op == ir::Op::ArgMax || k.phases[0].reduce_op == ir::Op::ArgMin ||
@@ -1041,7 +1040,7 @@ class KernelEmitter {
   // are slower again).
   const int unroll_ = k_.cost_per_element >= 16 ? 8 : (width_ >= 16 || k_.cost_per_element >= 8) ? 4 : 2;
   const LoopBlock block_;
-  const int64_t column_ = column_lanes(p_, k_, width_);
+  const int64_t column_ = column_lanes(k_, width_);
   int lane_dim_ = -1;  // -1: the innermost loop
   std::vector<llvm::AllocaInst*> column_rows_;  // the column path's row values, w lanes each
   llvm::Function* fn_ = nullptr;

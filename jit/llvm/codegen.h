@@ -57,7 +57,7 @@ LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k);
 // of a row-major x), runs that many rows of its last outer loop at once, one
 // vector lane each: each step then reads adjacent elements. 0: the usual
 // order. With one outer loop, loop 0's [begin, end) ranges are multiples of it.
-int64_t column_lanes(const ir::KernelProgram& p, const ir::Kernel& k, int vector_width);
+int64_t column_lanes(const ir::Kernel& k, int vector_width);
 
 // The symbol of kernel #i of a program.
 std::string kernel_symbol(size_t i);

@@ -82,7 +82,7 @@ TEST(LlvmCodegen, ReductionsAcrossRowsRunColumnsAtOnce) {
   auto lanes = [](const std::vector<loom::Tensor>& outs) {
     loom::ir::KernelProgram p = lower_outputs(outs);
     int64_t most = 0;
-    for (const auto& k : p.kernels) most = std::max(most, lc::column_lanes(p, k, 8));
+    for (const auto& k : p.kernels) most = std::max(most, lc::column_lanes(k, 8));
     return most;
   };
   EXPECT_EQ(lanes({x.sum({0}, true)}), 64);   // 8 vectors of 8 lanes
