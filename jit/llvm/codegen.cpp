@@ -111,6 +111,12 @@ int64_t column_lanes(const ir::Kernel& k, int vector_width) {
   return across ? lanes : 0;
 }
 
+int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t) {
+  if (k.loop.n == 2 && transpose_block(p, k).rows) return transpose_block(p, k).rows;
+  if (k.outer == 1 && column_lanes(k, t.vector_width)) return column_lanes(k, t.vector_width);
+  return 1;
+}
+
 namespace {
 
 using ir::ExprKind;
@@ -119,8 +125,7 @@ using ir::Op;
 class KernelEmitter {
  public:
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, llvm::Module& m, const Target& t, size_t index)
-      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)),
-        block_(transpose_block(p, k)) {
+      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)) {
     // Non-temporal stores: x86 only (the sfence below), and only where a
     // whole unrolled step is a multiple of a cache line, so one aligned
     // address keeps every later step aligned.
@@ -1039,7 +1044,7 @@ class KernelEmitter {
   // load/store ports, which the FMA chains leave idle; sixteen or twelve
   // are slower again).
   const int unroll_ = k_.cost_per_element >= 16 ? 8 : (width_ >= 16 || k_.cost_per_element >= 8) ? 4 : 2;
-  const LoopBlock block_;
+  const LoopBlock block_ = transpose_block(p_, k_);
   const int64_t column_ = column_lanes(k_, width_);
   int lane_dim_ = -1;  // -1: the innermost loop
   std::vector<llvm::AllocaInst*> column_rows_;  // the column path's row values, w lanes each

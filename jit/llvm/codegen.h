@@ -59,6 +59,10 @@ LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k);
 // order. With one outer loop, loop 0's [begin, end) ranges are multiples of it.
 int64_t column_lanes(const ir::Kernel& k, int vector_width);
 
+// The loop-0 indices a parallel range of kernel k must hold a multiple of,
+// for the two schedules above (1 for every other kernel).
+int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t);
+
 // The symbol of kernel #i of a program.
 std::string kernel_symbol(size_t i);
 

@@ -58,8 +58,7 @@ CpuExecutable::Launch CpuExecutable::plan_launch(const ir::KernelProgram& p, con
   // Chunks of ~kParallelWork, at least a few per core for balance.
   const int64_t per_index = std::max<int64_t>(1, total / std::max<int64_t>(l.extent, 1));
   l.grain = std::max<int64_t>(1, static_cast<int64_t>(kParallelWork / (per_index * k.cost_per_element)));
-  if (k.loop.n == 2) l.block = std::max<int64_t>(1, jit::llvm_cpu::transpose_block(p, k).rows);
-  if (k.outer == 1) l.block = std::max<int64_t>(l.block, jit::llvm_cpu::column_lanes(k, jit::llvm_cpu::host_target().vector_width));
+  l.block = jit::llvm_cpu::parallel_unit(p, k, jit::llvm_cpu::host_target());
   return l;
 }
 

@@ -28,7 +28,7 @@ class CpuExecutable final : public Executable {
   struct Launch {
     int64_t extent = 1;
     int64_t grain = 1;
-    int64_t block = 1;  // loop 0's ranges are multiples of it (jit/llvm/codegen.h: transpose_block)
+    int64_t block = 1;  // loop 0's ranges are multiples of it (jit/llvm/codegen.h: parallel_unit)
     bool serial = true;
   };
   static Launch plan_launch(const ir::KernelProgram& p, const ir::Kernel& k);
