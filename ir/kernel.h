@@ -258,6 +258,29 @@ inline bool costly_op(Op op) {
   }
 }
 
+// Whether a row kernel's rows lie across memory: every access is contiguous
+// or broadcast along the last outer loop, none walks a reduce loop with
+// stride +-1, and at least one moves along a reduce loop (x.sum(0) of a
+// row-major x: each step of a row is a different memory row). Run row by
+// row, such a kernel touches a new cache line per element; both code
+// generators then put adjacent rows side by side instead (llvm: one vector
+// lane each, jit/llvm/codegen.h column_lanes; cuda: one thread each,
+// jit/cuda/codegen.h KernelPlan::columns), so each step reads adjacent
+// elements.
+inline bool rows_lie_across_memory(const Kernel& k) {
+  const int n = k.loop.n, o = k.outer - 1;
+  if (k.contraction || k.outer < 1 || k.outer >= n) return false;
+  bool across = false;
+  for (const Access& a : k.accesses) {
+    if (a.strides[o] != 0 && a.strides[o] != 1) return false;
+    for (int d = k.outer; d < n; ++d) {
+      if (a.strides[d] == 1 || a.strides[d] == -1) return false;  // read along its row: the usual order is right
+      across = across || a.strides[d] != 0;
+    }
+  }
+  return across;
+}
+
 std::string to_string(const Kernel& k);
 std::string to_string(const KernelProgram& p);
 

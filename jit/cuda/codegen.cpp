@@ -31,6 +31,8 @@ const char* kPrelude =
 constexpr int kLanes = 4;           // elements per thread in vectorized pointwise kernels
 constexpr int kMaxPerThread = 8;    // a row up to G x this many elements stays in registers
 constexpr int kMaxStashRegs = 48;   // registers per thread the row stash may take
+constexpr int kColumnSteps = 4;     // column groups: steps per thread before a row takes more threads
+constexpr int kColumnMinRows = 256; // column groups: rows a kernel needs for enough blocks
 // The parameters every generated kernel starts with (codegen.h), and a
 // single-block program's steps too.
 const char* const kKernelParams = "void* const* bufs, const double* fs, const long long* is, long long* err";
@@ -385,10 +387,17 @@ class KernelEmitter {
   void emit_rows() {
     const int n = k_.loop.n, outer = k_.outer;
     const int G = plan_.group, RB = plan_.rows_per_block;
-    o_ << "  __shared__ __align__(16) unsigned char smem[1024]; (void)smem;\n";
+    // The column groups' partials: one per thread, of at most 8 bytes.
+    const int smem = plan_.columns ? std::max(1024, 8 * G * RB) : 1024;
+    o_ << "  __shared__ __align__(16) unsigned char smem[" << smem << "]; (void)smem;\n";
     o_ << "  const int G = " << G << ";\n";
-    o_ << "  const int lane = threadIdx.x % G;\n";
-    o_ << "  const long long row = (long long)blockIdx.x * " << RB << " + threadIdx.x / G;\n";
+    if (plan_.columns) {
+      o_ << "  const int lane = threadIdx.x / " << RB << ";\n";
+      o_ << "  const long long row = (long long)blockIdx.x * " << RB << " + threadIdx.x % " << RB << ";\n";
+    } else {
+      o_ << "  const int lane = threadIdx.x % G;\n";
+      o_ << "  const long long row = (long long)blockIdx.x * " << RB << " + threadIdx.x / G;\n";
+    }
     o_ << "  const bool active = row < " << plan_.rows << "LL;\n";
     o_ << "  long long rest = active ? row : 0;\n";
     for (int d = outer - 1; d >= 0; --d) o_ << "  const long long i" << d << " = rest % " << k_.loop[d] << "LL; rest /= " << k_.loop[d] << "LL;\n";
@@ -507,8 +516,9 @@ class KernelEmitter {
     body(need, "        ");
     o_ << "        acc = " << combine(ph.reduce_op, dt, "acc", "(" + std::string(acc) + ")" + v) << ";\n";
     close_row_loop(ph, "    ");
-    o_ << "    rv" << p << " = loom_group_reduce(acc, [](" << acc << " a, " << acc << " b) { return "
-       << combine(ph.reduce_op, dt, "a", "b") << "; }, G, smem);\n";
+    o_ << "    rv" << p << " = " << (plan_.columns ? "loom_column_reduce" : "loom_group_reduce") << "(acc, [](" << acc
+       << " a, " << acc << " b) { return " << combine(ph.reduce_op, dt, "a", "b") << "; }, G, "
+       << (plan_.columns ? std::to_string(plan_.rows_per_block) + ", " : "") << "smem);\n";
     if (dt == kBFloat16) o_ << "    rv" << p << " = loom_bf16_round(rv" << p << ");  // summed in float32, rounded once\n";
     o_ << "  }\n";
   }
@@ -828,8 +838,20 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
   });
   p.lanes = n > k.outer && !arg && can_use_lanes(program, k) ? kLanes : 1;
   const int64_t steps = p.row_length / p.lanes;  // lane groups per row
-  p.group = static_cast<int>(std::clamp<int64_t>(pow2_at_least((steps + kMaxPerThread - 1) / kMaxPerThread), 32, 1024));
-  p.rows_per_block = p.group < 256 ? 256 / p.group : 1;
+  // Column groups: each thread of a warp reads its own row's element, the
+  // 32 rows adjacent in memory. Up to 32 threads a row, a block of at least
+  // 256 (32 rows at 32 threads; more rows for shorter ones). For fewer than
+  // kColumnMinRows rows that is too few blocks: the usual groups, up to
+  // 1024 threads a row, measured faster there (H100, [8192, 64].sum(0):
+  // 12.4 against 13.6-15.2 us).
+  p.columns = !arg && k.loop[k.outer - 1] >= 32 && p.rows >= kColumnMinRows && ir::rows_lie_across_memory(k);
+  if (p.columns) {
+    p.group = static_cast<int>(std::clamp<int64_t>(pow2_at_least((steps + kColumnSteps - 1) / kColumnSteps), 1, 32));
+    p.rows_per_block = std::max(32, 256 / p.group);
+  } else {
+    p.group = static_cast<int>(std::clamp<int64_t>(pow2_at_least((steps + kMaxPerThread - 1) / kMaxPerThread), 32, 1024));
+    p.rows_per_block = p.group < 256 ? 256 / p.group : 1;
+  }
   p.per_thread = steps <= int64_t(p.group) * kMaxPerThread
                      ? static_cast<int>(std::max<int64_t>(1, (steps + p.group - 1) / p.group))
                      : 0;

@@ -11,7 +11,11 @@
 //   ends in a warp-shuffle + shared-memory group reduction whose result
 //   every thread of the group reads. When a row fits in G x 8 elements,
 //   loads and costly values are kept in registers across phases, so
-//   softmax and layer norm read their input from memory once.
+//   softmax and layer norm read their input from memory once. When the
+//   rows lie across memory (x.sum(0) of a row-major x:
+//   ir::rows_lie_across_memory), the groups are columns instead: a warp
+//   holds one thread of each of 32 adjacent rows, so its loads are
+//   adjacent, and a group's partials are folded through shared memory.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -32,6 +36,9 @@ struct KernelPlan {
   int per_thread = 0;      // row: steps (of `lanes` elements) per thread if the row stays in registers, else 0
   int64_t rows = 0;        // row: outer iterations
   int64_t row_length = 0;  // row: elements per row
+  // row: the group's threads are rows_per_block apart (thread = member *
+  // RB + row within the block) instead of G consecutive threads.
+  bool columns = false;
   bool empty = false;      // nothing to do: the launch is skipped
 };
 KernelPlan plan_kernel(const ir::KernelProgram& p, const ir::Kernel& k);

@@ -113,6 +113,43 @@ TEST(CudaCodegen, LongRowsLoop) {
   EXPECT_EQ(plan.per_thread, 0);
 }
 
+// x.sum(0) of a row-major x: each output is a column, read down memory
+// rows. A warp then takes 32 adjacent columns, one thread each, so each of
+// its loads is 128 contiguous bytes; a column's threads are 32 apart and
+// fold their partials through shared memory (KernelPlan::columns).
+TEST(CudaCodegen, ColumnReductionsPutAWarpAcrossColumns) {
+  auto x = loom::randn({512, 256});
+  auto d = loom::randn({64, 3000, 40}, loom::kDouble);
+  loom::sync();
+  KernelProgram p = lower_outputs({x.sum({0})});
+  ASSERT_GE(p.kernels.size(), 1u);  // (and a copy: the test reads the result through a view)
+  jc::KernelPlan plan = jc::plan_kernel(p, p.kernels[0]);
+  EXPECT_FALSE(plan.pointwise);
+  EXPECT_TRUE(plan.columns);
+  EXPECT_EQ(plan.rows, 256);
+  EXPECT_EQ(plan.row_length, 512);
+  EXPECT_EQ(plan.group, 32);  // 128 steps of 4 rows: 32 threads a column, 4 steps each
+  EXPECT_EQ(plan.rows_per_block, 32);
+  EXPECT_EQ(jc::launch_dims(plan).grid, 8u);
+  EXPECT_EQ(jc::launch_dims(plan).block, 1024u);
+  const std::string src = jc::emit_source(p);
+  if (std::getenv("LOOM_TEST_PRINT")) std::cerr << src;
+  EXPECT_NE(src.find("loom_column_reduce"), std::string::npos) << src;
+  EXPECT_NE(src.find("threadIdx.x % 32"), std::string::npos) << src;  // row: the thread's place in its warp
+  // The middle dim of [64, 3000, 40] (rows of 40 adjacent outputs): double
+  // partials, 8 bytes a thread.
+  jc::KernelPlan mid = jc::plan_kernel(lower_outputs({d.sum({1})}), lower_outputs({d.sum({1})}).kernels[0]);
+  EXPECT_TRUE(mid.columns);
+  EXPECT_EQ(mid.rows, 64 * 40);
+  // Along memory rows, or an argmax, or too few adjacent outputs, or too
+  // few outputs for the blocks a GPU needs: the usual groups.
+  for (const loom::Tensor& t : {x.sum({1}), x.argmax(0), x.t().contiguous().view({256, 512}).sum({0}),
+                                loom::randn({512, 8}).sum({0}), loom::randn({8192, 64}).sum({0})}) {
+    KernelProgram q = lower_outputs({t});
+    EXPECT_FALSE(jc::plan_kernel(q, q.kernels.front()).columns) << loom::ir::to_string(q);
+  }
+}
+
 TEST(CudaCodegen, EmptyKernelsAreSkipped) {
   auto x = loom::randn({0, 4});
   loom::sync();
@@ -129,6 +166,7 @@ TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
   auto i = loom::randint(-5, 5, {8, 12});
   auto i32 = loom::randint(-5, 5, {8, 12}, loom::kInt);
   auto b = loom::randn({8, 12}) > 0;
+  auto w = loom::randn({30, 64});
   loom::sync();
   std::vector<loom::Tensor> outs = {
       loom::sigmoid(loom::tanh(f * 1.5 + 0.5) * f) + f * f,
@@ -146,6 +184,9 @@ TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
       loom::rand({8, 12}) * f, loom::randn({12, 8}, loom::kDouble).t() + d, loom::randn({8, 12}).sum({1}),
       (loom::tanh(f.to(loom::kBFloat16) * 1.5) + 1).sum({1}), f.to(loom::kBFloat16).softmax(1),
       f.to(loom::kBFloat16).t().contiguous(), f.to(loom::kBFloat16).amax({0}), loom::rand({8, 12}, loom::kBFloat16) * 2,
+      // Column groups (rows across memory, 32 or more side by side).
+      w.sum({0}), w.to(loom::kDouble).var({0}), w.softmax(0), (w > 0).any(0), w.to(loom::kInt).amin({0}),
+      w.to(loom::kBFloat16).sum({0}), w.view({5, 6, 64}).mean({1}),
   };
   KernelProgram p = lower_outputs(outs);
   EXPECT_GE(p.kernels.size(), 10u);
