@@ -158,6 +158,14 @@ TEST_P(ReduceTest, VarAndStdUnbiasedAndBiased) {
   EXPECT_TRUE(all_close(x.var({-1}, false), biased, 1e-12));
   EXPECT_TRUE(all_close(x.std({2}, true), sd, 1e-12));
   EXPECT_EQ(sizes_of(x.var({2}, true, true)), (Shape{2, 3, 1}));
+  // An int or a braced list is a dim, as in Python, never the `unbiased`
+  // flag (a plain bool overload would take var(2) and var({2}) as
+  // var(false) over every element).
+  EXPECT_TRUE(all_close(x.var(2), unbiased, 1e-12));
+  EXPECT_TRUE(all_close(x.var({2}), unbiased, 1e-12));
+  EXPECT_TRUE(all_close(x.std(2), sd, 1e-12));
+  EXPECT_EQ(sizes_of(x.var(0)), (Shape{3, 4}));
+  EXPECT_EQ(sizes_of(x.std({0})), (Shape{3, 4}));
   // Over everything: 24 values 12i + 4j + k - 5 are -5 .. 18, a shifted 0 .. 23.
   double all_ss = 0;
   for (int v = 0; v < 24; ++v) all_ss += (v - 11.5) * (v - 11.5);

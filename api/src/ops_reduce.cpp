@@ -168,7 +168,7 @@ std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim, SourceLoc loc)
   return {values, extreme(ir::Op::ArgMin, "min", *this, dim, keepdim, loc)};
 }
 
-Tensor Tensor::var(bool unbiased, SourceLoc loc) const { return var({}, unbiased, false, loc); }
+Tensor Tensor::var_all(bool unbiased, SourceLoc loc) const { return var(IntArrayRef{}, unbiased, false, loc); }
 Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "var", loc);
   check_float(*this, "var", loc);
@@ -180,7 +180,6 @@ Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc)
   // As PyTorch: divide by max(0, n - correction), so n <= correction gives nan (or inf).
   return ss.div(static_cast<double>(std::max<int64_t>(0, n - (unbiased ? 1 : 0))), loc);
 }
-Tensor Tensor::std(bool unbiased, SourceLoc loc) const { return var(unbiased, loc).sqrt(loc); }
 Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc) const {
   return var(dims, unbiased, keepdim, loc).sqrt(loc);
 }

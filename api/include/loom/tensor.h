@@ -11,6 +11,7 @@
 #include <ostream>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <loom/array_ref.h>
@@ -210,9 +211,17 @@ class Tensor {
   Tensor amin(IntArrayRef dims = {}, bool keepdim = false, LOOM_LOC) const;
   Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC) const;
   Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC) const;
-  Tensor var(bool unbiased = true, LOOM_LOC) const;
+  // Over every element: var(), var(false). The flag is a template taking
+  // only a bool, so that var(0) and var({0}) mean dim 0, as in Python
+  // (with a plain bool overload C++ would convert 0 or {0} to `false` and
+  // silently reduce over everything, unbiased: libtorch's own trap).
+  Tensor var(LOOM_LOC) const { return var_all(true, loc); }
+  template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+  Tensor var(Bool unbiased, LOOM_LOC) const { return var_all(unbiased, loc); }
   Tensor var(IntArrayRef dims, bool unbiased = true, bool keepdim = false, LOOM_LOC) const;
-  Tensor std(bool unbiased = true, LOOM_LOC) const;
+  Tensor std(LOOM_LOC) const { return var_all(true, loc).sqrt(loc); }
+  template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+  Tensor std(Bool unbiased, LOOM_LOC) const { return var_all(unbiased, loc).sqrt(loc); }
   Tensor std(IntArrayRef dims, bool unbiased = true, bool keepdim = false, LOOM_LOC) const;
   Tensor logsumexp(IntArrayRef dims, bool keepdim = false, LOOM_LOC) const;
   Tensor all(LOOM_LOC) const;
@@ -269,6 +278,7 @@ class Tensor {
   Tensor& operator/=(const Scalar& o) { return div_(o); }
 
  private:
+  Tensor var_all(bool unbiased, SourceLoc loc) const;  // var() and std() over every element
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
