@@ -322,6 +322,37 @@ TEST_P(ReduceTest, ColumnReductionsOfWideTensors) {
     else EXPECT_EQ(m[j], mx[j]) << "column " << j;
 }
 
+// Kernels of several phases whose rows lie across memory: var(0) (two
+// reductions, then a store per column), softmax and log_softmax over dim 0
+// (two reductions, then a store per element), var over the middle dim.
+// 300 columns: the GPU's column groups need 256 outputs, the CPU's run 64
+// at a time and the last 44 one by one.
+TEST_P(ReduceTest, SeveralPhasesOverColumns) {
+  const int64_t R = 37, C = 300;
+  Tensor a = (loom::arange(R * C, loom::kDouble) * 0.37).sin().mul(3).reshape({R, C});
+  const std::vector<double> h = a.to_vector<double>();
+  V var(C, 0), sm(R * C), lsm(R * C), var3(2 * C);
+  for (int64_t j = 0; j < C; ++j) {
+    double mean = 0, mx = -1e300, se = 0;
+    for (int64_t i = 0; i < R; ++i) mean += h[i * C + j] / R, mx = std::max(mx, h[i * C + j]);
+    for (int64_t i = 0; i < R; ++i) var[j] += std::pow(h[i * C + j] - mean, 2) / (R - 1), se += std::exp(h[i * C + j] - mx);
+    for (int64_t i = 0; i < R; ++i) {
+      sm[i * C + j] = std::exp(h[i * C + j] - mx) / se;
+      lsm[i * C + j] = h[i * C + j] - mx - std::log(se);
+    }
+    var3[j] = var3[C + j] = var[j];
+  }
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    const double tol = dt == loom::kFloat ? 1e-5 : 1e-12;
+    Tensor t = a.to(dt);
+    EXPECT_TRUE(all_close(t.var(0), var, tol, tol));
+    EXPECT_TRUE(all_close(loom::softmax(t, 0), sm, tol, tol));
+    EXPECT_TRUE(all_close(loom::log_softmax(t, 0), lsm, tol, tol));
+    EXPECT_TRUE(all_close(t.reshape({1, R, C}).expand({2, R, C}).contiguous().var(1), var3, tol, tol));
+  }
+}
+
 LOOM_INSTANTIATE_BACKENDS(ReduceTest);
 
 }  // namespace

@@ -91,24 +91,18 @@ LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
 }
 
 int64_t column_lanes(const ir::Kernel& k, int vector_width) {
-  const int n = k.loop.n, o = k.outer - 1;
-  if (k.contraction || k.outer < 1 || k.outer >= n || k.phases.size() != 2 || k.phases[0].kind != ir::Phase::Reduce ||
-      k.phases[0].reduce_op == ir::Op::ArgMax || k.phases[0].reduce_op == ir::Op::ArgMin ||
-      k.phases[1].kind != ir::Phase::Store || !k.phases[1].per_row)
-    return 0;
-  const int64_t lanes = 8 * vector_width;
-  if (k.loop[o] < lanes) return 0;
-  bool across = false;
-  for (const ir::Access& a : k.accesses) {
-    if (a.strides[o] != 0 && a.strides[o] != 1) return 0;  // the lanes: contiguous or broadcast
-    for (int d = k.outer; d < n; ++d) {
-      if (a.strides[d] == 1 || a.strides[d] == -1) return 0;  // read along its row: the usual order is right
-      across = across || a.strides[d] != 0;
-    }
+  if (k.outer < 1) return 0;
+  bool reduces = false;
+  for (const ir::Phase& ph : k.phases) {
+    if (ph.kind == ir::Phase::Reduce && (ph.reduce_op == ir::Op::ArgMax || ph.reduce_op == ir::Op::ArgMin)) return 0;
+    reduces = reduces || ph.kind == ir::Phase::Reduce;
   }
+  if (!reduces) return 0;
+  const int64_t lanes = 8 * vector_width;
+  if (k.loop[k.outer - 1] < lanes || !ir::rows_lie_across_memory(k)) return 0;
   for (const ir::Expr& x : k.exprs)
     if (x.kind == ir::ExprKind::Op && (x.op == ir::Op::RandUniform || x.op == ir::Op::RandNormal)) return 0;
-  return across ? lanes : 0;
+  return lanes;
 }
 
 int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t) {
@@ -166,7 +160,7 @@ class KernelEmitter {
         row_[ph] = b_.CreateAlloca(t, nullptr, "row" + std::to_string(ph));
       }
 
-    if (column_ && std::find(stash_.begin(), stash_.end(), true) == stash_.end()) {
+    if (column_) {
       nest(0, k_.outer - 1, 1, [&](int) { column_loop(); });
     } else {
       nest(0, k_.outer, 1, [&](int) {
@@ -390,33 +384,44 @@ class KernelEmitter {
     });
   }
 
-  // The Reduce phase with w lanes along lane_dim_, the reduced loops one
-  // element per step, then the per-row Store phase on the w results.
+  // The kernel's phases with w lanes along lane_dim_: a Reduce phase folds
+  // the reduced loops one element per step into w accumulators (its w row
+  // values then live in column_rows_ for the later phases), a per-row Store
+  // stores w results, any other Store walks the reduced loops again (var(0)
+  // is two Reduce phases and a per-row Store, softmax(x, 0) two Reduce
+  // phases and a Store).
   void column_phases(int w) {
-    const ir::Phase& red = k_.phases[0];
-    const ScalarType dt = k_.exprs[red.value].dtype;
     llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-    llvm::AllocaInst* acc = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_acc");
-    b_.CreateStore(identity(red.reduce_op, dt, w), acc);
-    phase_ = 0;
-    std::vector<bool> need(k_.exprs.size(), false);
-    mark(red.value, need);
-    nest(k_.outer, k_.loop.n, 1, [&](int) {
-      Value* v = eval(need, w)[red.value];
-      b_.CreateStore(combine(red.reduce_op, dt, b_.CreateLoad(vec_type(dt, w), acc), v), acc);
-    });
-    Value* total = b_.CreateLoad(vec_type(dt, w), acc);
-    if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
     column_rows_.assign(k_.phases.size(), nullptr);
-    column_rows_[0] = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_row");
-    b_.CreateStore(total, column_rows_[0]);
-    phase_ = 1;
-    const ir::Phase& out = k_.phases[1];
-    std::vector<bool> need_out(k_.exprs.size(), false);
-    for (auto [a, e] : out.stores) mark(e, need_out);
-    for (int d = k_.outer; d < k_.loop.n; ++d) b_.CreateStore(b_.getInt64(0), idx_[d]);
-    auto vals = eval(need_out, w);
-    for (auto [a, e] : out.stores) store(a, vals[e], k_.exprs[e].dtype, w);
+    for (size_t p = 0; p < k_.phases.size(); ++p) {
+      const ir::Phase& ph = k_.phases[p];
+      phase_ = static_cast<int>(p);
+      std::vector<bool> need(k_.exprs.size(), false);
+      if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
+      for (auto [a, e] : ph.stores) mark(e, need);
+      if (ph.kind == ir::Phase::Reduce) {
+        const ScalarType dt = k_.exprs[ph.value].dtype;
+        llvm::AllocaInst* acc = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_acc");
+        b_.CreateStore(identity(ph.reduce_op, dt, w), acc);
+        nest(k_.outer, k_.loop.n, 1, [&](int) {
+          Value* v = eval(need, w)[ph.value];
+          b_.CreateStore(combine(ph.reduce_op, dt, b_.CreateLoad(vec_type(dt, w), acc), v), acc);
+        });
+        Value* total = b_.CreateLoad(vec_type(dt, w), acc);
+        if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
+        column_rows_[p] = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_row");
+        b_.CreateStore(total, column_rows_[p]);
+      } else if (ph.per_row) {
+        for (int d = k_.outer; d < k_.loop.n; ++d) b_.CreateStore(b_.getInt64(0), idx_[d]);
+        auto vals = eval(need, w);
+        for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
+      } else {
+        nest(k_.outer, k_.loop.n, 1, [&](int) {
+          auto vals = eval(need, w);
+          for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
+        });
+      }
+    }
     column_rows_.clear();
   }
   // The loop whose index the lanes of a w-lane value follow.
@@ -655,6 +660,7 @@ class KernelEmitter {
     stash_.assign(n, false);
     stash_first_.assign(n, -1);
     if (k_.outer == 0 && k_.loop.n) return;  // whole-tensor rows do not fit a stack buffer
+    if (column_) return;  // rows side by side (column_phases): computed again, a lane each
     int64_t row = 1;
     for (int d = k_.outer; d < k_.loop.n; ++d) row *= k_.loop[d];
     if (row > kMaxStashRow) return;

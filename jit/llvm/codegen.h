@@ -52,11 +52,13 @@ struct LoopBlock {
 };
 LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k);
 
-// A plain reduction (one Reduce phase, then its per-row Store) whose
-// reduced rows lie across memory, each step a different memory row (x.sum(0)
-// of a row-major x), runs that many rows of its last outer loop at once, one
-// vector lane each: each step then reads adjacent elements. 0: the usual
-// order. With one outer loop, loop 0's [begin, end) ranges are multiples of it.
+// A reduction kernel (Reduce and Store phases, no argmax, no random
+// numbers) whose rows lie across memory, each step a different memory row
+// (x.sum(0), x.var(0), softmax(x, 0) of a row-major x:
+// ir::rows_lie_across_memory), runs that many rows of its last outer loop
+// at once, one vector lane each: each step then reads adjacent elements.
+// 0: the usual order. With one outer loop, loop 0's [begin, end) ranges are
+// multiples of it.
 int64_t column_lanes(const ir::Kernel& k, int vector_width);
 
 // The loop-0 indices a parallel range of kernel k must hold a multiple of,
