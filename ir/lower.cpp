@@ -137,6 +137,8 @@ class Lowering {
     int collapsed = 0;
     for (Kernel& k : p_.kernels) collapsed += collapse(k);
     note(passes, "collapse: " + std::to_string(collapsed) + " loop dims merged");
+    note(passes, "split: " + std::to_string(split_reductions(p_, opt_.split_reduction_rows)) +
+                     " reductions split into partials and their fold");
     plan_buffers();
     note(passes, "buffers: arena " + std::to_string(p_.arena_bytes) + " bytes");
     for (uint32_t i = 0; i < n_; ++i)

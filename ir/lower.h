@@ -16,6 +16,9 @@
 //                   (a kept activation and the ops after it: one pass)
 //      horizontal   adjacent independent kernels over the same loops merge
 //   5. collapse     adjacent loop dims every access walks contiguously merge
+//      split        a reduction of too few rows for the machine becomes
+//                   partials over parts of each row, then their fold
+//                   (LowerOptions::split_reduction_rows, ir/split.cpp)
 //   6. buffers      temporaries get arena offsets by liveness, with reuse
 // Around them, absorption: a graph output that is one value per row of the
 // one kernel reading it (a layer norm's mean the caller keeps) is computed
@@ -62,12 +65,23 @@ struct LowerOptions {
   // shared-memory slice before the block's barrier, which costs more than
   // the separate pass below ~2^34: docs/PERFORMANCE.md, session 12).
   double operand_producers_min_work = -1;
+  // A reduction (up to four Reduce phases, then a per-row Store: a sum, a
+  // var) with fewer rows than this, over rows of at least 2 * kSplitMinPart
+  // elements, is split in two kernels per phase (pass "split",
+  // ir/split.cpp): partials over parts of each row, then their fold. 0: never. llvm: enough rows for TBB's
+  // ranges on many cores; cuda: enough groups of threads for every SM.
+  int64_t split_reduction_rows = 0;
 };
+inline constexpr int64_t kSplitMinPart = 1024;  // elements each partial reduces, at least
 inline constexpr int64_t kNarrowProductMaxN = 16;
 inline constexpr int64_t kNarrowProductMinK = 256;
 inline constexpr int64_t kShortProductMaxK = 16;
 
 KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions& options = {});
+
+// Pass "split" (ir/split.cpp), on a program whose loops are collapsed and
+// whose buffers are not planned yet: returns how many kernels it split.
+int split_reductions(KernelProgram& p, int64_t target_rows);
 
 // When lowering was built (part of compiled objects' disk-cache key).
 std::string lower_build_id();

@@ -353,6 +353,55 @@ TEST_P(ReduceTest, SeveralPhasesOverColumns) {
   }
 }
 
+// Whole-tensor and few-row reductions of large tensors (split into partials
+// and their fold by llvm and cuda, ir/split.cpp): integer values, so every
+// float sum is exact whatever the order; a NaN must survive the fold; a
+// prime length is not split and must agree too.
+TEST_P(ReduceTest, LargeReductionsOfFewRows) {
+  const int64_t N = 3 << 16;
+  Tensor a = loom::arange(N, loom::kDouble).remainder(97);  // a[i] = i % 97
+  double sum = 0;
+  V halves(2, 0);
+  for (int64_t i = 0; i < N; ++i) sum += double(i % 97), halves[i / (N / 2)] += double(i % 97);
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble, loom::kInt, loom::kLong}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    Tensor t = a.to(dt);
+    EXPECT_EQ(t.sum().to(loom::kDouble).item<double>(), sum);
+    EXPECT_EQ(t.amax().to(loom::kDouble).item<double>(), 96);
+    EXPECT_EQ(t.amin().to(loom::kDouble).item<double>(), 0);
+    EXPECT_EQ(t.reshape({2, N / 2}).sum({1}).to(loom::kDouble).to_vector<double>(), halves);
+  }
+  EXPECT_NEAR(a.to(loom::kFloat).mean().item<float>(), sum / N, 1e-4);
+  EXPECT_TRUE((a > 95).any().item<bool>());
+  EXPECT_FALSE((a > 96).any().item<bool>());
+  EXPECT_TRUE((a >= 0).all().item<bool>());
+  // 16 columns of 8192 rows (split into parts of rows on the GPU).
+  Tensor c = a.slice(0, 0, 8192 * 16).reshape({8192, 16}).to(loom::kFloat);
+  V col(16, 0);
+  for (int64_t i = 0; i < 8192 * 16; ++i) col[i % 16] += double(i % 97);
+  EXPECT_EQ(c.sum({0}).to(loom::kDouble).to_vector<double>(), col);
+  Tensor n = a.to(loom::kFloat).clone();
+  n.select(0, N - 5).fill_(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_TRUE(std::isnan(n.amax().item<float>()));
+  EXPECT_TRUE(std::isnan(n.sum().item<float>()));
+  // Two reduce phases: the mean, then the squared deviations from it (var);
+  // the max, then the sum of exp(x - max) (logsumexp).
+  double ss = 0, se = 0;
+  for (int64_t i = 0; i < N; ++i) ss += std::pow(double(i % 97) - sum / N, 2), se += std::exp(double(i % 97) - 96);
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    const double tol = dt == loom::kFloat ? 1e-5 : 1e-12;
+    Tensor t = a.to(dt);
+    EXPECT_NEAR(t.var().item<double>(), ss / (N - 1), tol * ss / N);
+    EXPECT_NEAR(t.std(false).item<double>(), std::sqrt(ss / N), tol * std::sqrt(ss / N));
+    EXPECT_NEAR(t.logsumexp({0}).item<double>(), 96 + std::log(se), tol * 100);
+  }
+  Tensor p = loom::arange(65537, loom::kFloat).remainder(7);  // prime length
+  double ps = 0;
+  for (int64_t i = 0; i < 65537; ++i) ps += double(i % 7);
+  EXPECT_EQ(p.sum().item<float>(), ps);
+}
+
 LOOM_INSTANTIATE_BACKENDS(ReduceTest);
 
 }  // namespace

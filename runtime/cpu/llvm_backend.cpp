@@ -30,6 +30,8 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
   ir::LowerOptions options;
   options.gemm_kernels = true;
   options.operand_producers_min_work = 0;
+  // A whole-tensor sum is split in 64 parts: TBB's ranges for 64 cores.
+  options.split_reduction_rows = 64;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels;

@@ -27,6 +27,9 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   options.narrow_products_as_rows = true;
   options.short_products_inline = true;
   options.operand_producers_min_work = 0x1p34;  // below, the separate pass is cheaper (ir/lower.h)
+  // A whole-tensor sum is split in up to 1024 parts: a group of threads
+  // each, blocks for every SM (one part per row was one block, one SM).
+  options.split_reduction_rows = 1024;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   LoadedModule module;

@@ -85,6 +85,70 @@ TEST(Lower, ReductionOverLeadingDimIsItsOwnKernel) {
   EXPECT_EQ(p.kernels[0].loop[0], 16);  // kept dim first, reduced dim inner
 }
 
+// Pass "split": a reduction of too few rows becomes partials over parts of
+// each row ([parts | rows..., row / parts]), stored [parts, rows], then
+// their fold, which runs the original per-row store (the mean's division).
+TEST(Lower, ReductionsOfFewRowsSplitIntoPartials) {
+  auto x = loom::randn({1 << 16});
+  auto c = loom::randn({8192, 64});
+  loom::sync();
+  auto split = [](const KernelProgram& p) {
+    for (const auto& k : p.kernels)
+      if (k.name.find("_parts") != std::string::npos) return true;
+    return false;
+  };
+  loom::ir::LowerOptions o;
+  o.split_reduction_rows = 64;
+  KernelProgram p = lower_outputs({x.sum()}, o);
+  ASSERT_GE(generated(p), 2u) << loom::ir::to_string(p);  // (and a copy: the test reads the result through a view)
+  EXPECT_EQ(p.kernels[0].loop, (loom::ir::Dims{std::vector<int64_t>{64, 1024}.data(), 2}));
+  EXPECT_EQ(p.kernels[0].outer, 1);
+  EXPECT_EQ(p.kernels[1].loop, (loom::ir::Dims{std::vector<int64_t>{64}.data(), 1}));
+  EXPECT_EQ(p.kernels[1].outer, 0);
+  // Two rows: 32 parts each, stored [32, 2], folded along stride 2.
+  KernelProgram m = lower_outputs({x.reshape({2, 1 << 15}).sum({1}, true)}, o);
+  ASSERT_GE(generated(m), 2u) << loom::ir::to_string(m);
+  const auto& parts = m.kernels[0];
+  const auto& fold = m.kernels[1];
+  EXPECT_EQ(parts.loop, (loom::ir::Dims{std::vector<int64_t>{32, 2, 1024}.data(), 3}));
+  EXPECT_EQ(parts.outer, 2);
+  EXPECT_EQ(fold.loop, (loom::ir::Dims{std::vector<int64_t>{2, 32}.data(), 2}));
+  EXPECT_EQ(fold.outer, 1);
+  const auto& partial = fold.accesses[fold.exprs[fold.phases[0].value].a];
+  EXPECT_EQ(m.buffers[partial.buffer].numel, 64);
+  EXPECT_EQ(partial.strides, (loom::ir::Dims{std::vector<int64_t>{1, 2}.data(), 2}));
+  // var: the mean's parts and fold (into a [1] buffer), then the squared
+  // deviations' parts and fold, the parts reading the mean.
+  KernelProgram v = lower_outputs({x.var()}, o);
+  ASSERT_GE(generated(v), 4u) << loom::ir::to_string(v);
+  EXPECT_EQ(v.kernels[0].name.substr(v.kernels[0].name.size() - 6), "_parts") << loom::ir::to_string(v);
+  EXPECT_EQ(v.kernels[1].name.substr(v.kernels[1].name.size() - 5), "_fold") << loom::ir::to_string(v);
+  EXPECT_EQ(v.kernels[2].name.substr(v.kernels[2].name.size() - 7), "_parts1") << loom::ir::to_string(v);
+  EXPECT_EQ(v.kernels[3].name.substr(v.kernels[3].name.size() - 6), "_fold1") << loom::ir::to_string(v);
+  const auto folded = v.kernels[1].phases[1].stores[0].first;
+  const uint32_t mean = v.kernels[1].accesses[folded].buffer;
+  EXPECT_EQ(v.buffers[mean].numel, 1);
+  bool reads_mean = false;
+  for (const auto& a : v.kernels[2].accesses) reads_mean = reads_mean || a.buffer == mean;
+  EXPECT_TRUE(reads_mean) << loom::ir::to_string(v);
+  // A column sum of 64 columns, 1024 rows wanted: 8 parts of 1024 rows, the
+  // part first, so both kernels still read adjacent columns side by side.
+  o.split_reduction_rows = 1024;
+  KernelProgram q = lower_outputs({c.sum({0})}, o);
+  ASSERT_GE(generated(q), 2u) << loom::ir::to_string(q);
+  EXPECT_EQ(q.kernels[0].loop, (loom::ir::Dims{std::vector<int64_t>{8, 64, 1024}.data(), 3}));
+  EXPECT_EQ(q.kernels[0].outer, 2);
+  EXPECT_TRUE(loom::ir::rows_lie_across_memory(q.kernels[0])) << loom::ir::to_string(q);
+  EXPECT_TRUE(loom::ir::rows_lie_across_memory(q.kernels[1])) << loom::ir::to_string(q);
+  // Not split: enough rows, rows too short, an argmax, a bfloat16 sum (one
+  // rounding), a prime length, the option off.
+  o.split_reduction_rows = 64;
+  for (const loom::Tensor& t : {c.sum({1}), loom::randn({2000}).sum(), x.argmax(), x.to(loom::kBFloat16).sum(),
+                                loom::randn({65537}).sum()})
+    EXPECT_FALSE(split(lower_outputs({t}, o))) << loom::ir::to_string(lower_outputs({t}, o));
+  EXPECT_FALSE(split(lower_outputs({x.sum()})));
+}
+
 // A view that maps dims one to one (transpose, unsqueeze, squeeze,
 // expand) of a computed value is an index map in its consumer's kernel: the
 // value needs no buffer. A view that does not (a slice, a reshape merging
