@@ -258,6 +258,27 @@ inline bool costly_op(Op op) {
   }
 }
 
+// Removes the accesses no load, store or product reads or writes through
+// (after a pass replaced loads or stores), renumbering the rest.
+inline void drop_unused_accesses(Kernel& k) {
+  std::vector<bool> used(k.accesses.size(), false);
+  for (const Expr& x : k.exprs)
+    if (x.kind == ExprKind::Load) used[x.a] = true;
+  for (const Phase& ph : k.phases)
+    for (auto [a, e] : ph.stores) used[a] = true;
+  if (k.contraction) used[k.contraction->a] = used[k.contraction->b] = true;
+  std::vector<uint32_t> to(k.accesses.size(), ~0u);
+  std::vector<Access> kept;
+  for (size_t a = 0; a < k.accesses.size(); ++a)
+    if (used[a]) to[a] = static_cast<uint32_t>(kept.size()), kept.push_back(k.accesses[a]);
+  k.accesses = std::move(kept);
+  for (Expr& x : k.exprs)
+    if (x.kind == ExprKind::Load) x.a = to[x.a];
+  for (Phase& ph : k.phases)
+    for (auto& [a, e] : ph.stores) a = to[a];
+  if (k.contraction) k.contraction->a = to[k.contraction->a], k.contraction->b = to[k.contraction->b];
+}
+
 // Whether a row kernel's rows lie across memory: every access is contiguous
 // or broadcast along the last outer loop, none walks a reduce loop with
 // stride +-1, and at least one moves along a reduce loop (x.sum(0) of a

@@ -946,26 +946,8 @@ class Lowering {
     a.graph_nodes.insert(a.graph_nodes.end(), b.graph_nodes.begin(), b.graph_nodes.end());
     a.name += "+" + b.name;
     a.cost_per_element += b.cost_per_element;
-    drop_unused_accesses(a);
+    drop_unused_accesses(a);  // the accesses of B's replaced loads are read by nothing now
   }
-  // The accesses of B's replaced loads are read by nothing now.
-  static void drop_unused_accesses(Kernel& k) {
-    std::vector<bool> used(k.accesses.size(), false);
-    for (const Expr& e : k.exprs)
-      if (e.kind == ExprKind::Load) used[e.a] = true;
-    for (auto [acc, e] : k.phases[0].stores) used[acc] = true;
-    if (k.contraction) used[k.contraction->a] = used[k.contraction->b] = true;
-    std::vector<uint32_t> to(k.accesses.size());
-    std::vector<Access> kept;
-    for (size_t i = 0; i < k.accesses.size(); ++i)
-      if (used[i]) to[i] = static_cast<uint32_t>(kept.size()), kept.push_back(k.accesses[i]);
-    k.accesses = std::move(kept);
-    for (Expr& e : k.exprs)
-      if (e.kind == ExprKind::Load) e.a = to[e.a];
-    for (auto& [acc, e] : k.phases[0].stores) acc = to[acc];
-    if (k.contraction) k.contraction->a = to[k.contraction->a], k.contraction->b = to[k.contraction->b];
-  }
-
   // ---------------------------------------------------------------- pass 4b
   // Adjacent generated kernels over the same loops, neither reading what the
   // other writes, become one kernel: one pass over memory instead of two.

@@ -47,20 +47,7 @@ void drop_dead(Kernel& k) {
     if (ph.kind == Phase::Reduce) ph.value = expr_to[ph.value];
     for (auto& [a, e] : ph.stores) e = expr_to[e];
   }
-  std::vector<bool> used(k.accesses.size(), false);
-  for (const Expr& x : k.exprs)
-    if (x.kind == ExprKind::Load) used[x.a] = true;
-  for (const Phase& ph : k.phases)
-    for (auto [a, e] : ph.stores) used[a] = true;
-  std::vector<uint32_t> access_to(k.accesses.size(), ~0u);
-  std::vector<Access> accesses;
-  for (size_t a = 0; a < k.accesses.size(); ++a)
-    if (used[a]) access_to[a] = static_cast<uint32_t>(accesses.size()), accesses.push_back(k.accesses[a]);
-  k.accesses = std::move(accesses);
-  for (Expr& x : k.exprs)
-    if (x.kind == ExprKind::Load) x.a = access_to[x.a];
-  for (Phase& ph : k.phases)
-    for (auto& [a, e] : ph.stores) a = access_to[a];
+  drop_unused_accesses(k);
 }
 
 // How many parts a row of kernel k splits into (0: not split).
