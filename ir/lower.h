@@ -65,10 +65,11 @@ struct LowerOptions {
   // shared-memory slice before the block's barrier, which costs more than
   // the separate pass below ~2^34: docs/PERFORMANCE.md, session 12).
   double operand_producers_min_work = -1;
-  // A reduction (up to four Reduce phases, then a per-row Store: a sum, a
-  // var) with fewer rows than this, over rows of at least 2 * kSplitMinPart
-  // elements, is split in two kernels per phase (pass "split",
-  // ir/split.cpp): partials over parts of each row, then their fold. 0: never. llvm: enough rows for TBB's
+  // A reduction (up to four Reduce phases, then a Store: a sum, a var, a
+  // softmax) with fewer rows than this, over rows of at least 2 *
+  // kSplitMinPart elements, is split in two kernels per phase (pass
+  // "split", ir/split.cpp): partials over parts of each row, then their
+  // fold; a store of every element becomes a pointwise kernel after them. 0: never. llvm: enough rows for TBB's
   // ranges on many cores; cuda: enough groups of threads for every SM.
   int64_t split_reduction_rows = 0;
 };

@@ -5,7 +5,9 @@
 // same operator into the row's value. A later phase that reads it (var's
 // sum of squared deviations reads the mean) loads it from a [rows]
 // temporary; the last fold runs the original per-row store (a division, a
-// fused epilogue) on the result. A row kernel runs its rows in parallel (TBB
+// fused epilogue) on the result, or, when the kernel ends by storing every
+// element (softmax, layer norm), a pointwise kernel over all of its loops
+// does, reading the row values. A row kernel runs its rows in parallel (TBB
 // ranges of loop 0 on the CPU, groups of threads on the GPU) and each row
 // on one thread or one group, so before this a sum of 2^24 floats ran on
 // one core, or one block of one SM.
@@ -53,9 +55,9 @@ void drop_dead(Kernel& k) {
 // How many parts a row of kernel k splits into (0: not split).
 int64_t parts(const Kernel& k, int64_t target_rows) {
   const int n = k.loop.n, outer = k.outer;
-  const size_t m = k.phases.size() - 1;  // reduce phases, then one per-row store
+  const size_t m = k.phases.size() - 1;  // reduce phases, then one store
   if (target_rows <= 0 || k.contraction || outer >= n || n >= kMaxDims || m < 1 || m > 4) return 0;
-  if (k.phases[m].kind != Phase::Store || !k.phases[m].per_row) return 0;
+  if (k.phases[m].kind != Phase::Store) return 0;
   for (size_t i = 0; i < m; ++i) {
     const Phase& red = k.phases[i];
     if (red.kind != Phase::Reduce || red.reduce_op == Op::ArgMax || red.reduce_op == Op::ArgMin) return 0;
@@ -81,7 +83,9 @@ int64_t parts(const Kernel& k, int64_t target_rows) {
 }
 
 // Buffers of one split kernel: per reduce phase its partials ([p, rows],
-// row-major) and, for all but the last, its folded row values ([rows]).
+// row-major) and, where a later kernel reads them, its folded row values
+// ([rows]): every phase's but the last's when the kernel ends in a per-row
+// store, every phase's when it ends in a store of every element.
 struct SplitBuffers {
   std::vector<uint32_t> parts, rows;
   Dims row_strides;  // per outer loop, its stride in a [rows] buffer
@@ -138,10 +142,11 @@ Kernel partials(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
 
 // The kernel that folds phase i's parts: k's outer loops, then the part.
 // Its Reduce phase reads the partials; then it stores the row value for the
-// later phases or, for the last, runs k's own per-row store.
+// later kernels or, for the last phase before a per-row store, runs k's own
+// per-row store.
 Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   const int outer = k.outer;
-  const bool last = i + 1 == k.phases.size() - 1;
+  const bool last = i + 1 == k.phases.size() - 1 && k.phases.back().per_row;
   Kernel b = k;
   b.name = k.name + "_fold" + (i ? std::to_string(i) : "");
   b.loop.n = static_cast<uint8_t>(outer + 1);
@@ -163,6 +168,7 @@ Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   reduce.value = static_cast<uint32_t>(b.exprs.size() - 1);
   Phase store = k.phases.back();
   if (!last) {
+    store.per_row = true;
     b.accesses.push_back(Access{sb.rows[i], 0, rows});
     b.exprs.push_back(Expr{ExprKind::RowValue, Op::Cast, dt, 0});
     store.stores = {{static_cast<uint32_t>(b.accesses.size() - 1), static_cast<uint32_t>(b.exprs.size() - 1)}};
@@ -171,6 +177,21 @@ Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   b.cost_per_element = 1;
   drop_dead(b);
   return b;
+}
+
+// A store of every element (softmax's, layer norm's): k's loops, all of
+// them parallel now (a pointwise kernel), each row value loaded from its
+// buffer.
+Kernel apply(const Kernel& k, const SplitBuffers& sb) {
+  Kernel c = k;
+  c.name = k.name + "_apply";
+  c.outer = 0;
+  Dims rows = sb.row_strides;
+  for (int d = k.outer; d < k.loop.n; ++d) rows.push_back(0);
+  read_earlier_rows(c, k.phases.size() - 1, sb, rows);
+  c.phases = {k.phases.back()};
+  drop_dead(c);
+  return c;
 }
 
 }  // namespace
@@ -208,15 +229,17 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
       rows *= k.loop[d];
     }
     const size_t m = k.phases.size() - 1;
+    const bool per_row = k.phases.back().per_row;
     for (size_t i = 0; i < m; ++i) {
       const ScalarType dt = k.exprs[k.phases[i].value].dtype;
       sb.parts.push_back(temp(dt, p * rows));
-      sb.rows.push_back(i + 1 < m ? temp(dt, rows) : ~0u);
+      sb.rows.push_back(i + 1 < m || !per_row ? temp(dt, rows) : ~0u);
     }
     for (size_t i = 0; i < m; ++i) {
       add(partials(k, i, p, sb));
       add(fold(k, i, p, sb));
     }
+    if (!per_row) add(apply(k, sb));
     ++split;
   }
   prog.steps = std::move(steps);

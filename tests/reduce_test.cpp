@@ -395,6 +395,16 @@ TEST_P(ReduceTest, LargeReductionsOfFewRows) {
     EXPECT_NEAR(t.var().item<double>(), ss / (N - 1), tol * ss / N);
     EXPECT_NEAR(t.std(false).item<double>(), std::sqrt(ss / N), tol * std::sqrt(ss / N));
     EXPECT_NEAR(t.logsumexp({0}).item<double>(), 96 + std::log(se), tol * 100);
+    // Reductions, then a store of every element: softmax and a
+    // normalization over the whole tensor.
+    const std::vector<double> sm = loom::softmax(t, 0).to(loom::kDouble).to_vector<double>();
+    const std::vector<double> z = ((t - t.mean()) / t.std(false)).to(loom::kDouble).to_vector<double>();
+    for (int64_t i = 0; i < N; i += 997) {
+      const double v = double(i % 97);
+      const double tiny = dt == loom::kFloat ? 1e-37 : 1e-300;  // float32 results this small are subnormal
+      EXPECT_NEAR(sm[i], std::exp(v - 96) / se, tol * std::exp(v - 96) / se + tiny) << i;
+      EXPECT_NEAR(z[i], (v - sum / N) / std::sqrt(ss / N), tol * 10) << i;
+    }
   }
   Tensor p = loom::arange(65537, loom::kFloat).remainder(7);  // prime length
   double ps = 0;

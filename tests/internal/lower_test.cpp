@@ -131,6 +131,15 @@ TEST(Lower, ReductionsOfFewRowsSplitIntoPartials) {
   bool reads_mean = false;
   for (const auto& a : v.kernels[2].accesses) reads_mean = reads_mean || a.buffer == mean;
   EXPECT_TRUE(reads_mean) << loom::ir::to_string(v);
+  // softmax of one long row: max and sum of exp each split, then a
+  // pointwise kernel over every element reading both row values.
+  KernelProgram sm = lower_outputs({loom::softmax(x, 0)}, o);
+  ASSERT_EQ(generated(sm), 5u) << loom::ir::to_string(sm);
+  const auto& apply = sm.kernels[4];
+  EXPECT_EQ(apply.name.substr(apply.name.size() - 6), "_apply") << loom::ir::to_string(sm);
+  EXPECT_EQ(apply.outer, 0);
+  EXPECT_EQ(apply.phases.size(), 1u);
+  EXPECT_FALSE(apply.phases[0].per_row);
   // A column sum of 64 columns, 1024 rows wanted: 8 parts of 1024 rows, the
   // part first, so both kernels still read adjacent columns side by side.
   o.split_reduction_rows = 1024;
