@@ -1203,7 +1203,7 @@ KernelProgram lower(const Graph& g, LowerLog* log, const LowerOptions& options) 
   return Lowering(g, options).run(log);
 }
 
-std::string lower_build_id() { return std::string("lower ") + __DATE__ " " __TIME__; }
+std::string lower_build_id() { return std::string("lower ") + __DATE__ " " __TIME__ + ", " + split_build_id(); }
 
 // ---------------------------------------------------------------- printing
 std::string to_string(const Kernel& k) {

@@ -83,6 +83,9 @@ KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions&
 // Pass "split" (ir/split.cpp), on a program whose loops are collapsed and
 // whose buffers are not planned yet: returns how many kernels it split.
 int split_reductions(KernelProgram& p, int64_t target_rows);
+// When split.cpp was built: part of lower_build_id, so that a change to the
+// split alone still changes the disk caches' keys.
+std::string split_build_id();
 
 // When lowering was built (part of compiled objects' disk-cache key).
 std::string lower_build_id();
