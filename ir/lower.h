@@ -69,8 +69,9 @@ struct LowerOptions {
   // softmax) with fewer rows than this, over rows of at least 2 *
   // kSplitMinPart elements, is split in two kernels per phase (pass
   // "split", ir/split.cpp): partials over parts of each row, then their
-  // fold; a store of every element becomes a pointwise kernel after them. 0: never. llvm: enough rows for TBB's
-  // ranges on many cores; cuda: enough groups of threads for every SM.
+  // fold; a store of every element becomes a pointwise kernel after them.
+  // 0: never. llvm: enough rows for TBB's ranges on many cores; cuda:
+  // enough groups of threads for every SM.
   int64_t split_reduction_rows = 0;
 };
 inline constexpr int64_t kSplitMinPart = 1024;  // elements each partial reduces, at least

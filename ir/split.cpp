@@ -88,7 +88,8 @@ int64_t parts(const Kernel& k, int64_t target_rows) {
 // store, every phase's when it ends in a store of every element.
 struct SplitBuffers {
   std::vector<uint32_t> parts, rows;
-  Dims row_strides;  // per outer loop, its stride in a [rows] buffer
+  int64_t count = 1;  // rows: the product of the outer loops
+  Dims row_strides;   // per outer loop, its stride in a [rows] buffer
 };
 
 // Rewrites the row values of kernel k for a kernel that computes reduce
@@ -128,8 +129,7 @@ Kernel partials(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   for (int d = 0; d < n; ++d) rows.push_back(d < outer ? sb.row_strides[d] : 0);
   read_earlier_rows(a, i, sb, rows);
   Dims to = rows;
-  to[0] = 1;
-  for (int d = 0; d < outer; ++d) to[0] *= k.loop[d];
+  to[0] = sb.count;
   a.accesses.push_back(Access{sb.parts[i], 0, to});
   a.exprs.push_back(Expr{ExprKind::RowValue, Op::Cast, k.exprs[k.phases[i].value].dtype, 0});
   Phase store;
@@ -159,8 +159,7 @@ Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   rows.push_back(0);
   read_earlier_rows(b, i, sb, rows);
   Dims from = sb.row_strides;
-  from.push_back(1);
-  for (int d = 0; d < outer; ++d) from[outer] *= k.loop[d];
+  from.push_back(sb.count);
   const ScalarType dt = k.exprs[k.phases[i].value].dtype;
   b.accesses.push_back(Access{sb.parts[i], 0, from});
   b.exprs.push_back(Expr{ExprKind::Load, Op::Cast, dt, static_cast<uint32_t>(b.accesses.size() - 1)});
@@ -223,17 +222,16 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
     }
     SplitBuffers sb;
     sb.row_strides.n = k.outer;
-    int64_t rows = 1;
     for (int d = k.outer - 1; d >= 0; --d) {
-      sb.row_strides[d] = rows;
-      rows *= k.loop[d];
+      sb.row_strides[d] = sb.count;
+      sb.count *= k.loop[d];
     }
     const size_t m = k.phases.size() - 1;
     const bool per_row = k.phases.back().per_row;
     for (size_t i = 0; i < m; ++i) {
       const ScalarType dt = k.exprs[k.phases[i].value].dtype;
-      sb.parts.push_back(temp(dt, p * rows));
-      sb.rows.push_back(i + 1 < m || !per_row ? temp(dt, rows) : ~0u);
+      sb.parts.push_back(temp(dt, p * sb.count));
+      sb.rows.push_back(i + 1 < m || !per_row ? temp(dt, sb.count) : ~0u);
     }
     for (size_t i = 0; i < m; ++i) {
       add(partials(k, i, p, sb));

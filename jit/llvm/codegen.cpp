@@ -106,8 +106,10 @@ int64_t column_lanes(const ir::Kernel& k, int vector_width) {
 }
 
 int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t) {
-  if (k.loop.n == 2 && transpose_block(p, k).rows) return transpose_block(p, k).rows;
-  if (k.outer == 1 && column_lanes(k, t.vector_width)) return column_lanes(k, t.vector_width);
+  if (k.loop.n == 2)
+    if (const int64_t rows = transpose_block(p, k).rows) return rows;
+  if (k.outer == 1)
+    if (const int64_t lanes = column_lanes(k, t.vector_width)) return lanes;
   return 1;
 }
 
@@ -366,8 +368,8 @@ class KernelEmitter {
   }
 
   // ---------------------------------------------------------------- columns
-  // A plain reduction over rows that lie across memory (x.sum(0) of a
-  // row-major x: column_lanes): the last outer loop runs column_ rows at
+  // A reduction kernel whose rows lie across memory (x.sum(0), x.var(0) of
+  // a row-major x: column_lanes): the last outer loop runs column_ rows at
   // once, one vector lane each, so every step of the reduction reads
   // column_ adjacent elements of one memory row instead of one element of
   // a new row (a new line, past 4 KiB a new page) per step. Then the rows
@@ -411,15 +413,17 @@ class KernelEmitter {
         if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
         column_rows_[p] = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_row");
         b_.CreateStore(total, column_rows_[p]);
-      } else if (ph.per_row) {
-        for (int d = k_.outer; d < k_.loop.n; ++d) b_.CreateStore(b_.getInt64(0), idx_[d]);
+        continue;
+      }
+      auto store_all = [&] {
         auto vals = eval(need, w);
         for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
+      };
+      if (ph.per_row) {
+        for (int d = k_.outer; d < k_.loop.n; ++d) b_.CreateStore(b_.getInt64(0), idx_[d]);
+        store_all();
       } else {
-        nest(k_.outer, k_.loop.n, 1, [&](int) {
-          auto vals = eval(need, w);
-          for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
-        });
+        nest(k_.outer, k_.loop.n, 1, [&](int) { store_all(); });
       }
     }
     column_rows_.clear();
