@@ -55,11 +55,14 @@ const Target& host_target() {
         if (wide || (want == "baseline" && avx)) f.second = false;
       }
     }
-    std::vector<std::string> on;
-    for (auto& f : feats)
-      if (f.second) on.push_back("+" + f.first().str());
-    std::sort(on.begin(), on.end());  // deterministic: part of the disk-cache key
-    for (auto& f : on) r.features += (r.features.empty() ? "" : ",") + f;
+    // Every feature is named, off ones too: the CPU name alone implies its
+    // model's features, and a hypervisor may hide some of them (a Zen 4 VM
+    // without AVX-512 reports "znver4"), so "+" only would let LLVM emit
+    // instructions this CPU faults on.
+    std::vector<std::string> named;
+    for (auto& f : feats) named.push_back((f.second ? "+" : "-") + f.first().str());
+    std::sort(named.begin(), named.end());  // deterministic: part of the disk-cache key
+    for (auto& f : named) r.features += (r.features.empty() ? "" : ",") + f;
     r.vector_width = feats.lookup("avx512f") ? 16 : feats.lookup("avx2") ? 8 : 4;
     return r;
   }();

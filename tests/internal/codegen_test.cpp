@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <llvm/TargetParser/Host.h>
 #include <loom/loom.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "tests/internal/lower_util.h"
@@ -35,6 +37,20 @@ bool uses_exp_nonpositive(const std::vector<loom::Tensor>& outs) {
   llvm::LLVMContext ctx;
   std::unique_ptr<llvm::Module> m = lc::emit_module(p, ctx, avx2_target());
   return lc::module_text(*m).find("0x3BF0000000000000") != std::string::npos;
+}
+
+// The CPU name implies its model's features; a VM may hide some (a Zen 4
+// guest without AVX-512 reports "znver4"). The target must switch each hidden
+// one off by name, or LLVM emits instructions the CPU faults on.
+TEST(LlvmCodegen, HostTargetNamesTheFeaturesItLacks) {
+  if (std::getenv("LOOM_CPU_ISA")) GTEST_SKIP() << "LOOM_CPU_ISA narrows the target on purpose";
+  llvm::StringMap<bool> feats;
+  llvm::sys::getHostCPUFeatures(feats);
+  const std::string named = "," + lc::host_target().features + ",";
+  for (auto& f : feats) {
+    const std::string want = std::string(",") + (f.second ? "+" : "-") + f.first().str() + ",";
+    EXPECT_NE(named.find(want), std::string::npos) << want;
+  }
 }
 
 TEST(LlvmCodegen, ExpOfXMinusItsRowMaxSkipsTheOverflowSide) {
