@@ -162,6 +162,30 @@ TEST_P(PointwiseTest, RoundIsHalfToEven) {
   EXPECT_TRUE(std::signbit(r[3]));  // -0.5 rounds to -0
 }
 
+// W1's chain over millions of elements: on a GPU, costly pointwise kernels
+// this large take two steps a thread (jit/cuda KernelPlan::steps), so the
+// last block's second step is only partly in range: [2^22 + 148] walks 4
+// lanes a step, [4099, 1025] one. Every element is checked.
+TEST_P(PointwiseTest, LargeCostlyChainsMatchEveryElement) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{(int64_t{1} << 22) + 148}, std::vector<int64_t>{4099, 1025}}) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    V in(numel);
+    for (int64_t i = 0; i < numel; ++i) in[i] = static_cast<float>(4 * std::sin(0.001 * double(i)));
+    Tensor x = loom::tensor(in, loom::kFloat).reshape(shape);
+    Tensor y = loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x;
+    const std::vector<float> got = y.reshape({numel}).to_vector<float>();
+    ASSERT_EQ(static_cast<int64_t>(got.size()), numel);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < numel; ++i) {
+      const double want = sigmoid(std::tanh(in[i] * 1.5 + 0.5) * in[i]) + in[i] * in[i];
+      if (!(std::fabs(got[i] - want) <= 1e-5 + 1e-5 * std::fabs(want)) && bad++ < 5)
+        ADD_FAILURE() << "element " << i << " of " << numel << ": " << got[i] << ", want " << want;
+    }
+    EXPECT_EQ(bad, 0);
+  }
+}
+
 TEST_P(PointwiseTest, GeluExactAndTanhDiffer) {
   const V x = {-3, -1, -0.5, 0, 0.5, 1, 3};
   for (auto dt : {loom::kFloat, loom::kDouble}) {

@@ -335,46 +335,75 @@ class KernelEmitter {
   // ---------------------------------------------------------------- pointwise
   void emit_pointwise() {
     const int n = k_.loop.n;
-    const int L = plan_.lanes;
+    const int L = plan_.lanes, S = plan_.steps;
     const bool narrow = plan_.threads * L < (int64_t(1) << 31);
     const char* ix = narrow ? "unsigned" : "long long";
     const ir::Phase& ph = k_.phases[0];
     std::vector<bool> need = needed(ph);
     hoisted(need, "  ");
-    o_ << "  for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < " << plan_.threads
-       << "LL; t += (long long)gridDim.x * blockDim.x) {\n";
-    o_ << "    " << ix << " rest = (" << ix << ")t * " << L << ";\n";
-    for (int d = n - 1; d >= 1; --d)
-      o_ << "    const long long i" << d << " = rest % " << k_.loop[d] << "u; rest /= " << k_.loop[d] << "u;\n";
-    if (n) o_ << "    const long long i0 = rest;\n";
-    else o_ << "    (void)rest;\n";
+    // A thread takes S steps a block apart (each warp's accesses stay
+    // contiguous), and issues the 16-byte loads of all S before computing
+    // any: S times the bytes in flight per thread, for kernels whose
+    // arithmetic would otherwise hold the next load back.
+    o_ << "  for (long long t0 = (long long)blockIdx.x * blockDim.x * " << S << " + threadIdx.x; t0 < " << plan_.threads
+       << "LL; t0 += (long long)gridDim.x * blockDim.x * " << S << ") {\n";
+    auto indices = [&](const char* in) {
+      o_ << in << ix << " rest = (" << ix << ")t * " << L << ";\n";
+      for (int d = n - 1; d >= 1; --d)
+        o_ << in << "const long long i" << d << " = rest % " << k_.loop[d] << "u; rest /= " << k_.loop[d] << "u;\n";
+      if (n) o_ << in << "const long long i0 = rest;\n";
+      else o_ << in << "(void)rest;\n";
+    };
+    auto step_open = [&](const char* in) {
+      o_ << in << "const long long t = t0 + (long long)s * blockDim.x;\n" << in << "if (t < " << plan_.threads << "LL) {\n";
+    };
     lane_ = L > 1;
     // 16-byte loads of the accesses that walk the lanes contiguously.
+    bool vector_loads = false;
     for (size_t e = 0; e < k_.exprs.size(); ++e) {
       const ir::Expr& x = k_.exprs[e];
       if (!need[e] || x.kind != ExprKind::Load || !lane_vector(x.a)) continue;
-      const ir::Access& a = k_.accesses[x.a];
-      o_ << "    " << mtype(p_.buffers[a.buffer].dtype) << " ld" << e << "[4]; loom_vload4(ld" << e << ", b" << a.buffer
-         << " + " << offset(a, "") << ");\n";
+      o_ << "    " << mtype(p_.buffers[k_.accesses[x.a].buffer].dtype) << " ld" << e << "_[" << S << "][4];\n";
+      vector_loads = true;
     }
-    for (size_t s = 0; s < ph.stores.size(); ++s)
-      if (lane_vector(ph.stores[s].first))
-        o_ << "    " << mtype(p_.buffers[k_.accesses[ph.stores[s].first].buffer].dtype) << " st" << s << "[4];\n";
-    if (L > 1) o_ << "#pragma unroll\n    for (int l = 0; l < " << L << "; ++l) {\n";
-    else o_ << "    {\n      const int l = 0; (void)l;\n";
-    body(need, "      ");
-    for (size_t s = 0; s < ph.stores.size(); ++s) {
-      auto [ai, e] = ph.stores[s];
-      if (lane_vector(ai)) o_ << "      st" << s << "[l] = " << to_memory(e) << ";\n";
-      else store(ai, e, "      ");
+    if (vector_loads) {
+      o_ << "#pragma unroll\n    for (int s = 0; s < " << S << "; ++s) {\n";
+      step_open("      ");
+      indices("        ");
+      for (size_t e = 0; e < k_.exprs.size(); ++e) {
+        const ir::Expr& x = k_.exprs[e];
+        if (!need[e] || x.kind != ExprKind::Load || !lane_vector(x.a)) continue;
+        const ir::Access& a = k_.accesses[x.a];
+        o_ << "        loom_vload4(ld" << e << "_[s], b" << a.buffer << " + " << offset(a, "") << ");\n";
+      }
+      o_ << "      }\n    }\n";
     }
-    o_ << "    }\n";
-    for (size_t s = 0; s < ph.stores.size(); ++s) {
-      const ir::Access& a = k_.accesses[ph.stores[s].first];
-      if (lane_vector(ph.stores[s].first))
-        o_ << "    loom_vstore4(b" << a.buffer << " + " << offset(a, "") << ", st" << s << ");\n";
+    o_ << "#pragma unroll\n    for (int s = 0; s < " << S << "; ++s) {\n";
+    step_open("      ");
+    indices("      ");
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      if (need[e] && x.kind == ExprKind::Load && lane_vector(x.a))
+        o_ << "      " << mtype(p_.buffers[k_.accesses[x.a].buffer].dtype) << "* ld" << e << " = ld" << e << "_[s];\n";
     }
-    o_ << "  }\n";
+    for (size_t st = 0; st < ph.stores.size(); ++st)
+      if (lane_vector(ph.stores[st].first))
+        o_ << "      " << mtype(p_.buffers[k_.accesses[ph.stores[st].first].buffer].dtype) << " st" << st << "[4];\n";
+    if (L > 1) o_ << "#pragma unroll\n      for (int l = 0; l < " << L << "; ++l) {\n";
+    else o_ << "      {\n        const int l = 0; (void)l;\n";
+    body(need, "        ");
+    for (size_t st = 0; st < ph.stores.size(); ++st) {
+      auto [ai, e] = ph.stores[st];
+      if (lane_vector(ai)) o_ << "        st" << st << "[l] = " << to_memory(e) << ";\n";
+      else store(ai, e, "        ");
+    }
+    o_ << "      }\n";
+    for (size_t st = 0; st < ph.stores.size(); ++st) {
+      const ir::Access& a = k_.accesses[ph.stores[st].first];
+      if (lane_vector(ph.stores[st].first))
+        o_ << "      loom_vstore4(b" << a.buffer << " + " << offset(a, "") << ", st" << st << ");\n";
+    }
+    o_ << "      }\n    }\n  }\n";
     lane_ = false;
   }
 
@@ -828,6 +857,13 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
     p.lanes = can_use_lanes(program, k) ? kLanes : 1;
     p.threads = prod(k.loop, 0, n) / p.lanes;
     p.empty = p.threads == 0;
+    // Costly elementwise work (W1's tanh and sigmoid): two steps a thread,
+    // the loads of both first, so one step's arithmetic does not hold back
+    // the next step's loads. H100, W1 (2^24 floats), event-timed: 54.3-55.1
+    // us with one step, 52.4-53.3 with two, 53.6-54.7 with four; a plain
+    // copy of 2^26 floats went from 184 to 188 us with two, so cheap
+    // kernels keep one, and small grids keep their blocks.
+    if (k.cost_per_element >= kCostlyElement && p.threads >= kTwoStepsMinThreads) p.steps = 2;
     return p;
   }
   p.pointwise = false;
@@ -869,7 +905,7 @@ LaunchDims launch_dims(const KernelPlan& plan) {
     // SM and threads looping; a 2^26 copy 184 vs 192 us. The kernel still
     // loops (grid-stride), for grids past the hardware's limit.
     d.block = 256;
-    const int64_t blocks = (plan.threads + d.block - 1) / d.block;
+    const int64_t blocks = (plan.threads + d.block * plan.steps - 1) / (d.block * plan.steps);
     d.grid = static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, int64_t(0x7fffffff)));
     return d;
   }

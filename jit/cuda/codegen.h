@@ -31,6 +31,7 @@ struct KernelPlan {
   bool pointwise = true;
   int lanes = 1;           // elements per thread step (1, or 4 with 16-byte accesses)
   int64_t threads = 0;     // pointwise: threads' worth of work (elements / lanes)
+  int steps = 1;           // pointwise: steps of `lanes` elements per thread, their loads issued together
   int group = 32;          // row: threads per row (G)
   int rows_per_block = 1;  // row: RB
   int per_thread = 0;      // row: steps (of `lanes` elements) per thread if the row stays in registers, else 0
@@ -42,6 +43,10 @@ struct KernelPlan {
   bool empty = false;      // nothing to do: the launch is skipped
 };
 KernelPlan plan_kernel(const ir::KernelProgram& p, const ir::Kernel& k);
+// Pointwise kernels of at least this ir::Kernel::cost_per_element and
+// kTwoStepsMinThreads threads take two steps a thread (KernelPlan::steps).
+constexpr double kCostlyElement = 16;
+constexpr int64_t kTwoStepsMinThreads = int64_t{1} << 20;
 
 // Grid and block of a planned kernel (the same on every GPU).
 struct LaunchDims {
