@@ -20,6 +20,8 @@
 // gives the same bits everywhere.
 #include "ir/lower.h"
 
+#include <limits>
+
 namespace loom::ir {
 
 namespace {
@@ -52,13 +54,22 @@ void drop_dead(Kernel& k) {
   drop_unused_accesses(k);
 }
 
+// An argmax or argmin (one reduce phase) followed by a per-row store.
+bool is_arg_split(const Kernel& k) {
+  return k.phases.size() == 2 && k.phases[0].kind == Phase::Reduce &&
+         (k.phases[0].reduce_op == Op::ArgMax || k.phases[0].reduce_op == Op::ArgMin) &&
+         k.phases[1].kind == Phase::Store && k.phases[1].per_row;
+}
+
 // How many parts a row of kernel k splits into (0: not split).
 int64_t parts(const Kernel& k, int64_t target_rows) {
   const int n = k.loop.n, outer = k.outer;
   const size_t m = k.phases.size() - 1;  // reduce phases, then one store
   if (target_rows <= 0 || k.contraction || outer >= n || n >= kMaxDims || m < 1 || m > 4) return 0;
   if (k.phases[m].kind != Phase::Store) return 0;
-  for (size_t i = 0; i < m; ++i) {
+  // An argmax or argmin splits alone, before a per-row store (arg_partials).
+  const bool arg = is_arg_split(k);
+  for (size_t i = 0; i < m && !arg; ++i) {
     const Phase& red = k.phases[i];
     if (red.kind != Phase::Reduce || red.reduce_op == Op::ArgMax || red.reduce_op == Op::ArgMin) return 0;
     // A bfloat16 sum is summed in float32 and rounded once: a partial would
@@ -69,8 +80,9 @@ int64_t parts(const Kernel& k, int64_t target_rows) {
     // An Iota names a loop dim, which the split renumbers (random numbers
     // are indexed by it): left whole.
     if (x.kind == ExprKind::Iota) return 0;
-    // A row value is stored in its reduction's dtype and loaded back as itself.
-    if (x.kind == ExprKind::RowValue && x.dtype != k.exprs[k.phases[x.a].value].dtype) return 0;
+    // A row value is stored in its reduction's dtype and loaded back as
+    // itself (an argmax's index goes through its own buffers).
+    if (!arg && x.kind == ExprKind::RowValue && x.dtype != k.exprs[k.phases[x.a].value].dtype) return 0;
   }
   int64_t rows = 1, row = 1;
   for (int d = 0; d < outer; ++d) rows *= k.loop[d];
@@ -108,12 +120,11 @@ void read_earlier_rows(Kernel& k, size_t i, const SplitBuffers& sb, const Dims& 
   }
 }
 
-// The kernel of phase i's partials: loop 0 is the part, then k's loops with
-// the first reduced one 1/p as long; it stores each row's value at [part, row].
-Kernel partials(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
+// k over parts: loop 0 is the part, then k's loops with the first reduced
+// one 1/p as long.
+Kernel part_loops(const Kernel& k, int64_t p) {
   const int outer = k.outer, n = k.loop.n;
   Kernel a = k;
-  a.name = k.name + "_parts" + (i ? std::to_string(i) : "");
   a.loop = Dims{};
   a.loop.push_back(p);
   for (int d = 0; d < n; ++d) a.loop.push_back(d == outer ? k.loop[d] / p : k.loop[d]);
@@ -124,9 +135,23 @@ Kernel partials(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
     for (int d = 0; d < n; ++d) s.push_back(x.strides[d]);
     x.strides = s;
   }
-  Dims rows;  // a [rows] buffer: broadcast along the part and the row
+  return a;
+}
+
+// A [rows] buffer's strides in a partials kernel: broadcast along the part
+// and the row.
+Dims part_rows(const Kernel& k, const SplitBuffers& sb) {
+  Dims rows;
   rows.push_back(0);
-  for (int d = 0; d < n; ++d) rows.push_back(d < outer ? sb.row_strides[d] : 0);
+  for (int d = 0; d < k.loop.n; ++d) rows.push_back(d < k.outer ? sb.row_strides[d] : 0);
+  return rows;
+}
+
+// The kernel of phase i's partials: it stores each row's value at [part, row].
+Kernel partials(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
+  Kernel a = part_loops(k, p);
+  a.name = k.name + "_parts" + (i ? std::to_string(i) : "");
+  const Dims rows = part_rows(k, sb);
   read_earlier_rows(a, i, sb, rows);
   Dims to = rows;
   to[0] = sb.count;
@@ -173,6 +198,92 @@ Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
     store.stores = {{static_cast<uint32_t>(b.accesses.size() - 1), static_cast<uint32_t>(b.exprs.size() - 1)}};
   }
   b.phases = {reduce, store};
+  b.cost_per_element = 1;
+  drop_dead(b);
+  return b;
+}
+
+// An argmax or argmin (is_arg_split; first occurrence, a NaN counting as
+// the largest and the smallest, as PyTorch) over parts. The partials kernel
+// finds each part's arg (phase 0, k's own) and its max or min (phase 1, a
+// second pass over the part, which is in cache), and stores the arg as a
+// position in the whole row: the part's first position plus its own.
+// The fold takes the max (min) of the parts' values, then the least stored
+// position among the parts holding it, or, the max being NaN, a NaN: the
+// first occurrence in the row, since parts are in row order.
+struct ArgBuffers {
+  uint32_t values = 0, positions = 0;  // [p, rows] each
+};
+
+Kernel arg_partials(const Kernel& k, int64_t p, const SplitBuffers& sb, const ArgBuffers& ab) {
+  Kernel a = part_loops(k, p);
+  a.name = k.name + "_parts";
+  const ScalarType dt = k.exprs[k.phases[0].value].dtype;
+  int64_t part = 1;  // elements of a row in one part
+  for (int d = k.outer; d < k.loop.n; ++d) part *= k.loop[d];
+  part /= p;
+  auto push = [&](Expr x) {
+    a.exprs.push_back(x);
+    return static_cast<uint32_t>(a.exprs.size() - 1);
+  };
+  const uint32_t at = push(Expr{ExprKind::RowValue, Op::Cast, kLong, 0});
+  const uint32_t first = push(Expr{ExprKind::Op, Op::Mul, kLong, push(Expr{ExprKind::Iota, Op::Cast, kLong, 0}),
+                                   push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, part})});
+  const uint32_t position = push(Expr{ExprKind::Op, Op::Add, kLong, first, at});
+  const uint32_t value = push(Expr{ExprKind::RowValue, Op::Cast, dt, 1});
+  Dims to = part_rows(k, sb);
+  to[0] = sb.count;
+  a.accesses.push_back(Access{ab.positions, 0, to});
+  a.accesses.push_back(Access{ab.values, 0, to});
+  Phase extreme = k.phases[0];
+  extreme.reduce_op = k.phases[0].reduce_op == Op::ArgMax ? Op::Max : Op::Min;
+  Phase store;
+  store.per_row = true;
+  store.stores = {{static_cast<uint32_t>(a.accesses.size() - 2), position},
+                  {static_cast<uint32_t>(a.accesses.size() - 1), value}};
+  a.phases = {k.phases[0], extreme, store};
+  drop_dead(a);
+  return a;
+}
+
+Kernel arg_fold(const Kernel& k, int64_t p, const SplitBuffers& sb, const ArgBuffers& ab) {
+  const int outer = k.outer;
+  Kernel b = k;
+  b.name = k.name + "_fold";
+  b.loop.n = static_cast<uint8_t>(outer + 1);
+  b.loop[outer] = p;
+  for (Access& x : b.accesses) {
+    x.strides.n = static_cast<uint8_t>(outer + 1);
+    x.strides[outer] = 0;  // the per-row store reads its row's elements at reduced index 0
+  }
+  // k's store reads the arg, row value 0: here phase 1's.
+  for (Expr& x : b.exprs)
+    if (x.kind == ExprKind::RowValue) x.a = 1;
+  auto push = [&](Expr x) {
+    b.exprs.push_back(x);
+    return static_cast<uint32_t>(b.exprs.size() - 1);
+  };
+  auto op = [&](Op o, ScalarType dt, uint32_t x, uint32_t y, uint32_t z = 0) {
+    return push(Expr{ExprKind::Op, o, dt, x, y, z});
+  };
+  Dims from = sb.row_strides;
+  from.push_back(sb.count);
+  const ScalarType dt = k.exprs[k.phases[0].value].dtype;
+  b.accesses.push_back(Access{ab.values, 0, from});
+  const uint32_t v = push(Expr{ExprKind::Load, Op::Cast, dt, static_cast<uint32_t>(b.accesses.size() - 1)});
+  b.accesses.push_back(Access{ab.positions, 0, from});
+  const uint32_t at = push(Expr{ExprKind::Load, Op::Cast, kLong, static_cast<uint32_t>(b.accesses.size() - 1)});
+  const uint32_t m = push(Expr{ExprKind::RowValue, Op::Cast, dt, 0});
+  const uint32_t both_nan = op(Op::LogicalAnd, kBool, op(Op::Ne, kBool, v, v), op(Op::Ne, kBool, m, m));
+  const uint32_t holds = op(Op::LogicalOr, kBool, op(Op::Eq, kBool, v, m), both_nan);
+  const uint32_t never = push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, std::numeric_limits<int64_t>::max()});
+  Phase extreme = k.phases[0];
+  extreme.reduce_op = k.phases[0].reduce_op == Op::ArgMax ? Op::Max : Op::Min;
+  extreme.value = v;
+  Phase first = k.phases[0];
+  first.reduce_op = Op::Min;
+  first.value = op(Op::Where, kLong, holds, at, never);
+  b.phases = {extreme, first, k.phases.back()};
   b.cost_per_element = 1;
   drop_dead(b);
   return b;
@@ -225,6 +336,15 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
     for (int d = k.outer - 1; d >= 0; --d) {
       sb.row_strides[d] = sb.count;
       sb.count *= k.loop[d];
+    }
+    if (is_arg_split(k)) {
+      ArgBuffers ab;
+      ab.values = temp(k.exprs[k.phases[0].value].dtype, p * sb.count);
+      ab.positions = temp(kLong, p * sb.count);
+      add(arg_partials(k, p, sb, ab));
+      add(arg_fold(k, p, sb, ab));
+      ++split;
+      continue;
     }
     const size_t m = k.phases.size() - 1;
     const bool per_row = k.phases.back().per_row;

@@ -357,6 +357,36 @@ TEST_P(ReduceTest, SeveralPhasesOverColumns) {
 // and their fold by llvm and cuda, ir/split.cpp): integer values, so every
 // float sum is exact whatever the order; a NaN must survive the fold; a
 // prime length is not split and must agree too.
+// Argmax and argmin of few long rows (split into parts on llvm and cuda,
+// ir/split.cpp): the first occurrence wins across parts, a NaN wins over
+// every number (PyTorch's rule), and a per-row epilogue still applies.
+TEST_P(ReduceTest, LargeArgReductionsOfFewRows) {
+  const int64_t N = 3 << 16;
+  Tensor a = loom::arange(N, loom::kDouble).remainder(97);  // a[i] = i % 97: max 96 first at 96
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble, loom::kInt}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    Tensor t = a.to(dt);
+    EXPECT_EQ(t.argmax().item<int64_t>(), 96);
+    EXPECT_EQ(t.argmin().item<int64_t>(), 0);
+    Tensor tie = t.clone();  // the same max in an early and a late part
+    tie.select(0, 5000).fill_(200);
+    tie.select(0, 150000).fill_(200);
+    EXPECT_EQ(tie.argmax().item<int64_t>(), 5000);
+    tie.select(0, 7000).fill_(-5);
+    tie.select(0, 140000).fill_(-5);
+    EXPECT_EQ(tie.argmin().item<int64_t>(), 7000);
+    // Two rows: each its own first occurrence; an epilogue (+ 1) after the fold.
+    const std::vector<int64_t> rows = (tie.reshape({2, N / 2}).argmax(1, true) + 1).to_vector<int64_t>();
+    EXPECT_EQ(rows, (std::vector<int64_t>{5001, 150000 - N / 2 + 1}));
+  }
+  Tensor n = a.to(loom::kFloat).clone();
+  n.select(0, 3).fill_(500.0);
+  n.select(0, 170000).fill_(std::numeric_limits<double>::quiet_NaN());
+  n.select(0, 9000).fill_(std::numeric_limits<double>::quiet_NaN());
+  EXPECT_EQ(n.argmax().item<int64_t>(), 9000);
+  EXPECT_EQ(n.argmin().item<int64_t>(), 9000);
+}
+
 TEST_P(ReduceTest, LargeReductionsOfFewRows) {
   const int64_t N = 3 << 16;
   Tensor a = loom::arange(N, loom::kDouble).remainder(97);  // a[i] = i % 97

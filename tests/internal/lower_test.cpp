@@ -149,10 +149,24 @@ TEST(Lower, ReductionsOfFewRowsSplitIntoPartials) {
   EXPECT_EQ(q.kernels[0].outer, 2);
   EXPECT_TRUE(loom::ir::rows_lie_across_memory(q.kernels[0])) << loom::ir::to_string(q);
   EXPECT_TRUE(loom::ir::rows_lie_across_memory(q.kernels[1])) << loom::ir::to_string(q);
-  // Not split: enough rows, rows too short, an argmax, a bfloat16 sum (one
-  // rounding), a prime length, the option off.
+  // An argmax: its parts store each part's max and its position in the
+  // whole row; the fold takes the max of those, then the least position
+  // holding it (three reduce phases in two kernels).
   o.split_reduction_rows = 64;
-  for (const loom::Tensor& t : {c.sum({1}), loom::randn({2000}).sum(), x.argmax(), x.to(loom::kBFloat16).sum(),
+  KernelProgram am = lower_outputs({x.argmax()}, o);
+  ASSERT_GE(generated(am), 2u) << loom::ir::to_string(am);
+  EXPECT_EQ(am.kernels[0].name.substr(am.kernels[0].name.size() - 6), "_parts") << loom::ir::to_string(am);
+  ASSERT_EQ(am.kernels[0].phases.size(), 3u) << loom::ir::to_string(am);
+  EXPECT_EQ(am.kernels[0].phases[0].reduce_op, loom::ir::Op::ArgMax);
+  EXPECT_EQ(am.kernels[0].phases[1].reduce_op, loom::ir::Op::Max);
+  EXPECT_EQ(am.kernels[0].phases[2].stores.size(), 2u);
+  ASSERT_EQ(am.kernels[1].phases.size(), 3u) << loom::ir::to_string(am);
+  EXPECT_EQ(am.kernels[1].phases[0].reduce_op, loom::ir::Op::Max);
+  EXPECT_EQ(am.kernels[1].phases[1].reduce_op, loom::ir::Op::Min);
+  EXPECT_EQ(lower_outputs({x.argmin()}, o).kernels[1].phases[0].reduce_op, loom::ir::Op::Min);
+  // Not split: enough rows, rows too short, a bfloat16 sum (one rounding),
+  // a prime length, the option off.
+  for (const loom::Tensor& t : {c.sum({1}), loom::randn({2000}).sum(), x.to(loom::kBFloat16).sum(),
                                 loom::randn({65537}).sum()})
     EXPECT_FALSE(split(lower_outputs({t}, o))) << loom::ir::to_string(lower_outputs({t}, o));
   EXPECT_FALSE(split(lower_outputs({x.sum()})));
