@@ -72,9 +72,10 @@ int64_t parts(const Kernel& k, int64_t target_rows) {
   for (size_t i = 0; i < m && !arg; ++i) {
     const Phase& red = k.phases[i];
     if (red.kind != Phase::Reduce || red.reduce_op == Op::ArgMax || red.reduce_op == Op::ArgMin) return 0;
-    // A bfloat16 sum is summed in float32 and rounded once: a partial would
-    // round twice.
-    if (k.exprs[red.value].dtype == kBFloat16) return 0;
+    // A bfloat16 reduction is computed in float32 and rounded once: its
+    // partials are float32 and the fold rounds (widened()), which this pass
+    // does for one reduce phase before a per-row store.
+    if (k.exprs[red.value].dtype == kBFloat16 && !(m == 1 && k.phases[1].per_row)) return 0;
   }
   for (const Expr& x : k.exprs) {
     // An Iota names a loop dim, which the split renumbers (random numbers
@@ -120,6 +121,28 @@ void read_earlier_rows(Kernel& k, size_t i, const SplitBuffers& sb, const Dims& 
   }
 }
 
+// The dtype partials are kept in: bfloat16 reductions are computed in
+// float32 and rounded once, by the fold.
+ScalarType widened(ScalarType dt) { return dt == kBFloat16 ? kFloat : dt; }
+
+// A fold of float32 partials for a kernel whose phase 0 row value is `dt`
+// (bfloat16): that row value, as k's store reads it, becomes the float32
+// one rounded once. The new row value goes first (operands are earlier
+// exprs), the rest move up one.
+void round_row_value(Kernel& b, ScalarType dt) {
+  std::vector<Expr> exprs = {Expr{ExprKind::RowValue, Op::Cast, widened(dt), 0}};
+  for (Expr x : b.exprs) {
+    for (int o = 0; o < operand_count(x); ++o) ++operand(x, o);
+    if (x.kind == ExprKind::RowValue && x.a == 0 && x.dtype == dt) x = Expr{ExprKind::Op, Op::Cast, dt, 0};
+    exprs.push_back(x);
+  }
+  b.exprs = std::move(exprs);
+  for (Phase& ph : b.phases) {
+    if (ph.kind == Phase::Reduce) ++ph.value;
+    for (auto& [a, e] : ph.stores) ++e;
+  }
+}
+
 // k over parts: loop 0 is the part, then k's loops with the first reduced
 // one 1/p as long.
 Kernel part_loops(const Kernel& k, int64_t p) {
@@ -156,11 +179,17 @@ Kernel partials(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   Dims to = rows;
   to[0] = sb.count;
   a.accesses.push_back(Access{sb.parts[i], 0, to});
-  a.exprs.push_back(Expr{ExprKind::RowValue, Op::Cast, k.exprs[k.phases[i].value].dtype, 0});
+  Phase reduce = k.phases[i];
+  const ScalarType dt = widened(k.exprs[reduce.value].dtype);
+  if (dt != k.exprs[reduce.value].dtype) {  // reduced in float32, as the kernel would
+    a.exprs.push_back(Expr{ExprKind::Op, Op::Cast, dt, reduce.value});
+    reduce.value = static_cast<uint32_t>(a.exprs.size() - 1);
+  }
+  a.exprs.push_back(Expr{ExprKind::RowValue, Op::Cast, dt, 0});
   Phase store;
   store.per_row = true;
   store.stores = {{static_cast<uint32_t>(a.accesses.size() - 1), static_cast<uint32_t>(a.exprs.size() - 1)}};
-  a.phases = {k.phases[i], store};
+  a.phases = {reduce, store};
   drop_dead(a);
   return a;
 }
@@ -185,7 +214,7 @@ Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   read_earlier_rows(b, i, sb, rows);
   Dims from = sb.row_strides;
   from.push_back(sb.count);
-  const ScalarType dt = k.exprs[k.phases[i].value].dtype;
+  const ScalarType dt = widened(k.exprs[k.phases[i].value].dtype);
   b.accesses.push_back(Access{sb.parts[i], 0, from});
   b.exprs.push_back(Expr{ExprKind::Load, Op::Cast, dt, static_cast<uint32_t>(b.accesses.size() - 1)});
   Phase reduce = k.phases[i];
@@ -199,6 +228,7 @@ Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
   }
   b.phases = {reduce, store};
   b.cost_per_element = 1;
+  if (dt != k.exprs[k.phases[i].value].dtype) round_row_value(b, k.exprs[k.phases[i].value].dtype);
   drop_dead(b);
   return b;
 }
@@ -349,7 +379,7 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
     const size_t m = k.phases.size() - 1;
     const bool per_row = k.phases.back().per_row;
     for (size_t i = 0; i < m; ++i) {
-      const ScalarType dt = k.exprs[k.phases[i].value].dtype;
+      const ScalarType dt = widened(k.exprs[k.phases[i].value].dtype);
       sb.parts.push_back(temp(dt, p * sb.count));
       sb.rows.push_back(i + 1 < m || !per_row ? temp(dt, sb.count) : ~0u);
     }

@@ -360,6 +360,22 @@ TEST_P(ReduceTest, SeveralPhasesOverColumns) {
 // Argmax and argmin of few long rows (split into parts on llvm and cuda,
 // ir/split.cpp): the first occurrence wins across parts, a NaN wins over
 // every number (PyTorch's rule), and a per-row epilogue still applies.
+// A bfloat16 sum of a whole tensor, split into parts on llvm and cuda:
+// the parts are float32 and only the total is rounded, once, as unsplit
+// (integer values: every float32 partial sum is exact).
+TEST_P(ReduceTest, LargeBFloat16SumsRoundOnce) {
+  const int64_t N = 3 << 16;
+  Tensor a = loom::arange(N, loom::kDouble).remainder(97).to(loom::kBFloat16);
+  double sum = 0, half = 0;
+  for (int64_t i = 0; i < N; ++i) sum += double(i % 97), half += i < N / 2 ? double(i % 97) : 0;
+  const auto bf16 = [](double v) { return double(float(loom::BFloat16(float(v)))); };
+  EXPECT_EQ(a.sum().to(loom::kDouble).item<double>(), bf16(sum));
+  EXPECT_EQ(a.reshape({2, N / 2}).sum({1}).to(loom::kDouble).to_vector<double>()[0], bf16(half));
+  // The mean divides the once-rounded sum, in bfloat16.
+  EXPECT_EQ(a.mean().to(loom::kDouble).item<double>(), bf16(bf16(sum) / double(N)));
+  EXPECT_EQ(a.amax().to(loom::kDouble).item<double>(), 96);
+}
+
 TEST_P(ReduceTest, LargeArgReductionsOfFewRows) {
   const int64_t N = 3 << 16;
   Tensor a = loom::arange(N, loom::kDouble).remainder(97);  // a[i] = i % 97: max 96 first at 96

@@ -164,10 +164,15 @@ TEST(Lower, ReductionsOfFewRowsSplitIntoPartials) {
   EXPECT_EQ(am.kernels[1].phases[0].reduce_op, loom::ir::Op::Max);
   EXPECT_EQ(am.kernels[1].phases[1].reduce_op, loom::ir::Op::Min);
   EXPECT_EQ(lower_outputs({x.argmin()}, o).kernels[1].phases[0].reduce_op, loom::ir::Op::Min);
-  // Not split: enough rows, rows too short, a bfloat16 sum (one rounding),
-  // a prime length, the option off.
-  for (const loom::Tensor& t : {c.sum({1}), loom::randn({2000}).sum(), x.to(loom::kBFloat16).sum(),
-                                loom::randn({65537}).sum()})
+  // A bfloat16 sum: float32 partials, the fold's row value rounded once.
+  KernelProgram bs = lower_outputs({x.to(loom::kBFloat16).sum()}, o);
+  ASSERT_GE(generated(bs), 2u) << loom::ir::to_string(bs);
+  const auto& bfold = bs.kernels[1];
+  EXPECT_EQ(bfold.name.substr(bfold.name.size() - 5), "_fold") << loom::ir::to_string(bs);
+  EXPECT_EQ(bs.buffers[bfold.accesses[bfold.exprs[bfold.phases[0].value].a].buffer].dtype, loom::kFloat)
+      << loom::ir::to_string(bs);
+  // Not split: enough rows, rows too short, a prime length, the option off.
+  for (const loom::Tensor& t : {c.sum({1}), loom::randn({2000}).sum(), loom::randn({65537}).sum()})
     EXPECT_FALSE(split(lower_outputs({t}, o))) << loom::ir::to_string(lower_outputs({t}, o));
   EXPECT_FALSE(split(lower_outputs({x.sum()})));
 }
