@@ -20,6 +20,7 @@
 // gives the same bits everywhere.
 #include "ir/lower.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace loom::ir {
@@ -61,38 +62,50 @@ bool is_arg_split(const Kernel& k) {
          k.phases[1].kind == Phase::Store && k.phases[1].per_row;
 }
 
-// How many parts a row of kernel k splits into (0: not split).
-int64_t parts(const Kernel& k, int64_t target_rows) {
+// How a row splits along its first reduced loop: `parts` parts of `len`
+// slices of that loop each, then, where that leaves a remainder, a tail of
+// `tail` slices, a part of its own (the last, so row order is kept).
+struct SplitShape {
+  int64_t parts = 0, len = 0, tail = 0;  // parts 0: not split
+  int64_t count() const { return parts + (tail ? 1 : 0); }  // partials per row
+};
+
+// How a row of kernel k splits (parts 0: not split). A divisor of the first
+// reduced loop near the target gives parts alone; without one (a prime
+// length, twice a prime) the target's parts and a tail.
+SplitShape parts(const Kernel& k, int64_t target_rows) {
   const int n = k.loop.n, outer = k.outer;
   const size_t m = k.phases.size() - 1;  // reduce phases, then one store
-  if (target_rows <= 0 || k.contraction || outer >= n || n >= kMaxDims || m < 1 || m > 4) return 0;
-  if (k.phases[m].kind != Phase::Store) return 0;
+  if (target_rows <= 0 || k.contraction || outer >= n || n >= kMaxDims || m < 1 || m > 4) return {};
+  if (k.phases[m].kind != Phase::Store) return {};
   // An argmax or argmin splits alone, before a per-row store (arg_partials).
   const bool arg = is_arg_split(k);
   for (size_t i = 0; i < m && !arg; ++i) {
     const Phase& red = k.phases[i];
-    if (red.kind != Phase::Reduce || red.reduce_op == Op::ArgMax || red.reduce_op == Op::ArgMin) return 0;
+    if (red.kind != Phase::Reduce || red.reduce_op == Op::ArgMax || red.reduce_op == Op::ArgMin) return {};
     // A bfloat16 reduction is computed in float32 and rounded once: its
     // partials are float32 and the fold rounds (widened()), which this pass
     // does for one reduce phase before a per-row store.
-    if (k.exprs[red.value].dtype == kBFloat16 && !(m == 1 && k.phases[1].per_row)) return 0;
+    if (k.exprs[red.value].dtype == kBFloat16 && !(m == 1 && k.phases[1].per_row)) return {};
   }
   for (const Expr& x : k.exprs) {
     // An Iota names a loop dim, which the split renumbers (random numbers
     // are indexed by it): left whole.
-    if (x.kind == ExprKind::Iota) return 0;
+    if (x.kind == ExprKind::Iota) return {};
     // A row value is stored in its reduction's dtype and loaded back as
     // itself (an argmax's index goes through its own buffers).
-    if (!arg && x.kind == ExprKind::RowValue && x.dtype != k.exprs[k.phases[x.a].value].dtype) return 0;
+    if (!arg && x.kind == ExprKind::RowValue && x.dtype != k.exprs[k.phases[x.a].value].dtype) return {};
   }
   int64_t rows = 1, row = 1;
   for (int d = 0; d < outer; ++d) rows *= k.loop[d];
   for (int d = outer; d < n; ++d) row *= k.loop[d];
-  if (rows >= target_rows || row < 2 * kSplitMinPart) return 0;
+  if (rows >= target_rows || row < 2 * kSplitMinPart) return {};
   const int64_t extent = k.loop[outer];
-  for (int64_t p = std::min((target_rows + rows - 1) / rows, extent); p >= 2; --p)
-    if (extent % p == 0 && row / p >= kSplitMinPart) return p;
-  return 0;
+  const int64_t most = std::min<int64_t>({(target_rows + rows - 1) / rows, extent, row / kSplitMinPart});
+  for (int64_t p = most; p >= 2 && 2 * p > most; --p)
+    if (extent % p == 0) return {p, extent / p, 0};
+  if (most < 2) return {};
+  return {most, extent / most, extent % most};
 }
 
 // Buffers of one split kernel: per reduce phase its partials ([p, rows],
@@ -143,22 +156,36 @@ void round_row_value(Kernel& b, ScalarType dt) {
   }
 }
 
-// k over parts: loop 0 is the part, then k's loops with the first reduced
-// one 1/p as long.
-Kernel part_loops(const Kernel& k, int64_t p) {
+// k over `count` parts from slice `first` of its first reduced loop: loop 0
+// is the part, then k's loops with the first reduced one `len` long.
+Kernel part_loops(const Kernel& k, int64_t count, int64_t len, int64_t first) {
   const int outer = k.outer, n = k.loop.n;
   Kernel a = k;
   a.loop = Dims{};
-  a.loop.push_back(p);
-  for (int d = 0; d < n; ++d) a.loop.push_back(d == outer ? k.loop[d] / p : k.loop[d]);
+  a.loop.push_back(count);
+  for (int d = 0; d < n; ++d) a.loop.push_back(d == outer ? len : k.loop[d]);
   a.outer = static_cast<uint8_t>(outer + 1);
   for (Access& x : a.accesses) {
     Dims s;
-    s.push_back(x.strides[outer] * (k.loop[outer] / p));
+    s.push_back(x.strides[outer] * len);
     for (int d = 0; d < n; ++d) s.push_back(x.strides[d]);
+    x.offset += first * x.strides[outer];
     x.strides = s;
   }
   return a;
+}
+
+// The parts of a split as partials kernels see them: the `parts` equal
+// ones, then the tail.
+struct PartRange {
+  int64_t count, len, first;  // parts, slices each, the first slice
+  int64_t index;              // the first part's index among the row's partials
+  const char* suffix;
+};
+std::vector<PartRange> part_ranges(const SplitShape& sh) {
+  std::vector<PartRange> r = {{sh.parts, sh.len, 0, 0, "_parts"}};
+  if (sh.tail) r.push_back({1, sh.tail, sh.parts * sh.len, sh.parts, "_tail"});
+  return r;
 }
 
 // A [rows] buffer's strides in a partials kernel: broadcast along the part
@@ -170,15 +197,16 @@ Dims part_rows(const Kernel& k, const SplitBuffers& sb) {
   return rows;
 }
 
-// The kernel of phase i's partials: it stores each row's value at [part, row].
-Kernel partials(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
-  Kernel a = part_loops(k, p);
-  a.name = k.name + "_parts" + (i ? std::to_string(i) : "");
+// The kernel of phase i's partials over the parts of `pr`: it stores each
+// row's value at [part, row].
+Kernel partials(const Kernel& k, size_t i, const PartRange& pr, const SplitBuffers& sb) {
+  Kernel a = part_loops(k, pr.count, pr.len, pr.first);
+  a.name = k.name + pr.suffix + (i ? std::to_string(i) : "");
   const Dims rows = part_rows(k, sb);
   read_earlier_rows(a, i, sb, rows);
   Dims to = rows;
   to[0] = sb.count;
-  a.accesses.push_back(Access{sb.parts[i], 0, to});
+  a.accesses.push_back(Access{sb.parts[i], pr.index * sb.count, to});
   Phase reduce = k.phases[i];
   const ScalarType dt = widened(k.exprs[reduce.value].dtype);
   if (dt != k.exprs[reduce.value].dtype) {  // reduced in float32, as the kernel would
@@ -245,26 +273,27 @@ struct ArgBuffers {
   uint32_t values = 0, positions = 0;  // [p, rows] each
 };
 
-Kernel arg_partials(const Kernel& k, int64_t p, const SplitBuffers& sb, const ArgBuffers& ab) {
-  Kernel a = part_loops(k, p);
-  a.name = k.name + "_parts";
+Kernel arg_partials(const Kernel& k, const PartRange& pr, const SplitBuffers& sb, const ArgBuffers& ab) {
+  Kernel a = part_loops(k, pr.count, pr.len, pr.first);
+  a.name = k.name + pr.suffix;
   const ScalarType dt = k.exprs[k.phases[0].value].dtype;
-  int64_t part = 1;  // elements of a row in one part
-  for (int d = k.outer; d < k.loop.n; ++d) part *= k.loop[d];
-  part /= p;
+  int64_t slice = 1;  // elements of a row in one slice of its first reduced loop
+  for (int d = k.outer + 1; d < k.loop.n; ++d) slice *= k.loop[d];
   auto push = [&](Expr x) {
     a.exprs.push_back(x);
     return static_cast<uint32_t>(a.exprs.size() - 1);
   };
+  auto constant = [&](int64_t v) { return push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, v}); };
   const uint32_t at = push(Expr{ExprKind::RowValue, Op::Cast, kLong, 0});
-  const uint32_t first = push(Expr{ExprKind::Op, Op::Mul, kLong, push(Expr{ExprKind::Iota, Op::Cast, kLong, 0}),
-                                   push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, part})});
-  const uint32_t position = push(Expr{ExprKind::Op, Op::Add, kLong, first, at});
+  const uint32_t part_start = push(Expr{ExprKind::Op, Op::Mul, kLong, push(Expr{ExprKind::Iota, Op::Cast, kLong, 0}),
+                                        constant(pr.len * slice)});
+  const uint32_t start = push(Expr{ExprKind::Op, Op::Add, kLong, constant(pr.first * slice), part_start});
+  const uint32_t position = push(Expr{ExprKind::Op, Op::Add, kLong, start, at});
   const uint32_t value = push(Expr{ExprKind::RowValue, Op::Cast, dt, 1});
   Dims to = part_rows(k, sb);
   to[0] = sb.count;
-  a.accesses.push_back(Access{ab.positions, 0, to});
-  a.accesses.push_back(Access{ab.values, 0, to});
+  a.accesses.push_back(Access{ab.positions, pr.index * sb.count, to});
+  a.accesses.push_back(Access{ab.values, pr.index * sb.count, to});
   Phase extreme = k.phases[0];
   extreme.reduce_op = k.phases[0].reduce_op == Op::ArgMax ? Op::Max : Op::Min;
   Phase store;
@@ -356,8 +385,9 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
       continue;
     }
     Kernel& k = prog.kernels[s.index];
-    const int64_t p = parts(k, target_rows);
-    if (p == 0) {
+    const SplitShape sh = parts(k, target_rows);
+    const int64_t p = sh.count();  // partials per row
+    if (sh.parts == 0) {
       add(std::move(k));
       continue;
     }
@@ -371,7 +401,7 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
       ArgBuffers ab;
       ab.values = temp(k.exprs[k.phases[0].value].dtype, p * sb.count);
       ab.positions = temp(kLong, p * sb.count);
-      add(arg_partials(k, p, sb, ab));
+      for (const PartRange& pr : part_ranges(sh)) add(arg_partials(k, pr, sb, ab));
       add(arg_fold(k, p, sb, ab));
       ++split;
       continue;
@@ -384,7 +414,7 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
       sb.rows.push_back(i + 1 < m || !per_row ? temp(dt, sb.count) : ~0u);
     }
     for (size_t i = 0; i < m; ++i) {
-      add(partials(k, i, p, sb));
+      for (const PartRange& pr : part_ranges(sh)) add(partials(k, i, pr, sb));
       add(fold(k, i, p, sb));
     }
     if (!per_row) add(apply(k, sb));

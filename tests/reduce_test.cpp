@@ -376,6 +376,35 @@ TEST_P(ReduceTest, LargeBFloat16SumsRoundOnce) {
   EXPECT_EQ(a.amax().to(loom::kDouble).item<double>(), 96);
 }
 
+// A long row whose length has no divisor near the target (a prime): its
+// parts leave a tail, reduced as one more part (ir/split.cpp). Integer
+// values below 7: every float32 partial sum is exact.
+TEST_P(ReduceTest, LongPrimeRowsSplitWithATail) {
+  const int64_t N = 1000003;  // prime
+  Tensor a = loom::arange(N, loom::kDouble).remainder(7).to(loom::kFloat).clone();
+  a.select(0, N - 2).fill_(9.0);  // the max, and the min below, in the tail
+  a.select(0, N - 3).fill_(-1.0);
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < N; ++i) sum += i == N - 2 ? 9.0 : i == N - 3 ? -1.0 : double(i % 7);
+  const double mean = sum / double(N);
+  for (int64_t i = 0; i < N; ++i) {
+    const double v = i == N - 2 ? 9.0 : i == N - 3 ? -1.0 : double(i % 7);
+    sq += (v - mean) * (v - mean);
+  }
+  EXPECT_EQ(a.sum().item<float>(), sum);
+  EXPECT_EQ(a.amax().item<float>(), 9.0f);
+  EXPECT_EQ(a.argmax().item<int64_t>(), N - 2);
+  EXPECT_EQ(a.argmin().item<int64_t>(), N - 3);
+  EXPECT_NEAR(a.var().item<float>(), sq / double(N - 1), 1e-4);
+  EXPECT_NEAR(loom::softmax(a, 0).sum().item<float>(), 1.0, 1e-4);
+  const auto bf16 = [](double v) { return double(float(loom::BFloat16(float(v)))); };
+  EXPECT_EQ(a.to(loom::kBFloat16).sum().to(loom::kDouble).item<double>(), bf16(sum));
+  // Two rows of the prime length.
+  Tensor two = loom::stack({a, a * 2});
+  EXPECT_EQ(two.sum({1}).to_vector<float>(), (std::vector<float>{float(sum), float(2 * sum)}));
+  EXPECT_EQ(two.argmax(1).to_vector<int64_t>(), (std::vector<int64_t>{N - 2, N - 2}));
+}
+
 TEST_P(ReduceTest, LargeArgReductionsOfFewRows) {
   const int64_t N = 3 << 16;
   Tensor a = loom::arange(N, loom::kDouble).remainder(97);  // a[i] = i % 97: max 96 first at 96

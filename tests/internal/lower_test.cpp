@@ -171,7 +171,17 @@ TEST(Lower, ReductionsOfFewRowsSplitIntoPartials) {
   EXPECT_EQ(bfold.name.substr(bfold.name.size() - 5), "_fold") << loom::ir::to_string(bs);
   EXPECT_EQ(bs.buffers[bfold.accesses[bfold.exprs[bfold.phases[0].value].a].buffer].dtype, loom::kFloat)
       << loom::ir::to_string(bs);
-  // Not split: enough rows, rows too short, a prime length, the option off.
+  // A prime length: 64 parts of 1024 and a tail of one, a part of its own.
+  auto prime = loom::randn({65537});
+  loom::sync();
+  KernelProgram pt = lower_outputs({prime.sum()}, o);
+  ASSERT_GE(generated(pt), 3u) << loom::ir::to_string(pt);
+  EXPECT_EQ(pt.kernels[0].loop, (loom::ir::Dims{std::vector<int64_t>{64, 1024}.data(), 2}));
+  EXPECT_EQ(pt.kernels[1].name.substr(pt.kernels[1].name.size() - 5), "_tail") << loom::ir::to_string(pt);
+  EXPECT_EQ(pt.kernels[1].loop, (loom::ir::Dims{std::vector<int64_t>{1, 1}.data(), 2}));
+  EXPECT_EQ(pt.kernels[2].loop, (loom::ir::Dims{std::vector<int64_t>{65}.data(), 1}));
+  // Not split: enough rows, rows too short, a random input computed in the
+  // kernel (its Iota), the option off.
   for (const loom::Tensor& t : {c.sum({1}), loom::randn({2000}).sum(), loom::randn({65537}).sum()})
     EXPECT_FALSE(split(lower_outputs({t}, o))) << loom::ir::to_string(lower_outputs({t}, o));
   EXPECT_FALSE(split(lower_outputs({x.sum()})));
