@@ -12,12 +12,15 @@
 // on one thread or one group, so before this a sum of 2^24 floats ran on
 // one core, or one block of one SM.
 //
-// The split is on the first reduced loop, which P must divide, and P is
-// the new loop 0 of the first kernel: its remaining loops are the
-// original's, so a reduction whose rows lie across memory (x.sum(0)) still
-// does in both kernels (ir::rows_lie_across_memory). P depends only on the
-// shapes and the backend's target, never on the machine: the same program
-// gives the same bits everywhere.
+// The split is on the first reduced loop, into P parts of equal length
+// and, when P does not divide it, a tail kernel for the remainder, one
+// more part (SplitShape). P is the new loop 0 of the first kernel: its
+// remaining loops are the original's, so a reduction whose rows lie across
+// memory (x.sum(0)) still does in both kernels
+// (ir::rows_lie_across_memory). P depends only on the shapes and the
+// backend's target, never on the machine: the same program gives the same
+// bits everywhere. Argmax and argmin (arg_partials, arg_fold) and bfloat16
+// reductions (round_row_value) have their own partials.
 #include "ir/lower.h"
 
 #include <algorithm>

@@ -403,6 +403,12 @@ TEST_P(ReduceTest, LongPrimeRowsSplitWithATail) {
   Tensor two = loom::stack({a, a * 2});
   EXPECT_EQ(two.sum({1}).to_vector<float>(), (std::vector<float>{float(sum), float(2 * sum)}));
   EXPECT_EQ(two.argmax(1).to_vector<int64_t>(), (std::vector<int64_t>{N - 2, N - 2}));
+  // 64 columns of a prime number of rows (on a GPU: parts of rows and a
+  // tail, each still reading adjacent columns side by side).
+  const int64_t R = 8191;
+  std::vector<float> col(64, 0);
+  for (int64_t i = 0; i < R * 64; ++i) col[i % 64] += float(i % 7);
+  EXPECT_EQ(a.slice(0, 0, R * 64).reshape({R, 64}).sum({0}).to_vector<float>(), col);
 }
 
 TEST_P(ReduceTest, LargeArgReductionsOfFewRows) {
