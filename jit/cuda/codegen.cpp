@@ -532,7 +532,7 @@ class KernelEmitter {
       open_row_loop(need, ph, "    ");
       body(need, "        ");
       o_ << "        const " << acctype(dt) << " v = " << v << ";\n";
-      o_ << "        if (at < 0 || loom_arg_better(v, best, " << is_max << ")) { best = v; at = i" << int(k_.outer) << "; }\n";
+      o_ << "        if (at < 0 || loom_arg_better(v, best, " << is_max << ")) { best = v; at = i" << int(k_.outer) << " + l; }\n";
       close_row_loop(ph, "    ");
       o_ << "    rv" << p << " = loom_group_arg(best, at, " << is_max << ", G, smem);\n  }\n";
       return;
@@ -872,7 +872,9 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
   const bool arg = std::any_of(k.phases.begin(), k.phases.end(), [](const ir::Phase& ph) {
     return ph.kind == ir::Phase::Reduce && (ph.reduce_op == Op::ArgMax || ph.reduce_op == Op::ArgMin);
   });
-  p.lanes = n > k.outer && !arg && can_use_lanes(program, k) ? kLanes : 1;
+  // An arg phase reduces one dim (ir/ops.def), its last: lane l of a step
+  // at i is element i + l, so 16-byte loads serve it too.
+  p.lanes = n > k.outer && (!arg || n == k.outer + 1) && can_use_lanes(program, k) ? kLanes : 1;
   const int64_t steps = p.row_length / p.lanes;  // lane groups per row
   // Column groups: each thread of a warp reads its own row's element, the
   // 32 rows adjacent in memory. Up to 32 threads a row, a block of at least

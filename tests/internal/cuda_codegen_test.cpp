@@ -138,6 +138,20 @@ TEST(CudaCodegen, CostlyLargePointwiseKernelsTakeTwoStepsAThread) {
   EXPECT_EQ(jc::plan_kernel(few, few.kernels.front()).steps, 1);
 }
 
+// An argmax along rows reads 4 elements a step (16-byte loads) and records
+// lane l of the step at i as element i + l.
+TEST(CudaCodegen, ArgReductionsAlongRowsUseLanes) {
+  auto x = loom::randn({64, 4096});
+  loom::sync();
+  KernelProgram p = lower_outputs({x.argmax(1)});
+  jc::KernelPlan plan = jc::plan_kernel(p, p.kernels.front());
+  EXPECT_FALSE(plan.pointwise);
+  EXPECT_EQ(plan.lanes, 4);
+  const std::string src = jc::emit_source(p);
+  EXPECT_NE(src.find("at = i1 + l;"), std::string::npos) << src;
+  EXPECT_NE(src.find("loom_vload4"), std::string::npos) << src;
+}
+
 TEST(CudaCodegen, ColumnReductionsPutAWarpAcrossColumns) {
   auto x = loom::randn({512, 256});
   auto d = loom::randn({64, 3000, 40}, loom::kDouble);
