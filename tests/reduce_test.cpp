@@ -411,6 +411,30 @@ TEST_P(ReduceTest, LongPrimeRowsSplitWithATail) {
   EXPECT_EQ(a.slice(0, 0, R * 64).reshape({R, 64}).sum({0}).to_vector<float>(), col);
 }
 
+// Argmax/argmin along long rows (the llvm backend keeps a best value and
+// position per vector lane and folds the lanes after the row; the GPU reads
+// 4 lanes a step): the first occurrence wins whichever lanes, steps or tail
+// hold the ties, and a NaN wins over every number.
+TEST_P(ReduceTest, ArgOfLongRowsTakesTheFirstOccurrenceInAnyLane) {
+  for (int64_t L : {int64_t{1031}, int64_t{4096}}) {
+    std::vector<double> v(3 * L);
+    for (int64_t i = 0; i < 3 * L; ++i) v[i] = double((i * 7) % 13);
+    auto at = [&](int64_t r, int64_t i) -> double& { return v[r * L + i]; };
+    at(0, L - 1) = 50, at(0, 5) = 50;   // the tail's element ties an early lane
+    at(1, 10) = 50, at(1, 9) = 50;      // two lanes of one step
+    at(2, 3) = 50, at(2, 700) = kNaN, at(2, L - 2) = kNaN;
+    for (loom::ScalarType dt : {loom::kFloat, loom::kDouble, loom::kInt}) {
+      SCOPED_TRACE(std::string(loom::to_string(dt)) + " L=" + std::to_string(L));
+      const bool fp = dt != loom::kInt;
+      std::vector<double> w = v;
+      if (!fp) w[2 * L + 700] = w[2 * L + L - 2] = 0;
+      Tensor x = loom::tensor(w, loom::kDouble).to(dt).reshape({3, L});
+      EXPECT_EQ(x.argmax(1).to_vector<int64_t>(), (std::vector<int64_t>{5, 9, fp ? 700 : 3}));
+      EXPECT_EQ((-x).argmin(1).to_vector<int64_t>(), (std::vector<int64_t>{5, 9, fp ? 700 : 3}));
+    }
+  }
+}
+
 TEST_P(ReduceTest, LargeArgReductionsOfFewRows) {
   const int64_t N = 3 << 16;
   Tensor a = loom::arange(N, loom::kDouble).remainder(97);  // a[i] = i % 97: max 96 first at 96

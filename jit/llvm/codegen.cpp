@@ -463,23 +463,29 @@ class KernelEmitter {
 
     const ScalarType dt = k_.exprs[ph.value].dtype;
     const bool arg = ph.reduce_op == Op::ArgMax || ph.reduce_op == Op::ArgMin;
-    const int w = arg ? 1 : width_;
+    // An arg over a long row (one reduced dim: ir/ops.def) keeps a best
+    // value and position per lane; a short one walks element by element
+    // (folding the lanes would cost more than the row).
+    const int w = arg && k_.loop[k_.loop.n - 1] < kArgLanesMinRow ? 1 : width_;
     Type* st = scalar_type(dt);
     // One accumulator per step width of the loop (unrolled, vector, scalar
-    // tail), folded together after the row.
-    std::map<int, llvm::AllocaInst*> acc;
+    // tail), folded together after the row. An arg's are positions (-1:
+    // none yet), beside its best values (`best`).
+    std::map<int, llvm::AllocaInst*> acc, best;
     for (int lanes : {1, w, w > 1 ? w * unroll_ : 1}) acc.emplace(lanes, nullptr);
     for (auto& [lanes, slot] : acc) {
-      slot = b_.CreateAlloca(arg ? b_.getInt64Ty() : vec_type(dt, lanes));
-      b_.CreateStore(arg ? b_.getInt64(-1) : identity(ph.reduce_op, dt, lanes), slot);
+      slot = b_.CreateAlloca(arg ? vec_type(kLong, lanes) : vec_type(dt, lanes));
+      b_.CreateStore(arg ? llvm::ConstantInt::get(vec_type(kLong, lanes), -1, true) : identity(ph.reduce_op, dt, lanes),
+                     slot);
+      if (!arg) continue;
+      best[lanes] = b_.CreateAlloca(vec_type(dt, lanes));
+      b_.CreateStore(llvm::Constant::getNullValue(vec_type(dt, lanes)), best[lanes]);
     }
-    auto* best = arg ? b_.CreateAlloca(st) : nullptr;
-    if (arg) b_.CreateStore(llvm::Constant::getNullValue(st), best);
     nest(k_.outer, k_.loop.n, w, [&](int lanes) {
       if (prefetch && lanes > 1) prefetch_next_row(lanes);
       Value* v = eval(need, lanes)[ph.value];
       if (arg) {
-        arg_step(ph.reduce_op, dt, v, best, acc.at(1));
+        arg_step(ph.reduce_op, dt, v, lanes, best.at(lanes), acc.at(lanes));
         return;
       }
       llvm::AllocaInst* slot = acc.at(lanes);
@@ -487,7 +493,7 @@ class KernelEmitter {
     });
     Value* total;
     if (arg) {
-      total = b_.CreateLoad(b_.getInt64Ty(), acc.at(1));
+      total = arg_fold(ph.reduce_op, dt, best, acc);
     } else {
       total = b_.CreateLoad(st, acc.at(1));
       for (auto& [lanes, slot] : acc)
@@ -505,25 +511,58 @@ class KernelEmitter {
     for (int o = 0; o < ir::operand_count(x); ++o) mark(ir::operand(x, o), need);
   }
 
-  // Argmax/argmin step (one lane): the first NaN wins, ties keep the first.
-  void arg_step(Op op, ScalarType dt, Value* v, llvm::AllocaInst* best, llvm::AllocaInst* at) {
-    Value* b = b_.CreateLoad(scalar_type(dt), best);
-    Value* i = b_.CreateLoad(b_.getInt64Ty(), at);
-    Value* better;
+  // Whether v beats b for an argmax/argmin (lane by lane): a NaN beats
+  // every number, nothing beats a NaN.
+  Value* arg_better(Op op, ScalarType dt, Value* v, Value* b) {
     if (is_floating_point(dt)) {
       Value* cmp = op == Op::ArgMax ? b_.CreateFCmpOGT(v, b) : b_.CreateFCmpOLT(v, b);
-      Value* b_nan = b_.CreateFCmpUNO(b, b);
-      Value* v_nan = b_.CreateFCmpUNO(v, v);
-      better = b_.CreateAnd(b_.CreateNot(b_nan), b_.CreateOr(v_nan, cmp));
-    } else if (dt == kBool) {
-      better = op == Op::ArgMax ? b_.CreateICmpUGT(v, b) : b_.CreateICmpULT(v, b);
-    } else {
-      better = op == Op::ArgMax ? b_.CreateICmpSGT(v, b) : b_.CreateICmpSLT(v, b);
+      return b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(b, b)), b_.CreateOr(b_.CreateFCmpUNO(v, v), cmp));
     }
-    Value* take = b_.CreateOr(b_.CreateICmpSLT(i, b_.getInt64(0)), better);
-    Value* pos = b_.CreateLoad(b_.getInt64Ty(), idx_[k_.outer]);
+    if (dt == kBool) return op == Op::ArgMax ? b_.CreateICmpUGT(v, b) : b_.CreateICmpULT(v, b);
+    return op == Op::ArgMax ? b_.CreateICmpSGT(v, b) : b_.CreateICmpSLT(v, b);
+  }
+
+  // Argmax/argmin step of `lanes` elements at the row position: each lane
+  // keeps its best value and where it was; ties keep the earlier.
+  void arg_step(Op op, ScalarType dt, Value* v, int lanes, llvm::AllocaInst* best, llvm::AllocaInst* at) {
+    Value* b = b_.CreateLoad(vec_type(dt, lanes), best);
+    Value* i = b_.CreateLoad(vec_type(kLong, lanes), at);
+    Value* none = b_.CreateICmpSLT(i, llvm::Constant::getNullValue(i->getType()));
+    Value* take = b_.CreateOr(none, arg_better(op, dt, v, b));
+    Value* pos = splat(b_.CreateLoad(b_.getInt64Ty(), idx_[k_.outer]), lanes);
+    if (lanes > 1) {
+      std::vector<llvm::Constant*> lane;
+      for (int l = 0; l < lanes; ++l) lane.push_back(b_.getInt64(l));
+      pos = b_.CreateAdd(pos, llvm::ConstantVector::get(lane));
+    }
     b_.CreateStore(b_.CreateSelect(take, v, b), best);
     b_.CreateStore(b_.CreateSelect(take, pos, i), at);
+  }
+
+  // The row's argmax/argmin from every lane of every accumulator: the best
+  // value, and of equal ones (NaNs alike) the least position.
+  Value* arg_fold(Op op, ScalarType dt, const std::map<int, llvm::AllocaInst*>& best,
+                  const std::map<int, llvm::AllocaInst*>& at) {
+    Value* bv = b_.CreateLoad(scalar_type(dt), best.at(1));
+    Value* bi = b_.CreateLoad(b_.getInt64Ty(), at.at(1));
+    for (const auto& [lanes, slot] : at) {
+      if (lanes == 1) continue;
+      Value* vs = b_.CreateLoad(vec_type(dt, lanes), best.at(lanes));
+      Value* is = b_.CreateLoad(vec_type(kLong, lanes), slot);
+      for (int l = 0; l < lanes; ++l) {
+        Value* v = b_.CreateExtractElement(vs, l);
+        Value* i = b_.CreateExtractElement(is, l);
+        Value* same = is_floating_point(dt)
+                          ? b_.CreateOr(b_.CreateFCmpOEQ(v, bv), b_.CreateAnd(b_.CreateFCmpUNO(v, v), b_.CreateFCmpUNO(bv, bv)))
+                          : b_.CreateICmpEQ(v, bv);
+        Value* wins = b_.CreateOr(b_.CreateICmpSLT(bi, b_.getInt64(0)),
+                                  b_.CreateOr(arg_better(op, dt, v, bv), b_.CreateAnd(same, b_.CreateICmpSLT(i, bi))));
+        Value* take = b_.CreateAnd(b_.CreateICmpSGE(i, b_.getInt64(0)), wins);
+        bv = b_.CreateSelect(take, v, bv);
+        bi = b_.CreateSelect(take, i, bi);
+      }
+    }
+    return bi;
   }
 
   // ---------------------------------------------------------------- reductions
@@ -717,6 +756,8 @@ class KernelEmitter {
     return b_.CreateAlignedLoad(ty, at, llvm::Align(register_size(k_.exprs[e].dtype)));
   }
   static constexpr int64_t kMaxStashRow = 16384;
+  // Rows at least this long reduce an argmax/argmin in vector lanes.
+  static constexpr int64_t kArgLanesMinRow = 1024;
 
   Value* eval_one(const ir::Expr& x, const std::vector<Value*>& v, int w) {
     Value* r = eval_value(x, v, w);
