@@ -141,6 +141,19 @@ void read_earlier_rows(Kernel& k, size_t i, const SplitBuffers& sb, const Dims& 
 // float32 and rounded once, by the fold.
 ScalarType widened(ScalarType dt) { return dt == kBFloat16 ? kFloat : dt; }
 
+// Appends to kernel k; returns the new entry's index.
+uint32_t add_expr(Kernel& k, const Expr& x) {
+  k.exprs.push_back(x);
+  return static_cast<uint32_t>(k.exprs.size() - 1);
+}
+uint32_t add_access(Kernel& k, const Access& a) {
+  k.accesses.push_back(a);
+  return static_cast<uint32_t>(k.accesses.size() - 1);
+}
+
+// The reduction an argmax (argmin) compares by: max (min).
+Op extreme_of(Op arg) { return arg == Op::ArgMax ? Op::Max : Op::Min; }
+
 // A fold of float32 partials for a kernel whose phase 0 row value is `dt`
 // (bfloat16): that row value, as k's store reads it, becomes the float32
 // one rounded once. The new row value goes first (operands are earlier
@@ -209,17 +222,14 @@ Kernel partials(const Kernel& k, size_t i, const PartRange& pr, const SplitBuffe
   read_earlier_rows(a, i, sb, rows);
   Dims to = rows;
   to[0] = sb.count;
-  a.accesses.push_back(Access{sb.parts[i], pr.index * sb.count, to});
+  const uint32_t part = add_access(a, Access{sb.parts[i], pr.index * sb.count, to});
   Phase reduce = k.phases[i];
   const ScalarType dt = widened(k.exprs[reduce.value].dtype);
-  if (dt != k.exprs[reduce.value].dtype) {  // reduced in float32, as the kernel would
-    a.exprs.push_back(Expr{ExprKind::Op, Op::Cast, dt, reduce.value});
-    reduce.value = static_cast<uint32_t>(a.exprs.size() - 1);
-  }
-  a.exprs.push_back(Expr{ExprKind::RowValue, Op::Cast, dt, 0});
+  if (dt != k.exprs[reduce.value].dtype)  // reduced in float32, as the kernel would
+    reduce.value = add_expr(a, Expr{ExprKind::Op, Op::Cast, dt, reduce.value});
   Phase store;
   store.per_row = true;
-  store.stores = {{static_cast<uint32_t>(a.accesses.size() - 1), static_cast<uint32_t>(a.exprs.size() - 1)}};
+  store.stores = {{part, add_expr(a, Expr{ExprKind::RowValue, Op::Cast, dt, 0})}};
   a.phases = {reduce, store};
   drop_dead(a);
   return a;
@@ -229,33 +239,43 @@ Kernel partials(const Kernel& k, size_t i, const PartRange& pr, const SplitBuffe
 // Its Reduce phase reads the partials; then it stores the row value for the
 // later kernels or, for the last phase before a per-row store, runs k's own
 // per-row store.
-Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
+// k's outer loops, then the part (p partials per row): the loops of a fold.
+// k's accesses stay, for its per-row store, which reads its row's elements
+// at reduced index 0.
+Kernel fold_loops(const Kernel& k, int64_t p, std::string name) {
   const int outer = k.outer;
-  const bool last = i + 1 == k.phases.size() - 1 && k.phases.back().per_row;
   Kernel b = k;
-  b.name = k.name + "_fold" + (i ? std::to_string(i) : "");
+  b.name = std::move(name);
   b.loop.n = static_cast<uint8_t>(outer + 1);
   b.loop[outer] = p;
   for (Access& x : b.accesses) {
     x.strides.n = static_cast<uint8_t>(outer + 1);
-    x.strides[outer] = 0;  // the per-row store reads its row's elements at reduced index 0
+    x.strides[outer] = 0;
   }
+  return b;
+}
+
+// A [p, rows] partials buffer's strides in a fold.
+Dims fold_parts(const SplitBuffers& sb) {
+  Dims from = sb.row_strides;
+  from.push_back(sb.count);
+  return from;
+}
+
+Kernel fold(const Kernel& k, size_t i, int64_t p, const SplitBuffers& sb) {
+  const bool last = i + 1 == k.phases.size() - 1 && k.phases.back().per_row;
+  Kernel b = fold_loops(k, p, k.name + "_fold" + (i ? std::to_string(i) : ""));
   Dims rows = sb.row_strides;
   rows.push_back(0);
   read_earlier_rows(b, i, sb, rows);
-  Dims from = sb.row_strides;
-  from.push_back(sb.count);
   const ScalarType dt = widened(k.exprs[k.phases[i].value].dtype);
-  b.accesses.push_back(Access{sb.parts[i], 0, from});
-  b.exprs.push_back(Expr{ExprKind::Load, Op::Cast, dt, static_cast<uint32_t>(b.accesses.size() - 1)});
   Phase reduce = k.phases[i];
-  reduce.value = static_cast<uint32_t>(b.exprs.size() - 1);
+  reduce.value = add_expr(b, Expr{ExprKind::Load, Op::Cast, dt, add_access(b, Access{sb.parts[i], 0, fold_parts(sb)})});
   Phase store = k.phases.back();
   if (!last) {
     store.per_row = true;
-    b.accesses.push_back(Access{sb.rows[i], 0, rows});
-    b.exprs.push_back(Expr{ExprKind::RowValue, Op::Cast, dt, 0});
-    store.stores = {{static_cast<uint32_t>(b.accesses.size() - 1), static_cast<uint32_t>(b.exprs.size() - 1)}};
+    const uint32_t to = add_access(b, Access{sb.rows[i], 0, rows});
+    store.stores = {{to, add_expr(b, Expr{ExprKind::RowValue, Op::Cast, dt, 0})}};
   }
   b.phases = {reduce, store};
   b.cost_per_element = 1;
@@ -282,10 +302,7 @@ Kernel arg_partials(const Kernel& k, const PartRange& pr, const SplitBuffers& sb
   const ScalarType dt = k.exprs[k.phases[0].value].dtype;
   int64_t slice = 1;  // elements of a row in one slice of its first reduced loop
   for (int d = k.outer + 1; d < k.loop.n; ++d) slice *= k.loop[d];
-  auto push = [&](Expr x) {
-    a.exprs.push_back(x);
-    return static_cast<uint32_t>(a.exprs.size() - 1);
-  };
+  auto push = [&](const Expr& x) { return add_expr(a, x); };
   auto constant = [&](int64_t v) { return push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, v}); };
   const uint32_t at = push(Expr{ExprKind::RowValue, Op::Cast, kLong, 0});
   const uint32_t part_start = push(Expr{ExprKind::Op, Op::Mul, kLong, push(Expr{ExprKind::Iota, Op::Cast, kLong, 0}),
@@ -295,52 +312,36 @@ Kernel arg_partials(const Kernel& k, const PartRange& pr, const SplitBuffers& sb
   const uint32_t value = push(Expr{ExprKind::RowValue, Op::Cast, dt, 1});
   Dims to = part_rows(k, sb);
   to[0] = sb.count;
-  a.accesses.push_back(Access{ab.positions, pr.index * sb.count, to});
-  a.accesses.push_back(Access{ab.values, pr.index * sb.count, to});
   Phase extreme = k.phases[0];
-  extreme.reduce_op = k.phases[0].reduce_op == Op::ArgMax ? Op::Max : Op::Min;
+  extreme.reduce_op = extreme_of(k.phases[0].reduce_op);
   Phase store;
   store.per_row = true;
-  store.stores = {{static_cast<uint32_t>(a.accesses.size() - 2), position},
-                  {static_cast<uint32_t>(a.accesses.size() - 1), value}};
+  store.stores = {{add_access(a, Access{ab.positions, pr.index * sb.count, to}), position},
+                  {add_access(a, Access{ab.values, pr.index * sb.count, to}), value}};
   a.phases = {k.phases[0], extreme, store};
   drop_dead(a);
   return a;
 }
 
 Kernel arg_fold(const Kernel& k, int64_t p, const SplitBuffers& sb, const ArgBuffers& ab) {
-  const int outer = k.outer;
-  Kernel b = k;
-  b.name = k.name + "_fold";
-  b.loop.n = static_cast<uint8_t>(outer + 1);
-  b.loop[outer] = p;
-  for (Access& x : b.accesses) {
-    x.strides.n = static_cast<uint8_t>(outer + 1);
-    x.strides[outer] = 0;  // the per-row store reads its row's elements at reduced index 0
-  }
+  Kernel b = fold_loops(k, p, k.name + "_fold");
   // k's store reads the arg, row value 0: here phase 1's.
   for (Expr& x : b.exprs)
     if (x.kind == ExprKind::RowValue) x.a = 1;
-  auto push = [&](Expr x) {
-    b.exprs.push_back(x);
-    return static_cast<uint32_t>(b.exprs.size() - 1);
-  };
+  auto push = [&](const Expr& x) { return add_expr(b, x); };
   auto op = [&](Op o, ScalarType dt, uint32_t x, uint32_t y, uint32_t z = 0) {
     return push(Expr{ExprKind::Op, o, dt, x, y, z});
   };
-  Dims from = sb.row_strides;
-  from.push_back(sb.count);
+  const Dims from = fold_parts(sb);
   const ScalarType dt = k.exprs[k.phases[0].value].dtype;
-  b.accesses.push_back(Access{ab.values, 0, from});
-  const uint32_t v = push(Expr{ExprKind::Load, Op::Cast, dt, static_cast<uint32_t>(b.accesses.size() - 1)});
-  b.accesses.push_back(Access{ab.positions, 0, from});
-  const uint32_t at = push(Expr{ExprKind::Load, Op::Cast, kLong, static_cast<uint32_t>(b.accesses.size() - 1)});
+  const uint32_t v = push(Expr{ExprKind::Load, Op::Cast, dt, add_access(b, Access{ab.values, 0, from})});
+  const uint32_t at = push(Expr{ExprKind::Load, Op::Cast, kLong, add_access(b, Access{ab.positions, 0, from})});
   const uint32_t m = push(Expr{ExprKind::RowValue, Op::Cast, dt, 0});
   const uint32_t both_nan = op(Op::LogicalAnd, kBool, op(Op::Ne, kBool, v, v), op(Op::Ne, kBool, m, m));
   const uint32_t holds = op(Op::LogicalOr, kBool, op(Op::Eq, kBool, v, m), both_nan);
   const uint32_t never = push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, std::numeric_limits<int64_t>::max()});
   Phase extreme = k.phases[0];
-  extreme.reduce_op = k.phases[0].reduce_op == Op::ArgMax ? Op::Max : Op::Min;
+  extreme.reduce_op = extreme_of(k.phases[0].reduce_op);
   extreme.value = v;
   Phase first = k.phases[0];
   first.reduce_op = Op::Min;
