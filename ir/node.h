@@ -151,6 +151,10 @@ struct Node {
   ScalarType dtype;
   Device device{kCPU, 0};
   uint8_t num_scalars = 0;
+  // Set on an Input leaf whose value a GPU graph failed to compute, found
+  // only after the leaf was handed out (runtime/poison.h): a run reading it
+  // fails instead of computing from it. In the header's padding.
+  mutable std::atomic<bool> poisoned{false};
   // Graph-walk scratch, not part of the node's value: the canonical index
   // build_graph last gave this node. Only a hint: the walk trusts it only
   // when its own Graph::nodes[mark] is this node, so a stale mark (an older

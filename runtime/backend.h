@@ -2,6 +2,7 @@
 // Executable once, run the Executable on every cache hit.
 #pragma once
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,8 @@
 
 namespace loom::runtime {
 
+class LateCheck;
+
 // What one run binds: the buffers of the graph's Input leaves (in
 // Graph::input_nodes order) and its runtime scalars (Graph::scalars order).
 struct RunArgs {
@@ -22,6 +25,13 @@ struct RunArgs {
   // it belongs to already owns one: an in-place update), or null. A backend
   // may ignore it; when it uses it, it returns that same buffer.
   std::span<const BufferPtr> targets = {};
+  // If set, a backend that finds bad data only after the run's work is done
+  // (a GPU: the error words come back with the results) may return without
+  // waiting for it and put here what reads the verdict later; it must then
+  // stay ready to answer until that check is waited for, and the caller
+  // waits for it before running this executable again. Null, or a backend
+  // that checks at once: run() throws RunError itself.
+  std::unique_ptr<LateCheck>* late = nullptr;
 };
 
 // Raised by Executable::run for bad data (an index out of range): names the
@@ -29,6 +39,15 @@ struct RunArgs {
 struct RunError {
   uint32_t node;
   std::string message;
+};
+
+// The verdict of a run that returned before its bad-data check could be
+// read (RunArgs::late).
+class LateCheck {
+ public:
+  virtual ~LateCheck() = default;
+  // Waits for the run's work; its failure, if it failed. Called once.
+  virtual std::optional<RunError> wait() = 0;
 };
 // A compiled kernel's failed index_check (the reference names the index).
 inline constexpr const char* kIndexOutOfRangeMessage =

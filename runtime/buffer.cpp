@@ -57,6 +57,13 @@ std::shared_ptr<Buffer> Buffer::borrow(void* ptr, size_t bytes, Device device,
 
 Buffer::~Buffer() {
   if (release_) release_(ptr_);
+  delete poison_.load(std::memory_order_relaxed);
+}
+
+void Buffer::poison(const std::string& message) const {
+  auto* m = new std::string(message);
+  const std::string* none = nullptr;
+  if (!poison_.compare_exchange_strong(none, m, std::memory_order_acq_rel)) delete m;
 }
 
 }  // namespace loom::runtime

@@ -1,9 +1,11 @@
 // runtime::Buffer: device memory that a materialized tensor's storage owns
 // (or borrows, for from_blob). It is the ir::DataRef behind Input nodes.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include <loom/device.h>
 
@@ -27,6 +29,14 @@ class Buffer : public ir::DataRef {
   Device device() const { return device_; }
   template <class T> T* as() const { return static_cast<T*>(ptr_); }
 
+  // Marks the contents as the product of a graph that failed on bad data,
+  // found only after the buffer was handed out (a GPU's late check,
+  // api/src/late_checks.h): a later run that reads it fails with `message`
+  // instead of computing from it. The first message stays.
+  void poison(const std::string& message) const;
+  // The message, or null (the usual case: one load).
+  const std::string* poisoned() const { return poison_.load(std::memory_order_acquire); }
+
  private:
   Buffer(void* ptr, size_t bytes, Device device, std::function<void(void*)> release)
       : ptr_(ptr), bytes_(bytes), device_(device), release_(std::move(release)) {}
@@ -34,6 +44,7 @@ class Buffer : public ir::DataRef {
   size_t bytes_;
   Device device_;
   std::function<void(void*)> release_;
+  mutable std::atomic<const std::string*> poison_{nullptr};  // owned
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;

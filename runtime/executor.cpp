@@ -7,6 +7,7 @@
 #include "runtime/executable_cache.h"
 #include "runtime/log.h"
 #include "runtime/metrics.h"
+#include "runtime/poison.h"
 
 namespace loom::runtime {
 
@@ -39,8 +40,14 @@ void run_counted(Executable& exe, const RunArgs& args, std::vector<BufferPtr>& o
 }
 }  // namespace
 
+std::string node_error_message(const ir::Graph& g, const RunError& e) {
+  const ir::Node& n = *g.nodes[e.node];
+  std::string where = n.line ? std::string(" (called from ") + n.file + ":" + std::to_string(n.line) + ")" : "";
+  return "loom: " + std::string(ir::op_name(n.op)) + ": " + e.message + where;
+}
+
 void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out,
-             std::shared_ptr<Executable>* ran) {
+             std::shared_ptr<Executable>* ran, std::unique_ptr<LateCheck>* late) {
   Backend& backend = backend_for(device);
   Counters& c = counters();
   ExecutableCache& cache = executable_cache();
@@ -104,14 +111,20 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
   const size_t n_in = g.input_nodes.size();
   if (n_in > kFew) many.resize(n_in);
   const Buffer** inputs = n_in > kFew ? many.data() : few;
-  for (size_t k = 0; k < n_in; ++k) inputs[k] = static_cast<const Buffer*>(g.nodes[g.input_nodes[k]]->data.get());
+  for (size_t k = 0; k < n_in; ++k) {
+    const ir::Node& leaf = *g.nodes[g.input_nodes[k]];
+    inputs[k] = static_cast<const Buffer*>(leaf.data.get());
+    // A value a GPU graph failed to compute (runtime/poison.h): what reads it fails as that graph did.
+    if (const std::string* why = inputs[k]->poisoned()) [[unlikely]]
+      throw NodeError(*why, g.input_nodes[k]);
+    if (leaf.poisoned.load(std::memory_order_relaxed)) [[unlikely]]
+      throw NodeError(poison_message(leaf), g.input_nodes[k]);
+  }
 
   try {
-    run_counted(*run_exe, RunArgs{std::span<const Buffer* const>(inputs, n_in), g.scalars, targets}, out);
+    run_counted(*run_exe, RunArgs{std::span<const Buffer* const>(inputs, n_in), g.scalars, targets, late}, out);
   } catch (const RunError& e) {
-    const ir::Node& n = *g.nodes[e.node];
-    std::string where = n.line ? std::string(" (called from ") + n.file + ":" + std::to_string(n.line) + ")" : "";
-    throw NodeError("loom: " + std::string(ir::op_name(n.op)) + ": " + e.message + where, e.node);
+    throw NodeError(node_error_message(g, e), e.node);
   }
   bump(c.graph_nodes, static_cast<int64_t>(g.size()));
 }

@@ -27,8 +27,16 @@ class NodeError : public Error {
 // (naming the failing op and its source line; a NodeError when one node
 // failed) if the run fails; the cache is left as it was.
 // `ran` (if given) receives the executable, for loom::compile's replays.
+// `late` (if given): a backend may return before it knows whether the run
+// failed on bad data and leave the check there (RunArgs::late); the caller
+// then keeps the executable (`ran` is required with it) and the graph's
+// nodes alive, and waits for the check before this executable runs again.
 void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targets, std::vector<BufferPtr>& out,
-             std::shared_ptr<Executable>* ran = nullptr);
+             std::shared_ptr<Executable>* ran = nullptr, std::unique_ptr<LateCheck>* late = nullptr);
+
+// "loom: <op>: <message> (called from <file>:<line>)" for a run that failed
+// at node e.node of g.
+std::string node_error_message(const ir::Graph& g, const RunError& e);
 
 // A replay of an executable execute() handed out (loom::compile): runs it on
 // `args` and counts it as a cache hit. RunError passes through (the caller

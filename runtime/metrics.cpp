@@ -138,6 +138,8 @@ Metrics metrics() {
   m.cuda_graph_kernels = c.cuda_graph_kernels.load();
   m.cuda_graph_depth = c.cuda_graph_depth.load();
   m.cuda_argument_uploads = c.cuda_argument_uploads.load();
+  m.late_checks = c.late_checks.load();
+  m.late_check_wait_ns = c.late_check_wait_ns.load();
   m.compiled_replays = c.compiled_replays.load();
   return m;
 }
@@ -151,7 +153,8 @@ void reset_metrics() {
                   &c.bytes_allocated, &c.buffers_allocated, &c.bytes_copied_back, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
                   &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads,
-                  &c.cuda_graphs_built, &c.cuda_graph_kernels, &c.cuda_graph_depth, &c.compiled_replays})
+                  &c.cuda_graphs_built, &c.cuda_graph_kernels, &c.cuda_graph_depth, &c.late_checks,
+                  &c.late_check_wait_ns, &c.compiled_replays})
     a->store(0);
 }
 
@@ -197,6 +200,8 @@ std::string Metrics::to_string() const {
     row("cuda graph kernels", std::to_string(cuda_graph_kernels));
     row("cuda graph depth", std::to_string(cuda_graph_depth));
     row("cuda argument uploads", std::to_string(cuda_argument_uploads));
+    row("late checks", std::to_string(late_checks));
+    row("late check wait", ms(late_check_wait_ns));
   }
   return os.str();
 }

@@ -2,6 +2,7 @@
 // recovery, CUDA-graph replay and the error path of a kernel. The op suite
 // and the differential test run on the GPU through their "cuda" instances;
 // every test here skips, saying why, on a machine without one.
+#include <cmath>
 #include <thread>
 
 #include "test_util.h"
@@ -144,6 +145,84 @@ TEST_F(CudaTest, BadIndexNamesTheOpAndLeavesTheGpuUsable) {
   EXPECT_NE(msg.find("index 7 is out of bounds for dimension of size 4"), std::string::npos) << msg;
   EXPECT_NE(msg.find("cuda_test.cpp"), std::string::npos) << msg;
   EXPECT_EQ((x * 0 + 1).sum().item<float>(), 12.f);
+}
+
+// A training step with integer labels can fail on bad data (a label out of
+// range), found on the GPU. Its sync does not wait for that verdict (the
+// host records the next step while the GPU works); the next wait reports
+// it, naming the op and the line, and a graph launched after it never
+// reads a failed value.
+TEST_F(CudaTest, TrainingStepsLeaveTheirLabelCheckToTheNextWait) {
+  namespace F = loom::nn::functional;
+  loom::manual_seed(3);
+  loom::nn::Linear model(8, 4);
+  model->to(loom::kCUDA);
+  loom::optim::SGD opt(model->parameters(), loom::optim::SGDOptions(0.1).momentum(0.9));
+  Tensor x = loom::randn({6, 8}, loom::kCUDA);
+  Tensor good = loom::tensor(std::vector<int64_t>{0, 1, 2, 3, 0, 1}).to(loom::kCUDA);
+  Tensor bad = loom::tensor(std::vector<int64_t>{0, 9, 2, 3, 0, 1}).to(loom::kCUDA);
+  const int loss_line = __LINE__ + 3;
+  auto step = [&](const Tensor& y) {
+    opt.zero_grad();
+    Tensor loss = F::cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt.step();
+    return loss;
+  };
+  step(good);
+  loom::cuda::synchronize();
+  loom::reset_metrics();
+  Tensor first = step(good);
+  for (int i = 0; i < 4; ++i) step(good);
+  EXPECT_EQ(loom::metrics().late_checks, 5) << "each step left its check to the next one";
+  EXPECT_LT(first.item<float>(), 10.f);
+
+  EXPECT_NO_THROW(step(bad));  // launched; the GPU finds the label later
+  const std::string msg = loom_test::error_of([] { loom::cuda::synchronize(); });
+  EXPECT_NE(msg.find("gather"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("index 9 is out of bounds for dimension of size 4"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cuda_test.cpp:" + std::to_string(loss_line)), std::string::npos) << msg;
+  EXPECT_NO_THROW(loom::cuda::synchronize()) << "reported once";
+  EXPECT_THROW(model->weight.sum().item<float>(), loom::Error) << "its update was computed from the bad labels";
+
+  // The GPU stays usable, and a fresh model trains.
+  loom::nn::Linear fresh(8, 4);
+  fresh->to(loom::kCUDA);
+  Tensor y = F::cross_entropy(fresh->forward(x), good);
+  EXPECT_TRUE(std::isfinite(y.item<float>()));
+}
+
+// The check a failed graph left is read before anything else runs on the
+// GPU: the next sync reports it and does not run a graph on its values.
+TEST_F(CudaTest, AFailedGraphIsReportedByTheNextSyncBeforeItRuns) {
+  Tensor x = loom::randn({4, 3}, loom::kCUDA);
+  Tensor idx = loom::tensor(std::vector<int64_t>{0, 7, 1}).to(loom::kCUDA);
+  Tensor picked = x.index_select(0, idx);
+  loom::sync();  // launched; not waited for
+  Tensor later = picked * 2 + 1;  // recorded on a value the GPU failed to compute
+  const std::string msg = loom_test::error_of([] { loom::sync(); });
+  EXPECT_NE(msg.find("index_select"), std::string::npos) << msg;
+  EXPECT_THROW(later.item<float>(), loom::Error) << "computed from the failed value";
+  EXPECT_THROW(picked.to_vector<float>(), loom::Error);
+  EXPECT_EQ((x * 0 + 2).sum().item<float>(), 24.f);
+}
+
+// An in-place update in a graph that failed was skipped by the GPU: its
+// buffer still holds the value before the update. What was recorded on the
+// updated value before the failure was reported fails; the update itself,
+// not computed from the bad node, runs again.
+TEST_F(CudaTest, ValuesRecordedOnASkippedUpdateFailToo) {
+  Tensor w = loom::tensor({1.f, 2.f}).to(loom::kCUDA);
+  loom::sync();
+  w.add_(1);
+  Tensor bad = loom::tensor({1}).to(loom::kCUDA) % loom::tensor({0}).to(loom::kCUDA);
+  loom::sync();         // launched; the division by zero is found later
+  Tensor twice = w * 2;  // recorded on w's update
+  EXPECT_THROW(loom::cuda::synchronize(), loom::Error);
+  EXPECT_THROW(twice.to_vector<float>(), loom::Error) << "computed from the value before the update";
+  EXPECT_THROW(bad.to_vector<int64_t>(), loom::Error);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{2, 3}));
+  EXPECT_EQ((w * 2).to_vector<float>(), (std::vector<float>{4, 6}));
 }
 
 TEST_F(CudaTest, IntegerDivisionByZeroIsReported) {

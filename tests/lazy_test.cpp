@@ -383,6 +383,7 @@ TEST_P(LazyTest, AFailedRunNamesTheOpAndLinePoisonsOnlyItsOutputsAndLaterSyncsWo
 
   try {
     loom::sync();
+    wait_for_device();
     ADD_FAILURE() << "the out-of-range index did not raise";
   } catch (const loom::Error& e) {
     const std::string msg = e.what();

@@ -35,6 +35,11 @@ class BackendTest : public ::testing::TestWithParam<std::string> {
     if (!previous_.empty()) loom::set_backend(previous_);
   }
   bool on_gpu() const { return GetParam() == "cuda"; }
+  // Where a backend has reported a graph that failed on bad data: the CPU
+  // at its sync; a GPU at the next wait for it (api/src/late_checks.h).
+  void wait_for_device() const {
+    if (on_gpu()) loom::cuda::synchronize();
+  }
   std::string previous_;
 };
 

@@ -127,6 +127,7 @@ struct RecycleNode {
     n->scalar[1] = ir::RtScalar{};
     n->num_scalars = 0;
     n->header_cache.store(0, std::memory_order_relaxed);  // its next life gets its own header
+    n->poisoned.store(false, std::memory_order_relaxed);
     n->file = "";
     n->line = 0;
     l.nodes[l.count++] = n;

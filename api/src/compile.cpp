@@ -18,12 +18,14 @@
 
 #include <algorithm>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include <loom/autograd.h>
 #include <loom/error.h>
 #include <loom/runtime.h>
 
+#include "api/src/late_checks.h"
 #include "api/src/lazy.h"
 #include "api/src/record.h"
 #include "runtime/executor.h"
@@ -99,6 +101,7 @@ struct ResultSource {
 struct Trace {
   Signature key;
   std::shared_ptr<runtime::Executable> exe;  // null: the function computes nothing
+  Device device{kCPU, 0};                    // where exe runs
   std::vector<InputSource> inputs;
   std::vector<ir::RtScalar> scalars;
   std::vector<detail::TraceCapture::Random> randoms;
@@ -162,6 +165,7 @@ std::vector<Tensor> trace(const TensorFunction& fn, const std::vector<Tensor>& a
   }
   t.key = std::move(key);
   t.exe = cap.exe;
+  t.device = cap.device;
   t.scalars = std::move(cap.scalars);
   t.randoms = std::move(cap.randoms);
   t.nodes = std::move(cap.nodes);
@@ -256,6 +260,8 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
     for (const InputSource& in : t->inputs) {
       const runtime::Buffer* b = in.arg >= 0 ? storage_of(args[in.arg])->buffer().get()
                                              : static_cast<const runtime::Buffer*>(in.captured.get());
+      if (const std::string* why = b->poisoned()) [[unlikely]]  // a value a GPU graph failed to compute
+        fail(loc, *why);
       t->input_buffers.push_back(b);
     }
     // The trace's scalars, with fresh counters for its random nodes: they
@@ -271,6 +277,11 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
                            : o.kind == OutputSink::InPlaceKept ? o.kept->owned_buffer()
                                                                : nullptr);
     try {
+      // On a GPU, a plain sync's check left there is read first: nothing
+      // runs on the device before it (late_checks.h). The replay's own check
+      // is read at once.
+      std::optional<detail::DeviceTurn> turn;
+      if (t->device.is_cuda()) turn.emplace(t->device);
       runtime::replay(*t->exe, runtime::RunArgs{t->input_buffers, t->scalars, t->targets}, t->produced);
     } catch (const runtime::RunError& e) {
       const detail::TraceCapture::Where& w = t->nodes.at(e.node);

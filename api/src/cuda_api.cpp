@@ -1,6 +1,7 @@
 // loom::cuda: the public face of runtime/cuda.
 #include <loom/cuda.h>
 
+#include "api/src/late_checks.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/device_allocator.h"
 #include "runtime/cuda/gemm_tune.h"
@@ -17,7 +18,10 @@ std::string device_name(int device) {
 }
 
 void synchronize(int device) {
-  if (is_available()) runtime::cuda::synchronize(device);
+  if (!is_available()) return;
+  runtime::cuda::synchronize(device);
+  // A graph that failed on bad data is reported here at the latest (api/src/late_checks.h).
+  detail::wait_for_late_check(Device(kCUDA, static_cast<int8_t>(device)));
 }
 
 void empty_cache(int device) {

@@ -2,6 +2,7 @@
 #include "api/src/lazy.h"
 
 #include "api/src/block_pool.h"
+#include "api/src/late_checks.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -66,6 +67,14 @@ void Storage::set_error(const std::string& message) {
   std::lock_guard lock(mu_);
   error_ = std::make_shared<const std::string>(message);
   node_.reset();
+}
+
+bool Storage::restore_pending(const runtime::Buffer* held, ir::NodePtr pending, bool drop_buffer) {
+  std::lock_guard lock(mu_);
+  if (error_ || !node_ || node_->op != ir::Op::Input || node_->data.get() != held) return false;
+  node_ = std::move(pending);
+  if (drop_buffer) buffer_.reset();  // the failed run's: not this storage's to offer as a target
+  return true;
 }
 
 bool Storage::pending() const {
@@ -136,7 +145,8 @@ void note_made_in_trace(const runtime::Buffer* b) {
   if (l && l->tracing && b) l->made_in_trace.push_back(b);
 }
 
-// For each node of g: whether its value is computed from node `bad`.
+}  // namespace
+
 std::vector<bool> depends_on(const ir::Graph& g, uint32_t bad) {
   std::vector<bool> d(g.size(), false);
   if (bad < g.size()) d[bad] = true;
@@ -148,6 +158,8 @@ std::vector<bool> depends_on(const ir::Graph& g, uint32_t bad) {
       }
   return d;
 }
+
+namespace {
 
 // A sync's working lists, reused per thread so a steady-state sync allocates
 // nothing for them. Emptied (not freed) when the sync ends, so the outputs'
@@ -206,19 +218,40 @@ void sync_device_with(Device device, PendingList& list, SyncScratch& sc, TraceCa
     }
   }
   list.storages.resize(keep);
-  if (outs.empty()) return;
+  if (outs.empty()) {
+    wait_for_late_check(device);  // a sync reports an earlier GPU graph's failure with nothing to run too
+    return;
+  }
 
   sc.raw.resize(out_nodes.size());
   for (size_t i = 0; i < out_nodes.size(); ++i) sc.raw[i] = out_nodes[i].get();
   ir::Graph& graph = sc.graph;
   ir::build_graph(sc.raw, graph);
+  // On a GPU, the check an earlier graph left there is read before this one
+  // runs (the graph is built meanwhile: the host works while the GPU
+  // finishes that graph), and this graph's may be left for the next one
+  // (late_checks.h). A trace's graph is checked at once.
+  std::optional<DeviceTurn> turn;
+  if (device.is_cuda()) {
+    try {
+      turn.emplace(device);
+    } catch (const LateRunError&) {  // this graph did not run: its outputs stay pending
+      for (auto& s : outs)
+        if (!s->listed.exchange(true, std::memory_order_relaxed)) list.storages.emplace_back(s);
+      throw;
+    }
+  }
+  std::unique_ptr<runtime::LateCheck> late;
+  std::shared_ptr<runtime::Executable> ran;
+  const bool check_late = turn && !capture;
   std::vector<runtime::BufferPtr>& results = sc.results;
   try {
     // A storage that already owns a buffer (written in place since it was
     // computed) offers it, so the result can land there without a copy.
     sc.targets.resize(outs.size());
     for (size_t i = 0; i < outs.size(); ++i) sc.targets[i] = outs[i]->owned_buffer();
-    runtime::execute(graph, device, sc.targets, results, capture ? &capture->exe : nullptr);
+    runtime::execute(graph, device, sc.targets, results, capture ? &capture->exe : check_late ? &ran : nullptr,
+                     check_late ? &late : nullptr);
     if (capture) fill_capture(*capture, graph, sc);
   } catch (const runtime::NodeError& e) {
     // One node failed: only the outputs computed from it are poisoned (keep
@@ -238,6 +271,7 @@ void sync_device_with(Device device, PendingList& list, SyncScratch& sc, TraceCa
     throw;
   }
   for (size_t i = 0; i < outs.size(); ++i) outs[i]->set_result(results[i]);
+  if (late) turn->leave(std::move(late), std::move(ran), graph, out_nodes, outs, sc.targets, results);
 }
 
 void sync_device(Device device, PendingList& list) {
@@ -315,6 +349,10 @@ void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded) {
   count_recorded(list, nodes_recorded);
 }
 
+void list_pending(const std::shared_ptr<Storage>& s) {
+  if (!s->listed.exchange(true, std::memory_order_relaxed)) add_to_list(pending_list(), s);
+}
+
 void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded) {
   PendingList& list = pending_list();
   // No other thread can see `s` yet: a plain store, not an atomic exchange.
@@ -325,6 +363,7 @@ void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded)
 
 void materialize(const std::shared_ptr<Storage>& s) {
   if (!s->pending()) {
+    wait_for_late_check(s->device);  // its value may come from a GPU graph whose check is still out
     s->node();  // raises a stored error
     return;
   }
@@ -335,6 +374,8 @@ void materialize(const std::shared_ptr<Storage>& s) {
   Device d = s->device;
   try {
     sync_list(list, &d);
+  } catch (const LateRunError&) {
+    throw;  // an earlier GPU graph failed (late_checks.h): reported here, once
   } catch (const Error&) {
     // The graph failed at a node `s` is not computed from: the failed values
     // are poisoned now, so a second sync computes the rest, `s` included.
@@ -344,6 +385,15 @@ void materialize(const std::shared_ptr<Storage>& s) {
   if (s->pending()) {  // recorded on another thread's list: compute it here
     list.storages.emplace_back(s);
     sync_list(list, &d);
+  }
+  try {
+    wait_for_late_check(d);  // the graph just launched may have left its check
+  } catch (const LateRunError&) {
+    // That GPU graph failed at a node `s` is not computed from (as above,
+    // found late): `s` is pending again, and computed now.
+    if (!s->pending()) throw;
+    sync_list(list, &d);
+    wait_for_late_check(d);
   }
   s->node();  // raises the error if this storage's sync failed
 }
@@ -383,6 +433,7 @@ TraceCapture finish_trace() {
   }
   SyncScratch sc;
   SyncingScope scope(list);
+  cap.device = *device;
   sync_device_with(*device, list, sc, &cap);
   for (auto& weak : list.storages)
     if (std::shared_ptr<Storage> s = weak.lock(); s && s->pending())

@@ -19,12 +19,18 @@ void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
 // The same for a storage created just now by this thread (wrap()), which no
 // other thread can have listed yet.
 void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
+// Lists a storage that is pending again (late_checks.cpp) on this thread's
+// list; never syncs.
+void list_pending(const std::shared_ptr<Storage>& s);
 
 // The Input node of a materialized storage: `data` holds its value.
 ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device, const ir::Dims& shape);
 
 // Materializes `s` (and with it everything pending on its device).
 void materialize(const std::shared_ptr<Storage>& s);
+
+// For each node of g: whether its value is computed from node `bad`.
+std::vector<bool> depends_on(const ir::Graph& g, uint32_t bad);
 
 // Tracing, for loom::compile (api/src/compile.cpp). Between begin_trace and
 // finish_trace the thread records as usual, but a sync is deferred to the
@@ -34,6 +40,7 @@ void materialize(const std::shared_ptr<Storage>& s);
 // and says what it ran, so the caller can run it again without recording.
 struct TraceCapture {
   std::shared_ptr<runtime::Executable> exe;         // null: nothing was pending
+  Device device{kCPU, 0};                           // where exe runs
   std::vector<std::shared_ptr<Storage>> outs;       // per graph output, the storage it computed
   std::vector<runtime::BufferPtr> targets;          // per output, the buffer the storage owned before (or null)
   std::vector<std::shared_ptr<const ir::DataRef>> inputs;  // per graph input node, its data

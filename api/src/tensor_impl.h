@@ -74,6 +74,11 @@ class Storage {
   // The buffer this storage owns, pending or not (null if it never had one).
   runtime::BufferPtr owned_buffer() const;
   void set_error(const std::string& message);
+  // After a GPU graph failed (late_checks.h): if this storage still holds
+  // the Input leaf over `held` (nothing was written into it since), its
+  // value becomes `pending` again, and with `drop_buffer` it lets go of
+  // `held` (the failed run's, not its own). Whether it did.
+  bool restore_pending(const runtime::Buffer* held, ir::NodePtr pending, bool drop_buffer);
   // Pending: node is not an Input leaf (and no error).
   bool pending() const;
   // For sync: the node if pending, else null. Never throws.

@@ -101,6 +101,11 @@ CudaExecutable::~CudaExecutable() {
   }
   for (ArgSet& set : sets_)
     if (set.graph) d.cuGraphExecDestroy(set.graph);
+  if (err_copy_.done) {
+    d.cuEventSynchronize(err_copy_.done);
+    d.cuEventDestroy(err_copy_.done);
+  }
+  if (err_copy_.host) d.cuMemFreeHost(err_copy_.host);
 }
 
 // The launch sequence of one run, fixed at compile time: generated kernels
@@ -382,7 +387,10 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     }
   }
   ++runs_;
-  if (outputs_.can_fail() && !launches_.empty()) check_errors();
+  if (outputs_.can_fail() && !launches_.empty()) {
+    if (args.late) *args.late = check_later();  // the host goes on recording while the GPU works
+    else check_errors();
+  }
   outputs_.results(owned, dev, result);
 }
 
@@ -390,13 +398,51 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
 void CudaExecutable::check_errors() {
   int64_t err[2] = {0, -1};
   copy_to_host(err, static_cast<char*>(last_set_->block->data()) + err_at_ * 8, sizeof(err), device_);
-  if (err[0] == 0) return;
+  if (std::optional<RunError> e = error_of(err)) throw *e;
+}
+
+// Reads a run's error words once its work is done. The caller keeps the
+// executable alive and runs it again only after wait() (RunArgs::late), so
+// the words, the argument set and the inputs out_of_range_message reads
+// are still this run's.
+class CudaExecutable::Late final : public LateCheck {
+ public:
+  explicit Late(CudaExecutable& exe) : exe_(exe) {}
+  std::optional<RunError> wait() override {
+    std::lock_guard lock(exe_.mu_);
+    check(driver().cuEventSynchronize(exe_.err_copy_.done), "cuEventSynchronize", "error words");
+    const int64_t err[2] = {exe_.err_copy_.host[0], exe_.err_copy_.host[1]};
+    return exe_.error_of(err);
+  }
+
+ private:
+  CudaExecutable& exe_;
+};
+
+std::unique_ptr<LateCheck> CudaExecutable::check_later() {
+  const DriverApi& d = driver();
+  if (!err_copy_.host) {
+    void* p = nullptr;
+    check(d.cuMemHostAlloc(&p, 2 * sizeof(int64_t), CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", "error words");
+    err_copy_.host = static_cast<int64_t*>(p);
+    check(d.cuEventCreate(&err_copy_.done, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "error words");
+  }
+  const CUstream stream = context(device_).stream;
+  check(d.cuMemcpyDtoHAsync(err_copy_.host, reinterpret_cast<CUdeviceptr>(last_set_->block->data()) + err_at_ * 8,
+                            2 * sizeof(int64_t), stream),
+        "cuMemcpyDtoHAsync", "error words");
+  check(d.cuEventRecord(err_copy_.done, stream), "cuEventRecord", "error words");
+  return std::make_unique<Late>(*this);
+}
+
+std::optional<RunError> CudaExecutable::error_of(const int64_t (&err)[2]) {
+  if (err[0] == 0) return std::nullopt;
   const auto node = static_cast<uint32_t>(err[1]);
-  if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
+  if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) return RunError{node, "ZeroDivisionError: integer division by zero"};
   for (const ir::LibraryCall& call : program_.library_calls)
-    if (call.node == node) throw RunError{node, out_of_range_message(call)};
-  if (err[0] == jit::cuda::kErrorIndexOutOfRange) throw RunError{node, kIndexOutOfRangeMessage};
-  throw RunError{node, "bad data (error code " + std::to_string(err[0]) + ")"};
+    if (call.node == node) return RunError{node, out_of_range_message(call)};
+  if (err[0] == jit::cuda::kErrorIndexOutOfRange) return RunError{node, kIndexOutOfRangeMessage};
+  return RunError{node, "bad data (error code " + std::to_string(err[0]) + ")"};
 }
 
 // The first out-of-range index in row-major order, as the CPU reports it.

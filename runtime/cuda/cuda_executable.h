@@ -20,6 +20,7 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,11 @@ class CudaExecutable final : public Executable {
   std::vector<std::vector<uint32_t>> dependencies(const ArgSet& set, const std::vector<int32_t>& written_into) const;
   void build_graph(ArgSet& set, const std::vector<int32_t>& written_into);
   void check_errors();
+  // What a late check (RunArgs::late) reads the last run's error words with.
+  std::unique_ptr<LateCheck> check_later();
+  class Late;
+  // The failure that error words `err` report, if any.
+  std::optional<RunError> error_of(const int64_t (&err)[2]);
   std::string out_of_range_message(const ir::LibraryCall& call);
 
   ir::KernelProgram program_;
@@ -94,6 +100,12 @@ class CudaExecutable final : public Executable {
   const ArgSet* last_set_ = nullptr;  // the last run's (for error reports)
   Slot slots_[2];
   int next_slot_ = 0;
+  // The last run's error words, copied back in stream order after its
+  // launches when the caller reads them later (made on first use).
+  struct ErrorCopy {
+    int64_t* host = nullptr;  // pinned, two words
+    CUevent done = nullptr;   // recorded after the copy
+  } err_copy_;
   std::vector<CUevent> timing_events_;  // LOOM_CUDA_KERNEL_TIMES: one before each launch, one after the last
   int64_t runs_ = 0;
   std::mutex mu_;  // one run at a time: the arena and the slots are shared

@@ -15,6 +15,11 @@ std::string unavailable_reason();
 // "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)"
 std::string device_name(int device = 0);
 // Waits for all of loom's queued work on the device (kernels, copies).
+// Raises the loom::Error of a graph on it that failed on bad data (an
+// index out of range, an integer division by zero) and was not reported
+// yet: on a GPU that is found while the host records on, and reported at
+// the next sync on the device, read of its data or synchronize (as
+// PyTorch's asynchronous GPU errors).
 void synchronize(int device = 0);
 // Returns the caching allocator's free blocks to the driver.
 void empty_cache(int device = 0);

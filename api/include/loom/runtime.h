@@ -55,6 +55,10 @@ struct Metrics {
                                    // equal to cuda_graph_kernels when every kernel waits for the one before
   int64_t cuda_argument_uploads = 0;  // runs whose buffer addresses or scalars differed from both cached
                                       // argument blocks, so they were copied to the GPU first
+  int64_t late_checks = 0;         // GPU graphs that can fail on bad data (an index out of range) whose
+                                   // check was read at the next sync, read or cuda::synchronize
+                                   // instead of when they were launched
+  int64_t late_check_wait_ns = 0;  // host time spent waiting for those checks (part of execute_ns)
   int64_t compiled_replays = 0;    // calls of loom::compile'd functions that ran their executable
                                    // without recording (also counted as cache hits)
   std::string to_string() const;   // an aligned two-column table
