@@ -25,10 +25,12 @@ OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_f
     }
     if (ir::can_fail(program_, steps[s])) last_failing_step_ = static_cast<int64_t>(s);
   }
+  for (uint32_t i = 0; i < program_.buffers.size(); ++i)
+    if (program_.buffers[i].kind == ir::BufferKind::Input) inputs_.push_back(i);
   for (uint32_t o = 0; o < program_.buffers.size(); ++o)
     if (program_.buffers[o].kind == ir::BufferKind::Output)
-      for (uint32_t i = 0; i < program_.buffers.size(); ++i)
-        if (program_.buffers[i].kind == ir::BufferKind::Input && can_write_in_place(o, i)) in_place_ok_.push_back({o, i});
+      for (uint32_t i : inputs_)
+        if (can_write_in_place(o, i)) in_place_ok_.push_back({o, i});
 }
 
 // Safe when no step after the one that writes `out` reads `in`, and that
@@ -81,9 +83,9 @@ BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args, int32_t* input) c
     refused = "written by a library kernel after a step that can fail";
   else if (t->bytes() != static_cast<size_t>(info.numel) * element_size(info.dtype))
     refused = "the tensor's buffer has another size";
-  for (uint32_t i = 0; i < program_.buffers.size() && !refused; ++i) {
-    const ir::BufferInfo& in = program_.buffers[i];
-    if (in.kind != ir::BufferKind::Input || args.inputs[in.index] != t.get()) continue;
+  for (uint32_t i : inputs_) {
+    if (refused) break;
+    if (args.inputs[program_.buffers[i].index] != t.get()) continue;
     if (std::find(in_place_ok_.begin(), in_place_ok_.end(), std::make_pair(b, i)) == in_place_ok_.end())
       refused = "its old value is read after the write, or elsewhere than where it is written";
     else if (input)

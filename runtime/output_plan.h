@@ -42,6 +42,7 @@ class OutputPlan {
 
   const ir::KernelProgram& program_;
   bool library_stops_on_failure_;
+  std::vector<uint32_t> inputs_;  // the Input buffers' ids (a donation check looks at these only)
   std::vector<std::pair<uint32_t, uint32_t>> in_place_ok_;  // (output buffer, input buffer)
   // Per buffer, the step that writes it (kNoStep: none, kTwoWriters: more than one).
   static constexpr size_t kNoStep = ~size_t{0}, kTwoWriters = ~size_t{0} - 1;
