@@ -32,7 +32,10 @@ void SGD::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& 
   if (o.momentum() != 0) {
     if (!s.momentum_buffer.defined()) s.momentum_buffer = zeros_like(p);  // momentum turned on later
     const bool first = s.step == 1;
-    s.momentum_buffer.mul_(first ? 0.0 : o.momentum()).add_(d_p * (first ? 1.0 : 1.0 - o.dampening()));
+    // Without dampening the factor of d_p is 1 on every step: no node for it.
+    Tensor& buf = s.momentum_buffer.mul_(first ? 0.0 : o.momentum());
+    if (o.dampening() == 0) buf.add_(d_p);
+    else buf.add_(d_p * (first ? 1.0 : 1.0 - o.dampening()));
     d_p = o.nesterov() ? d_p + s.momentum_buffer * o.momentum() : s.momentum_buffer;
   }
   p.sub_(d_p * o.lr());
