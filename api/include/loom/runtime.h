@@ -16,7 +16,10 @@ namespace loom {
 // (PyTorch Lazy Tensors' mark_step). On the CPU it returns once the results
 // are valid; on a GPU the graph is queued on loom's stream and the call
 // returns at once: reading a value (item, to_vector, printing, to(kCPU))
-// waits for it, and loom::cuda::synchronize() waits for everything.
+// waits for it, and loom::cuda::synchronize() waits for everything. A GPU
+// graph that fails on bad data (an index or label out of range, an integer
+// division by zero) is reported by the next of those, or by the next sync
+// on that GPU, before anything else runs there; on the CPU, by this call.
 void sync(Device device);
 // Syncs every device this thread has pending work on, one graph per device.
 void sync();
