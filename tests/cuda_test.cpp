@@ -175,6 +175,7 @@ TEST_F(CudaTest, TrainingStepsLeaveTheirLabelCheckToTheNextWait) {
   Tensor first = step(good);
   for (int i = 0; i < 4; ++i) step(good);
   EXPECT_EQ(loom::metrics().late_checks, 5) << "each step left its check to the next one";
+  EXPECT_LT(loom::metrics().cuda_argument_uploads, 5) << "clean error words are not reset by an upload every step";
   EXPECT_LT(first.item<float>(), 10.f);
 
   EXPECT_NO_THROW(step(bad));  // launched; the GPU finds the label later

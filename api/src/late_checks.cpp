@@ -17,6 +17,10 @@ struct LateSlot {
   std::mutex mu;
   std::atomic<bool> left{false};  // run.check is set: lets a read skip the lock when there is none
   LateRun run;
+  // The nodes of a run whose check was read, released when the turn ends:
+  // after the turn's own graph is launched, not between the GPU finishing
+  // the last graph and starting the next.
+  std::vector<ir::NodePtr> retired;
 };
 
 namespace {
@@ -97,12 +101,15 @@ void read_left(LateSlot& s) {
   runtime::bump(runtime::counters().execute_ns, waited);  // waiting for kernels, as a synchronous run does
   s.left.store(false, std::memory_order_relaxed);
   if (err) report(s.run, *err);
+  std::swap(s.run.out_nodes, s.retired);
   clear(s.run);
 }
 
 }  // namespace
 
 DeviceTurn::DeviceTurn(Device device) : slot_(slot_of(device)), lock_(slot_.mu) { read_left(slot_); }
+
+DeviceTurn::~DeviceTurn() { slot_.retired.clear(); }
 
 void DeviceTurn::leave(std::unique_ptr<runtime::LateCheck> check, std::shared_ptr<runtime::Executable> exe,
                        ir::Graph& graph, std::vector<ir::NodePtr>& out_nodes,
@@ -132,6 +139,7 @@ void wait_for_late_check(Device device) {
   if (!s.left.load(std::memory_order_acquire)) return;
   std::lock_guard lock(s.mu);
   read_left(s);
+  s.retired.clear();
 }
 
 }  // namespace loom::detail

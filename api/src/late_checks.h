@@ -68,6 +68,9 @@ struct LateSlot;  // one per GPU (late_checks.cpp)
 class DeviceTurn {
  public:
   explicit DeviceTurn(Device device);
+  ~DeviceTurn();
+  DeviceTurn(const DeviceTurn&) = delete;
+  DeviceTurn& operator=(const DeviceTurn&) = delete;
   // After a run that returned `check` and the outputs received their
   // results: leave it, with what reading it needs. Takes `graph` and
   // `out_nodes` by swap (the caller gets back cleared vectors with their

@@ -356,7 +356,8 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     ArgSet* set = nullptr;
     for (ArgSet& a : sets_)
       if (a.uploaded.size() == arg_words_ && std::memcmp(a.uploaded.data(), words, arg_words_ * 8) == 0) set = &a;
-    const bool upload = !set || outputs_.can_fail();  // a program that can fail resets its error words every run
+    // A program that can fail resets its error words unless they are clean.
+    const bool upload = !set || (outputs_.can_fail() && !set->errors_clean);
     if (!set) set = sets_[0].last_run <= sets_[1].last_run ? &sets_[0] : &sets_[1];
     if (upload) {
       check(d.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(set->block->data()), slot.host, arg_words_ * 8, ctx.stream),
@@ -368,6 +369,7 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
       bump(counters().cuda_argument_uploads);
     }
     set->last_run = runs_;
+    set->errors_clean = false;  // until this run's words are read back (error_of)
     last_set_ = set;
     // The first run launches directly (it also proves every launch valid);
     // later runs replay the set's graph, built on its first replay, and
@@ -436,6 +438,7 @@ std::unique_ptr<LateCheck> CudaExecutable::check_later() {
 }
 
 std::optional<RunError> CudaExecutable::error_of(const int64_t (&err)[2]) {
+  last_set_->errors_clean = err[0] == 0 && err[1] == -1;
   if (err[0] == 0) return std::nullopt;
   const auto node = static_cast<uint32_t>(err[1]);
   if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) return RunError{node, "ZeroDivisionError: integer division by zero"};

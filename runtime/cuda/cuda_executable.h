@@ -66,6 +66,10 @@ class CudaExecutable final : public Executable {
     CUgraphExec graph = nullptr;
     std::vector<int32_t> graph_written_into;  // the aliasing the graph's dependencies assume (launch_memory)
     int64_t last_run = -1;
+    // The error words on the GPU are (0, -1): uploaded so, and every run
+    // since read them back clean. A program that can fail uploads its block
+    // again only when they are not (a failed run wrote them).
+    bool errors_clean = false;
   };
   struct Slot {
     void* host = nullptr;     // pinned argument block
@@ -97,7 +101,7 @@ class CudaExecutable final : public Executable {
   int64_t workspace_slot_bytes_ = 0;
   size_t arg_words_ = 0, scalar_at_ = 0, err_at_ = 0;  // argument block layout, in 8-byte words
   ArgSet sets_[2];
-  const ArgSet* last_set_ = nullptr;  // the last run's (for error reports)
+  ArgSet* last_set_ = nullptr;  // the last run's (for error reports)
   Slot slots_[2];
   int next_slot_ = 0;
   // The last run's error words, copied back in stream order after its
