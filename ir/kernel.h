@@ -59,8 +59,15 @@ struct Expr {
   Op op = Op::Cast;  // ExprKind::Op only
   ScalarType dtype;
   uint32_t a = 0, b = 0, c = 0;
-  int64_t imm = 0;  // ExprKind::Const only
+  // ExprKind::Const: the value. An op that can fail on bad data
+  // (can_fail_op): the canonical index of the node it computes, which the
+  // error names (the kernel's root is usually another op).
+  int64_t imm = 0;
 };
+
+// Ops whose kernels report bad data: an index out of range, an integer
+// division by zero (whatever the dtype: a float Fmod simply never fails).
+inline bool can_fail_op(Op op) { return op == Op::IndexCheck || op == Op::Fmod || op == Op::Remainder; }
 
 // How many of a, b, c an expr reads (earlier exprs): an Op's by its family
 // (a random value's: counter and seed); other kinds read none.

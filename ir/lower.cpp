@@ -592,7 +592,7 @@ class Lowering {
         if (ins.size() == 1) return one_input_op(i, nd, expr(ins[0], child_map(nd.shape, l_.node(ins[0]).shape, map), false));
         uint32_t ops[3] = {0, 0, 0};
         for (size_t q = 0; q < ins.size(); ++q) ops[q] = expr(ins[q], child_map(nd.shape, l_.node(ins[q]).shape, map), false);
-        return push(Expr{ExprKind::Op, nd.op, nd.dtype, ops[0], ops[1], ops[2]});
+        return push(Expr{ExprKind::Op, nd.op, nd.dtype, ops[0], ops[1], ops[2], can_fail_op(nd.op) ? int64_t{i} : 0});
       }
       if (op_family(nd.op) == Family::Reduce) return inline_reduction(i, nd, map);
       fail(i, std::string("no inline form for ") + op_name(nd.op));
@@ -614,7 +614,7 @@ class Lowering {
       uint32_t y = 0;
       if (has_scalar_operand(nd))  // the scalar in the input's (compute) dtype, as a Full leaf of it was
         y = push(Expr{ExprKind::Scalar, Op::Cast, l_.node(l_.g_.inputs_of(i)[0]).dtype, s});
-      return push(Expr{ExprKind::Op, nd.op, nd.dtype, x, y});
+      return push(Expr{ExprKind::Op, nd.op, nd.dtype, x, y, 0, can_fail_op(nd.op) ? int64_t{i} : 0});
     }
 
     // A matrix product inside a kernel: its value is the kernel's GEMM

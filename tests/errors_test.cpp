@@ -169,6 +169,35 @@ TEST_P(ErrorsTest, AFailedSyncDoesNotPoisonUnrelatedPendingTensors) {
   EXPECT_EQ(v, (std::vector<float>{2, 3}));
 }
 
+// A training step with a label out of range: the step's error and every
+// later one it leads to (the weight's update was computed from it) name the
+// caller's line, never a line of loom's gradient rules, whose ops record
+// the forward op's line (detail::RecordAt).
+TEST_P(ErrorsTest, ABadLabelNamesTheCallersLineInTheBackwardGraphToo) {
+  namespace F = loom::nn::functional;
+  Tensor x = loom::randn({3, 8});
+  Tensor y = loom::tensor(std::vector<int64_t>{0, 9, 1});
+  loom::nn::Linear model(8, 4);
+  model->to(x.device());
+  loom::optim::SGD opt(model->parameters(), loom::optim::SGDOptions(0.1).momentum(0.9));
+  const std::string here = "errors_test.cpp:" + std::to_string(__LINE__ + 4);
+  const std::string first = loom_test::error_of([&] {
+    opt.zero_grad();
+    {
+      Tensor loss = F::cross_entropy(model->forward(x), y);
+      loss.backward();
+    }
+    opt.step();
+    wait_for_device();
+  });
+  EXPECT_NE(first.find("out of bounds"), std::string::npos) << first;
+  EXPECT_NE(first.find(here), std::string::npos) << first;
+  const std::string second = loom_test::error_of([&] { model->weight.sum().item<float>(); });
+  EXPECT_NE(second.find("out of bounds"), std::string::npos) << second;
+  EXPECT_NE(second.find(here), std::string::npos) << second;
+  EXPECT_EQ(second.find("rules_"), std::string::npos) << second;
+}
+
 LOOM_INSTANTIATE_BACKENDS(ErrorsTest);
 
 }  // namespace

@@ -14,6 +14,8 @@ namespace {
 // on every recorded node (libloom is a shared library; this costs a few
 // bytes of the static TLS block that glibc reserves for such variables).
 __attribute__((tls_model("initial-exec"))) thread_local int64_t t_nodes_since_wrap = 0;
+// RecordAt's location, or null: the caller's own.
+__attribute__((tls_model("initial-exec"))) thread_local const SourceLoc* t_record_at = nullptr;
 
 ir::Attrs view_attrs(const ViewSpec& v) {
   ir::Attrs a;
@@ -37,13 +39,17 @@ inline std::shared_ptr<ir::Node> fresh_node(ir::Op op, ScalarType dtype, Device 
   n->dtype = dtype;
   n->device = device;
   n->shape = shape;
-  n->file = loc.file_name();
-  n->line = loc.line();
+  const SourceLoc& at = t_record_at ? *t_record_at : loc;
+  n->file = at.file_name();
+  n->line = at.line();
   runtime::count_node_recorded();
   ++t_nodes_since_wrap;
   return n;
 }
 }  // namespace
+
+RecordAt::RecordAt(const SourceLoc& loc) : prev_(t_record_at) { t_record_at = &loc; }
+RecordAt::~RecordAt() { t_record_at = prev_; }
 
 std::shared_ptr<ir::Node> new_node(ir::Op op, ScalarType dtype, Device device, const ir::Dims& shape,
                                    const SourceLoc& loc) {

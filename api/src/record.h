@@ -110,6 +110,22 @@ inline ir::RtScalar rt_scalar(const Scalar& s) {
 // A 0-dim Full node holding s (a runtime scalar, not part of the key).
 ir::NodePtr scalar_node(const Scalar& s, ScalarType dtype, Device device, const SourceLoc& loc);
 
+// While alive, the nodes this thread records carry `loc` instead of their
+// own call site: a built-in gradient rule's ops point at the forward op
+// they differentiate (OpGrad::apply), so an error in the backward graph (a
+// label out of range found by its index_check) names the user's line, not
+// a line of loom's rule files. Nests.
+class RecordAt {
+ public:
+  explicit RecordAt(const SourceLoc& loc);
+  ~RecordAt();
+  RecordAt(const RecordAt&) = delete;
+  RecordAt& operator=(const RecordAt&) = delete;
+
+ private:
+  const SourceLoc* prev_;
+};
+
 // A fresh tensor owning a new storage whose value is `n`; registers it as pending.
 Tensor wrap(ir::NodePtr n);
 // Writes `value` (the full shape of `self`) into self's storage through its view.

@@ -718,7 +718,8 @@ class KernelEmitter {
     if (f == Family::Unary) return unary(x.op, a, k_.exprs[x.a].dtype, x.dtype);
     const std::string b = "x" + std::to_string(x.b);
     if (f == Family::Ternary) return "(" + a + " ? " + b + " : x" + std::to_string(x.c) + ")";
-    return binary(x.op, a, b, k_.exprs[x.a].dtype);
+    // An op that can fail names its own node in the error word (ir::Expr::imm).
+    return binary(x.op, a, b, k_.exprs[x.a].dtype, ir::can_fail_op(x.op) ? static_cast<uint32_t>(x.imm) : k_.root);
   }
 
   std::string unary(Op op, const std::string& x, ScalarType in, ScalarType out) {
@@ -770,7 +771,7 @@ class KernelEmitter {
     }
   }
 
-  std::string binary(Op op, const std::string& a, const std::string& b, ScalarType dt) {
+  std::string binary(Op op, const std::string& a, const std::string& b, ScalarType dt, uint32_t fail_node = 0) {
     auto infix = [&](const char* o) { return "(" + a + " " + o + " " + b + ")"; };
     auto call = [&](const std::string& f) { return f + "(" + a + ", " + b + ")"; };
     switch (op) {
@@ -806,7 +807,7 @@ class KernelEmitter {
         default: return a;
       }
     }
-    const std::string node = std::to_string(k_.root);
+    const std::string node = std::to_string(fail_node);
     switch (op) {
       case Op::Add: return call("loom_add");
       case Op::Sub: return call("loom_sub");

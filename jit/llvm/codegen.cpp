@@ -795,6 +795,7 @@ class KernelEmitter {
     const ir::Family f = ir::op_family(x.op);
     if (f == ir::Family::Unary) return unary(x.op, v[x.a], k_.exprs[x.a].dtype, x.dtype);
     if (f == ir::Family::Ternary) return b_.CreateSelect(v[x.a], v[x.b], v[x.c]);
+    fail_node_ = ir::can_fail_op(x.op) ? static_cast<uint32_t>(x.imm) : k_.root;  // the error word names it
     return binary(x.op, v[x.a], v[x.b], k_.exprs[x.a].dtype);
   }
 
@@ -974,7 +975,7 @@ class KernelEmitter {
     Value* bad = b_.CreateOr(b_.CreateICmpSLT(i, llvm::Constant::getNullValue(i->getType())), b_.CreateICmpSGE(i, n));
     if (i->getType()->isVectorTy()) bad = b_.CreateOrReduce(bad);
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
-    b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(kErrorIndexOutOfRange), e), err_acc_);
+    b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(error_word(kErrorIndexOutOfRange, fail_node_)), e), err_acc_);
     return i;
   }
 
@@ -995,7 +996,7 @@ class KernelEmitter {
     }
     Value* any0 = ty->isVectorTy() ? b_.CreateOrReduce(is0) : is0;
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
-    b_.CreateStore(b_.CreateSelect(any0, b_.getInt32(kErrorIntegerDivisionByZero), e), err_acc_);
+    b_.CreateStore(b_.CreateSelect(any0, b_.getInt32(error_word(kErrorIntegerDivisionByZero, fail_node_)), e), err_acc_);
     return r;
   }
 
@@ -1108,6 +1109,7 @@ class KernelEmitter {
   std::vector<Value*> base_;
   std::vector<llvm::AllocaInst*> row_;
   llvm::AllocaInst* err_acc_ = nullptr;
+  uint32_t fail_node_ = 0;  // the node the op being emitted reports on bad data
   int phase_ = -1;                 // the phase being emitted
   std::vector<bool> stash_;        // exprs kept per row (plan_stash)
   std::vector<int> stash_first_;   // the phase that computes each

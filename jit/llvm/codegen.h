@@ -27,11 +27,21 @@ const Target& host_target();
 
 // Every generated kernel has this signature. It runs loop 0 over
 // [begin, end) and every other loop over its full extent; `error` receives a
-// nonzero code if the data was bad (integer division by zero).
+// nonzero error word if the data was bad (error_word: the code and the node).
 using KernelFn = void (*)(int64_t begin, int64_t end, void* const* buffers, const double* fscalars,
                           const int64_t* iscalars, int32_t* error);
 inline constexpr int32_t kErrorIntegerDivisionByZero = 1;
 inline constexpr int32_t kErrorIndexOutOfRange = 2;  // an index_check failed
+// An error word: the code in the low byte, above it the canonical index + 1
+// of the node whose op failed (0: unknown, the kernel's root is named).
+inline int32_t error_word(int32_t code, uint32_t node) {
+  return node < (1u << 22) ? static_cast<int32_t>(code | ((node + 1) << 8)) : code;
+}
+inline int32_t error_code(int32_t word) { return word & 0xff; }
+inline uint32_t error_node(int32_t word, uint32_t fallback) {
+  const uint32_t n = static_cast<uint32_t>(word) >> 8;
+  return n ? n - 1 : fallback;
+}
 
 // When this code generator (and the lowering and math it uses) was built:
 // part of the disk-cache key, so objects made by an older build of loom are

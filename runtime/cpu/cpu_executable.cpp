@@ -81,9 +81,11 @@ void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, c
     });
     err = shared_err.load();
   }
-  if (err == jit::llvm_cpu::kErrorIntegerDivisionByZero)
-    throw RunError{program_.kernels[ki].root, "ZeroDivisionError: integer division by zero"};
-  if (err == jit::llvm_cpu::kErrorIndexOutOfRange) throw RunError{program_.kernels[ki].root, kIndexOutOfRangeMessage};
+  if (err == 0) return;
+  namespace lc = jit::llvm_cpu;
+  const uint32_t node = lc::error_node(err, program_.kernels[ki].root);
+  if (lc::error_code(err) == lc::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
+  if (lc::error_code(err) == lc::kErrorIndexOutOfRange) throw RunError{node, kIndexOutOfRangeMessage};
 }
 
 namespace {

@@ -138,6 +138,7 @@ Tensor SavedVariable::unpack(const autograd::Node& owner) const {
 autograd::variable_list OpGrad::apply(autograd::variable_list&& grads) {
   const Tensor& g = grads.empty() ? Tensor() : grads[0];
   if (!g.defined()) return autograd::variable_list(num_outputs());
+  RecordAt at(where());  // the rule's nodes point at the forward op's line
   autograd::variable_list r = vjp_(*this, g);
   for (size_t i = 0; i < r.size(); ++i)
     if (!needs(i)) r[i] = Tensor();
