@@ -245,8 +245,7 @@ inline bool can_fail(const KernelProgram& p, const Step& s) {
     return op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd;
   }
   for (const Expr& e : p.kernels[s.index].exprs)
-    if (e.kind == ExprKind::Op && (((e.op == Op::Fmod || e.op == Op::Remainder) && !is_floating_point(e.dtype)) ||
-                                   e.op == Op::IndexCheck))
+    if (e.kind == ExprKind::Op && can_fail_op(e.op) && (e.op == Op::IndexCheck || !is_floating_point(e.dtype)))
       return true;
   return false;
 }

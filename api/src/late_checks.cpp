@@ -134,12 +134,8 @@ void DeviceTurn::leave(std::unique_ptr<runtime::LateCheck> check, std::shared_pt
 }
 
 void wait_for_late_check(Device device) {
-  if (!device.is_cuda()) return;
-  LateSlot& s = slot_of(device);
-  if (!s.left.load(std::memory_order_acquire)) return;
-  std::lock_guard lock(s.mu);
-  read_left(s);
-  s.retired.clear();
+  if (!device.is_cuda() || !slot_of(device).left.load(std::memory_order_acquire)) return;
+  DeviceTurn turn(device);  // reads it
 }
 
 }  // namespace loom::detail

@@ -236,8 +236,7 @@ void sync_device_with(Device device, PendingList& list, SyncScratch& sc, TraceCa
     try {
       turn.emplace(device);
     } catch (const LateRunError&) {  // this graph did not run: its outputs stay pending
-      for (auto& s : outs)
-        if (!s->listed.exchange(true, std::memory_order_relaxed)) list.storages.emplace_back(s);
+      for (auto& s : outs) list_pending(s);
       throw;
     }
   }
@@ -262,8 +261,8 @@ void sync_device_with(Device device, PendingList& list, SyncScratch& sc, TraceCa
     for (size_t i = 0; i < outs.size(); ++i) {
       if (failed[graph.outputs[i]])
         outs[i]->set_error(e.what());
-      else if (!outs[i]->listed.exchange(true, std::memory_order_relaxed))
-        list.storages.emplace_back(outs[i]);
+      else
+        list_pending(outs[i]);
     }
     throw;
   } catch (const Error& e) {

@@ -19,8 +19,8 @@ void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
 // The same for a storage created just now by this thread (wrap()), which no
 // other thread can have listed yet.
 void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
-// Lists a storage that is pending again (late_checks.cpp) on this thread's
-// list; never syncs.
+// Lists a storage that is pending again (after a failed run, late_checks.cpp
+// too) on this thread's list; never syncs.
 void list_pending(const std::shared_ptr<Storage>& s);
 
 // The Input node of a materialized storage: `data` holds its value.

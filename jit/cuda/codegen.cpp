@@ -771,7 +771,7 @@ class KernelEmitter {
     }
   }
 
-  std::string binary(Op op, const std::string& a, const std::string& b, ScalarType dt, uint32_t fail_node = 0) {
+  std::string binary(Op op, const std::string& a, const std::string& b, ScalarType dt, uint32_t fail_node) {
     auto infix = [&](const char* o) { return "(" + a + " " + o + " " + b + ")"; };
     auto call = [&](const std::string& f) { return f + "(" + a + ", " + b + ")"; };
     switch (op) {

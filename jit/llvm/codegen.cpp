@@ -795,8 +795,8 @@ class KernelEmitter {
     const ir::Family f = ir::op_family(x.op);
     if (f == ir::Family::Unary) return unary(x.op, v[x.a], k_.exprs[x.a].dtype, x.dtype);
     if (f == ir::Family::Ternary) return b_.CreateSelect(v[x.a], v[x.b], v[x.c]);
-    fail_node_ = ir::can_fail_op(x.op) ? static_cast<uint32_t>(x.imm) : k_.root;  // the error word names it
-    return binary(x.op, v[x.a], v[x.b], k_.exprs[x.a].dtype);
+    // An op that can fail names its own node in the error word (ir::Expr::imm).
+    return binary(x.op, v[x.a], v[x.b], k_.exprs[x.a].dtype, ir::can_fail_op(x.op) ? static_cast<uint32_t>(x.imm) : k_.root);
   }
 
   // Whether expr e is `v - m` with m the max of v over this row, as softmax,
@@ -909,7 +909,7 @@ class KernelEmitter {
     return b_.CreateSExtOrTrunc(x, to);
   }
 
-  Value* binary(Op op, Value* a, Value* c, ScalarType dt) {
+  Value* binary(Op op, Value* a, Value* c, ScalarType dt, uint32_t fail_node) {
     if (is_floating_point(dt)) return binary_fp(op, a, c);
     if (dt == kBool) {
       switch (op) {
@@ -936,8 +936,8 @@ class KernelEmitter {
       case Op::Gt: return b_.CreateICmpSGT(a, c);
       case Op::Ge: return b_.CreateICmpSGE(a, c);
       case Op::Pow: return int_pow(a, c);
-      case Op::Fmod: case Op::Remainder: return int_mod(op, a, c);
-      case Op::IndexCheck: return index_check(a, c);
+      case Op::Fmod: case Op::Remainder: return int_mod(op, a, c, fail_node);
+      case Op::IndexCheck: return index_check(a, c, fail_node);
       default: return a;
     }
   }
@@ -971,16 +971,16 @@ class KernelEmitter {
 
   // An index that must lie in [0, n): kept, and the error flag raised if
   // any lane's does not.
-  Value* index_check(Value* i, Value* n) {
+  Value* index_check(Value* i, Value* n, uint32_t fail_node) {
     Value* bad = b_.CreateOr(b_.CreateICmpSLT(i, llvm::Constant::getNullValue(i->getType())), b_.CreateICmpSGE(i, n));
     if (i->getType()->isVectorTy()) bad = b_.CreateOrReduce(bad);
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
-    b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(error_word(kErrorIndexOutOfRange, fail_node_)), e), err_acc_);
+    b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(error_word(kErrorIndexOutOfRange, fail_node)), e), err_acc_);
     return i;
   }
 
   // Integer fmod/remainder; a zero divisor yields 0 and raises the error flag.
-  Value* int_mod(Op op, Value* a, Value* d) {
+  Value* int_mod(Op op, Value* a, Value* d, uint32_t fail_node) {
     Type* ty = a->getType();
     Value* zero = llvm::Constant::getNullValue(ty);
     Value* one = llvm::ConstantInt::get(ty, 1);
@@ -996,7 +996,7 @@ class KernelEmitter {
     }
     Value* any0 = ty->isVectorTy() ? b_.CreateOrReduce(is0) : is0;
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
-    b_.CreateStore(b_.CreateSelect(any0, b_.getInt32(error_word(kErrorIntegerDivisionByZero, fail_node_)), e), err_acc_);
+    b_.CreateStore(b_.CreateSelect(any0, b_.getInt32(error_word(kErrorIntegerDivisionByZero, fail_node)), e), err_acc_);
     return r;
   }
 
@@ -1109,7 +1109,6 @@ class KernelEmitter {
   std::vector<Value*> base_;
   std::vector<llvm::AllocaInst*> row_;
   llvm::AllocaInst* err_acc_ = nullptr;
-  uint32_t fail_node_ = 0;  // the node the op being emitted reports on bad data
   int phase_ = -1;                 // the phase being emitted
   std::vector<bool> stash_;        // exprs kept per row (plan_stash)
   std::vector<int> stash_first_;   // the phase that computes each
