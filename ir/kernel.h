@@ -52,6 +52,9 @@ enum class ExprKind : uint8_t {
   Const,     // the integer literal `imm`, converted to dtype (a random tensor's strides)
   Operand,   // an element of the product's operand a (0: A, 1: B) as the GEMM reads it: the
              // leaf of Contraction::a_value / b_value, never of the kernel's body
+  Gather,    // accesses[a] moved `imm` elements per unit of expr b (a fused gather: x[i, t[i]]
+             // is x's access with its gathered dim left out, moved by t[i] * x's stride there);
+             // b is always an IndexCheck, whose value is in range (0 where the run fails)
 };
 
 struct Expr {
@@ -69,9 +72,15 @@ struct Expr {
 // division by zero (whatever the dtype: a float Fmod simply never fails).
 inline bool can_fail_op(Op op) { return op == Op::IndexCheck || op == Op::Fmod || op == Op::Remainder; }
 
+// Whether expr x reads memory at accesses[x.a]: a Load (at the loop
+// position) or a Gather (moved along one dim by a computed index).
+inline bool reads_memory(const Expr& x) { return x.kind == ExprKind::Load || x.kind == ExprKind::Gather; }
+
 // How many of a, b, c an expr reads (earlier exprs): an Op's by its family
-// (a random value's: counter and seed); other kinds read none.
+// (a random value's: counter and seed), a Gather its index (b, operand 0);
+// other kinds read none.
 inline int operand_count(const Expr& x) {
+  if (x.kind == ExprKind::Gather) return 1;
   if (x.kind != ExprKind::Op) return 0;
   switch (op_family(x.op)) {
     case Family::Unary: return 1;
@@ -79,8 +88,8 @@ inline int operand_count(const Expr& x) {
     default: return 2;
   }
 }
-inline uint32_t operand(const Expr& x, int i) { return i == 0 ? x.a : i == 1 ? x.b : x.c; }
-inline uint32_t& operand(Expr& x, int i) { return i == 0 ? x.a : i == 1 ? x.b : x.c; }
+inline uint32_t operand(const Expr& x, int i) { return x.kind == ExprKind::Gather || i == 1 ? x.b : i == 0 ? x.a : x.c; }
+inline uint32_t& operand(Expr& x, int i) { return x.kind == ExprKind::Gather || i == 1 ? x.b : i == 0 ? x.a : x.c; }
 // An expr whose value is computed here (an op, a scalar, a constant, a
 // product's sum), not read (a load, a row value, an index): the exprs a
 // code generator rounds when their dtype is stored narrower than it
@@ -221,7 +230,7 @@ struct StepBuffers {
 inline StepBuffers kernel_buffers(const Kernel& k) {
   StepBuffers b;
   for (const Expr& e : k.exprs)
-    if (e.kind == ExprKind::Load) b.reads.push_back(k.accesses[e.a].buffer);
+    if (reads_memory(e)) b.reads.push_back(k.accesses[e.a].buffer);
   if (k.contraction) b.reads.insert(b.reads.end(), {k.accesses[k.contraction->a].buffer, k.accesses[k.contraction->b].buffer});
   for (const Phase& ph : k.phases)
     for (auto& [a, e] : ph.stores) b.writes.push_back(k.accesses[a].buffer);
@@ -269,7 +278,7 @@ inline bool costly_op(Op op) {
 inline void drop_unused_accesses(Kernel& k) {
   std::vector<bool> used(k.accesses.size(), false);
   for (const Expr& x : k.exprs)
-    if (x.kind == ExprKind::Load) used[x.a] = true;
+    if (reads_memory(x)) used[x.a] = true;
   for (const Phase& ph : k.phases)
     for (auto [a, e] : ph.stores) used[a] = true;
   if (k.contraction) used[k.contraction->a] = used[k.contraction->b] = true;
@@ -279,7 +288,7 @@ inline void drop_unused_accesses(Kernel& k) {
     if (used[a]) to[a] = static_cast<uint32_t>(kept.size()), kept.push_back(k.accesses[a]);
   k.accesses = std::move(kept);
   for (Expr& x : k.exprs)
-    if (x.kind == ExprKind::Load) x.a = to[x.a];
+    if (reads_memory(x)) x.a = to[x.a];
   for (Phase& ph : k.phases)
     for (auto& [a, e] : ph.stores) a = to[a];
   if (k.contraction) k.contraction->a = to[k.contraction->a], k.contraction->b = to[k.contraction->b];

@@ -177,8 +177,15 @@ class Lowering {
   // inlined multiply-adds (else a library call).
   bool generated_product(uint32_t i) const { return gemm(i) || narrow_product(i) || short_product(i); }
   bool library(uint32_t i) const {
-    return is_library(node(i).op) && !generated_product(i) && !fused_random(node(i).op, node(i).dtype);
+    return is_library(node(i).op) && !generated_product(i) && !fused_random(node(i).op, node(i).dtype) &&
+           !fused_gather(i);
   }
+  // A gather computed where it is used (ExprKind::Gather): x[i, t[i]] is a
+  // load of x at a position its index tensor moves, so cross_entropy's
+  // pick of the target's log-probability is part of the kernel that sums
+  // it. (A 0-d index reads element 0 unchecked, as the reference does: the
+  // library kernel keeps that case.)
+  bool fused_gather(uint32_t i) const { return node(i).op == Op::Gather && node(i).shape.n > 0; }
   // A producer a GEMM applies to its operand's elements as it reads them
   // (ir::Contraction::a_value): a cheap op on one input of the product's
   // dtype and the same shape (scalar operands allowed: x * 0.5, a clamp's
@@ -251,6 +258,14 @@ class Lowering {
           }
           need(in, std::string("input of library kernel ") + op_name(nd.op));
         }
+      }
+      if (fused_gather(i)) {
+        // The gathered tensor is read at computed positions: a buffer (a
+        // view of one reads it through the view's strides).
+        if (node(ins[0]).op == Op::AsStrided && node(g_.inputs_of(ins[0])[0]).op != Op::Full)
+          need(g_.inputs_of(ins[0])[0], "viewed by a fused gather");
+        else
+          need(ins[0], "read by a fused gather");
       }
       if (nd.op == Op::AsStrided && node(ins[0]).op != Op::Full && !dim_view(i))
         need(ins[0], "read through a strided view");
@@ -371,6 +386,7 @@ class Lowering {
       if (failed_) return failed_;
       if (k.contraction) k.name += "_gemm";
       Phase store;
+      store.per_row = rows_added_;  // one element per row (extend_rows)
       store.stores.push_back({buffer_access(root_, id), v});
       k.phases.push_back(std::move(store));
       store_absorbed();
@@ -583,6 +599,8 @@ class Lowering {
         }
         case Op::MatMul:
           return l_.short_product(i) ? short_product(i, nd, map) : contraction(i, nd, map);
+        case Op::Gather:
+          return gather(i, nd, map);
         case Op::Clamp:
           return one_input_op(i, nd, expr(ins[0], child_map(nd.shape, l_.node(ins[0]).shape, map), false));
         default:
@@ -664,6 +682,40 @@ class Lowering {
       return v;
     }
 
+    // out[..., j, ...] = x[..., index[..., j, ...], ...] along dim attr[0]:
+    // x's access over the other dims (out's position there: gather needs
+    // index.size(d) <= x.size(d)), moved by the checked index times x's
+    // stride along the gathered dim. The check names the gather.
+    uint32_t gather(uint32_t i, const Node& nd, const DimMap& map) {
+      if (k.contraction) {  // a GEMM's epilogue reads its loads ahead (jit/cuda): a buffer
+        fail(i, "gather in a matrix product's epilogue");
+        return 0;
+      }
+      const auto ins = l_.g_.inputs_of(i);
+      const int d = static_cast<int>(nd.attr[0]);
+      const Node& x = l_.node(ins[0]);
+      uint32_t buffer;
+      int64_t offset = 0;
+      Dims strides;
+      if (!l_.reason_[ins[0]].empty()) {
+        buffer = static_cast<uint32_t>(l_.buffer_of_[ins[0]]);
+        strides = contiguous_strides(x.shape);
+      } else {  // a view of the buffer boundaries() gave its source
+        buffer = static_cast<uint32_t>(l_.buffer_of_[l_.g_.inputs_of(ins[0])[0]]);
+        strides.n = x.shape.n;
+        for (uint8_t q = 0; q < x.shape.n; ++q) strides[q] = x.attr[q];
+        offset = x.attr[x.shape.n];
+      }
+      Dims along = nd.shape;  // out's position on every dim but d
+      along[d] = 1;
+      const uint32_t access = add_access(buffer, offset, strides, along, map);
+      const uint32_t index = expr(ins[1], child_map(nd.shape, l_.node(ins[1]).shape, map), false);
+      if (failed_) return 0;
+      const uint32_t size = push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, x.shape[d]});
+      const uint32_t checked = push(Expr{ExprKind::Op, Op::IndexCheck, kLong, index, size, 0, int64_t{i}});
+      return push(Expr{ExprKind::Gather, Op::Cast, nd.dtype, access, checked, 0, strides[d]});
+    }
+
     // C[m, n] = A[m, 0] B[0, n] + A[m, 1] B[1, n] + ... in k order (the
     // order a GEMM's accumulator adds them in), each operand element a load
     // at its own offset: K multiply-adds of this kernel's element.
@@ -725,6 +777,7 @@ class Lowering {
       const uint64_t mask = static_cast<uint64_t>(nd.attr[0]);
       int reduced = 0;
       for (uint8_t d = 0; d < s_in.n; ++d) reduced += mask >> d & 1;
+      extend_rows(s_in, mask, map);
       if (!rows_fixed_ && k.phases.empty() && k.outer == 0) k.outer = static_cast<uint8_t>(k.loop.n - reduced);  // first one sets the rows
       const int row = k.loop.n - k.outer;
       if (row != reduced || reduced == 0 || ((nd.op == Op::ArgMax || nd.op == Op::ArgMin) && reduced != 1)) {
@@ -754,6 +807,35 @@ class Lowering {
       return add_reduce(nd.op, value, nd.dtype);
     }
 
+    // A pointwise root over a reduction's result that is not broadcast along
+    // any of the root's loops (a loss's sum / count, x.sum(1) * 2): the
+    // reduced dims become the kernel's rows, one row per element of the
+    // root, which is stored per row. One kernel instead of the reduction's
+    // and the pointwise op's. Earlier accesses get stride 0 along the rows.
+    void extend_rows(const Dims& s_in, uint64_t mask, const DimMap& map) {
+      if (rows_fixed_ || rows_added_ || !k.phases.empty() || k.outer != 0 || k.contraction) return;
+      int reduced = 0;
+      std::array<bool, kMaxDims> kept{};
+      for (uint8_t d = 0; d < s_in.n; ++d) {
+        if (mask >> d & 1) {
+          ++reduced;
+        } else if (s_in[d] != 1) {
+          if (map[d] < 0) return;
+          kept[map[d]] = true;
+        }
+      }
+      if (reduced == 0 || k.loop.n + reduced > kMaxDims) return;
+      for (uint8_t d = 0; d < k.loop.n; ++d)
+        if (k.loop[d] != 1 && !kept[d]) return;  // the result is broadcast along loop d
+      const uint8_t outer = k.loop.n;
+      for (uint8_t d = 0; d < s_in.n; ++d)
+        if (mask >> d & 1) k.loop.push_back(s_in[d]);
+      for (Access& a : k.accesses)
+        while (a.strides.n < k.loop.n) a.strides.push_back(0);
+      k.outer = outer;
+      rows_fixed_ = rows_added_ = true;
+    }
+
     // NumPy broadcasting: child dims align right with the parent's.
     static DimMap child_map(const Dims& parent, const Dims& child, const DimMap& map) {
       DimMap m;
@@ -772,6 +854,7 @@ class Lowering {
     std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
     std::optional<NeedsBuffer> failed_;
     bool rows_fixed_ = false;  // a reduction root decided the rows
+    bool rows_added_ = false;  // extend_rows gave a pointwise root rows
     std::vector<std::pair<uint32_t, DimMap>> absorbed_uses_;  // absorbed nodes met, at their map
   };
 
@@ -909,10 +992,10 @@ class Lowering {
         return false;
     bool uses = false;
     for (const Expr& e : b.exprs) {
-      if (e.kind != ExprKind::Load) continue;
+      if (!reads_memory(e)) continue;
       const Access& x = b.accesses[e.a];
       if (std::find(a_writes.begin(), a_writes.end(), x.buffer) == a_writes.end()) continue;
-      if (stored_value(a, x) < 0) return false;
+      if (e.kind == ExprKind::Gather || stored_value(a, x) < 0) return false;  // a gather reads other elements
       uses = true;
     }
     return uses;
@@ -936,8 +1019,8 @@ class Lowering {
           at[i] = static_cast<uint32_t>(v);
           continue;
         }
-        e.a += aoff;
       }
+      if (reads_memory(e)) e.a += aoff;
       for (int o = 0; o < operand_count(e); ++o) operand(e, o) = at[operand(e, o)];
       at[i] = static_cast<uint32_t>(a.exprs.size());
       a.exprs.push_back(e);
@@ -1072,8 +1155,7 @@ class Lowering {
       for (uint32_t a : {k.contraction->a, k.contraction->b})
         if (std::find(bufs.begin(), bufs.end(), k.accesses[a].buffer) != bufs.end()) return true;
     for (const Expr& e : k.exprs)
-      if (e.kind == ExprKind::Load &&
-          std::find(bufs.begin(), bufs.end(), k.accesses[e.a].buffer) != bufs.end())
+      if (reads_memory(e) && std::find(bufs.begin(), bufs.end(), k.accesses[e.a].buffer) != bufs.end())
         return true;
     return false;
   }
@@ -1089,7 +1171,7 @@ class Lowering {
     const uint32_t eoff = static_cast<uint32_t>(a.exprs.size()), aoff = static_cast<uint32_t>(a.accesses.size());
     a.accesses.insert(a.accesses.end(), b.accesses.begin(), b.accesses.end());
     for (Expr e : b.exprs) {
-      if (e.kind == ExprKind::Load) e.a += aoff;
+      if (reads_memory(e)) e.a += aoff;
       for (int o = 0; o < operand_count(e); ++o) operand(e, o) += eoff;
       a.exprs.push_back(e);
     }
@@ -1232,6 +1314,7 @@ std::string to_string(const Kernel& k) {
     os << "  e" << e << " " << to_string(x.dtype) << " = ";
     switch (x.kind) {
       case ExprKind::Load: os << "load @" << x.a; break;
+      case ExprKind::Gather: os << "gather @" << x.a << " + e" << x.b << "*" << x.imm; break;
       case ExprKind::Scalar: os << "scalar $" << x.a; break;
       case ExprKind::RowValue: os << "row value of phase " << x.a; break;
       case ExprKind::Iota: os << "iota i" << (x.a == ~0u ? -1 : static_cast<int>(x.a)); break;

@@ -180,6 +180,52 @@ TEST_P(IndexTest, GatherBothDims) {
   EXPECT_TRUE(all_close(v.gather(0, longs({62, 7, 7}, {3})), {62, 7, 7}));
 }
 
+// A gather is computed inside the kernel that uses it (ir::ExprKind::Gather):
+// rows long enough for vector steps, along either dim, from a computed
+// tensor and from a transposed view, summed where it is read, in every
+// dtype (bool and bfloat16 too), against loops written here.
+TEST_P(IndexTest, GathersInsideTheirConsumersMatchALoop) {
+  const int64_t R = 5, C = 67, L = 40;
+  std::vector<double> xv(R * C);
+  for (int64_t i = 0; i < R * C; ++i) xv[i] = static_cast<double>((i * 7) % 23) - 11;
+  Longs i1(R * L), i0(3 * C);
+  for (int64_t i = 0; i < R * L; ++i) i1[i] = (i * 13 + 5) % C;
+  for (int64_t i = 0; i < 3 * C; ++i) i0[i] = (i * 3 + 1) % R;
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble, loom::kLong, loom::kBool, loom::kBFloat16}) {
+    Tensor x = (make(xv, {R, C}) * 1).to(dt);  // computed in the same graph as the gathers
+    std::vector<double> want1(R * L), want0(3 * C), sums(R, 0.0);
+    auto value = [&](int64_t at) { return dt == loom::kBool ? (xv[at] != 0 ? 1.0 : 0.0) : xv[at]; };
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < L; ++j) want1[r * L + j] = value(r * C + i1[r * L + j]), sums[r] += want1[r * L + j];
+    for (int64_t r = 0; r < 3; ++r)
+      for (int64_t c = 0; c < C; ++c) want0[r * C + c] = value(i0[r * C + c] * C + c);
+    Tensor g1 = x.gather(1, longs(i1, {R, L}));
+    Tensor g0 = x.gather(0, longs(i0, {3, C}));
+    EXPECT_EQ(g1.dtype(), dt);
+    EXPECT_TRUE(all_close(g1, want1)) << loom::to_string(dt);
+    EXPECT_TRUE(all_close(g0, want0)) << loom::to_string(dt);
+    if (dt != loom::kBool && dt != loom::kBFloat16) EXPECT_TRUE(all_close(g1.sum({1}), sums)) << loom::to_string(dt);
+  }
+  // A transposed view: xt[c, r] = x[r, c], gathered along its rows.
+  Tensor xt = make(xv, {R, C}).t();
+  Longs it(C * 2);
+  for (int64_t i = 0; i < C * 2; ++i) it[i] = (i * 5 + 2) % R;
+  std::vector<double> want(C * 2);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t j = 0; j < 2; ++j) want[c * 2 + j] = xv[it[c * 2 + j] * C + c];
+  EXPECT_TRUE(all_close((xt.gather(1, longs(it, {C, 2})) + 1) - 1, want));
+}
+
+// A bad index in the middle of a long row, far outside the buffer, fails
+// the run (naming gather) without reading there.
+TEST_P(IndexTest, AFusedGatherWithAFarIndexFailsWithoutReadingThere) {
+  Tensor x = loom::ones({4, 100});
+  loom::sync();
+  Longs idx(4 * 64, 3);
+  idx[2 * 64 + 17] = int64_t{1} << 40;
+  expect_bounds_error_then_recovery(x.gather(1, longs(idx, {4, 64})).sum({1}) * 2, "gather");
+}
+
 TEST_P(IndexTest, ScatterAddAccumulatesDuplicates) {
   for (loom::ScalarType dt : kDtypes) {
     Tensor self = make(std::vector<double>(6, 1), {2, 3}, dt);

@@ -117,7 +117,7 @@ class KernelEmitter {
     varies_.assign(k.exprs.size(), false);
     for (size_t e = 0; e < k.exprs.size(); ++e) {
       const ir::Expr& x = k.exprs[e];
-      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota || x.kind == ExprKind::Contract || x.kind == ExprKind::Operand)
+      if (ir::reads_memory(x) || x.kind == ExprKind::Iota || x.kind == ExprKind::Contract || x.kind == ExprKind::Operand)
         varies_[e] = true;
       for (int o = 0; o < ir::operand_count(x); ++o) varies_[e] = varies_[e] || varies_[ir::operand(x, o)];
     }
@@ -603,7 +603,7 @@ class KernelEmitter {
     for (size_t e = 0; e < n; ++e) {
       const ir::Expr& x = k_.exprs[e];
       const int f = first_[e];
-      const bool worth = x.kind == ExprKind::Load || (x.kind == ExprKind::Op && ir::costly_op(x.op));
+      const bool worth = ir::reads_memory(x) || (x.kind == ExprKind::Op && ir::costly_op(x.op));
       if (!worth || !varies_[e] || f < 0 || last[e] <= f || k_.phases[f].per_row) continue;
       const int cost = plan_.per_thread * plan_.lanes * (element_size(x.dtype) == 8 ? 2 : 1);
       if (regs + cost > kMaxStashRegs) continue;
@@ -679,6 +679,13 @@ class KernelEmitter {
         const ir::Access& a = k_.accesses[x.a];
         std::string v = lane_vector(x.a) && lane_ ? "ld" + std::to_string(e) + "[l]"
                                                   : "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + "]";
+        if (x.dtype == kBFloat16) return "loom_bf16_widen(" + v + ")";
+        return x.dtype == kBool ? "(" + v + " != 0)" : v;
+      }
+      case ExprKind::Gather: {  // in range: x.b is an IndexCheck (0 where the run fails)
+        const ir::Access& a = k_.accesses[x.a];
+        const std::string v = "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + " + x" +
+                              std::to_string(x.b) + " * " + std::to_string(x.imm) + "LL]";
         if (x.dtype == kBFloat16) return "loom_bf16_widen(" + v + ")";
         return x.dtype == kBool ? "(" + v + " != 0)" : v;
       }

@@ -661,6 +661,30 @@ class KernelEmitter {
     return v;
   }
 
+  // A fused gather's w elements: access x.a at the loop position, each lane
+  // moved by its index (in range: an IndexCheck's value) times x.imm. One
+  // masked gather (vpgatherqps on AVX-512 / AVX2) for a vector step.
+  Value* gather(const ir::Expr& x, Value* index, int w) {
+    const ir::Access& a = k_.accesses[x.a];
+    Type* mt = memory_type(x.dtype);
+    Value* base = b_.CreateGEP(mt, base_[x.a], offset(a));
+    Value* moved = b_.CreateMul(index, splat(b_.getInt64(x.imm), w));
+    Value* v;
+    if (w == 1) {
+      v = b_.CreateLoad(mt, b_.CreateGEP(mt, base, moved));
+    } else {
+      const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
+      std::vector<llvm::Constant*> lanes;
+      for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l * inner));
+      Value* at = b_.CreateAdd(moved, llvm::ConstantVector::get(lanes));
+      v = b_.CreateMaskedGather(llvm::FixedVectorType::get(mt, w), b_.CreateGEP(mt, base, at),
+                                llvm::Align(element_size(x.dtype)));
+    }
+    if (x.dtype == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+    if (x.dtype == kBFloat16) v = bf16_widen(v);
+    return v;
+  }
+
   void store(uint32_t ai, Value* v, ScalarType dt, int w) {
     const ir::Access& a = k_.accesses[ai];
     Type* mt = memory_type(dt);
@@ -713,7 +737,7 @@ class KernelEmitter {
     std::vector<bool> row_dependent(n, false);
     for (size_t e = 0; e < n; ++e) {
       const ir::Expr& x = k_.exprs[e];
-      if (x.kind == ExprKind::Load || x.kind == ExprKind::Iota) row_dependent[e] = true;
+      if (ir::reads_memory(x) || x.kind == ExprKind::Iota) row_dependent[e] = true;
       for (int o = 0; o < ir::operand_count(x); ++o) row_dependent[e] = row_dependent[e] || row_dependent[ir::operand(x, o)];
     }
     std::vector<int> last(n, -1);
@@ -766,6 +790,7 @@ class KernelEmitter {
   Value* eval_value(const ir::Expr& x, const std::vector<Value*>& v, int w) {
     switch (x.kind) {
       case ExprKind::Load: return load(x.a, x.dtype, w);
+      case ExprKind::Gather: return gather(x, v[x.b], w);
       case ExprKind::Scalar: return splat(scalar_arg(x.a, x.dtype), w);
       case ExprKind::RowValue:
         if (column_rows_.size() > x.a && column_rows_[x.a]) return b_.CreateLoad(vec_type(x.dtype, w), column_rows_[x.a]);
@@ -970,13 +995,15 @@ class KernelEmitter {
   }
 
   // An index that must lie in [0, n): kept, and the error flag raised if
-  // any lane's does not.
+  // any lane's does not. A lane out of range becomes 0, so a fused gather
+  // (ExprKind::Gather) reads inside its buffer while the run fails.
   Value* index_check(Value* i, Value* n, uint32_t fail_node) {
-    Value* bad = b_.CreateOr(b_.CreateICmpSLT(i, llvm::Constant::getNullValue(i->getType())), b_.CreateICmpSGE(i, n));
-    if (i->getType()->isVectorTy()) bad = b_.CreateOrReduce(bad);
+    Value* zero = llvm::Constant::getNullValue(i->getType());
+    Value* bad_lane = b_.CreateOr(b_.CreateICmpSLT(i, zero), b_.CreateICmpSGE(i, n));
+    Value* bad = i->getType()->isVectorTy() ? b_.CreateOrReduce(bad_lane) : bad_lane;
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
     b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(error_word(kErrorIndexOutOfRange, fail_node)), e), err_acc_);
-    return i;
+    return b_.CreateSelect(bad_lane, zero, i);
   }
 
   // Integer fmod/remainder; a zero divisor yields 0 and raises the error flag.

@@ -13,7 +13,7 @@ int64_t buffer_bytes(const ir::KernelProgram& p, uint32_t b) {
 bool read_anywhere(const ir::KernelProgram& p, uint32_t b) {
   for (const ir::Kernel& k : p.kernels)
     for (const ir::Expr& e : k.exprs)
-      if (e.kind == ir::ExprKind::Load && k.accesses[e.a].buffer == b) return true;
+      if (ir::reads_memory(e) && k.accesses[e.a].buffer == b) return true;
   for (const ir::LibraryCall& c : p.library_calls)
     if (std::find(c.inputs.begin(), c.inputs.end(), b) != c.inputs.end()) return true;
   return false;

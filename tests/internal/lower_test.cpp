@@ -75,6 +75,41 @@ TEST(Lower, ARowValueSharedBySeveralRowsIsNotAbsorbed) {
   EXPECT_EQ(generated(p), 2u) << loom::ir::to_string(p);
 }
 
+// A pointwise op on a reduction's result that is not broadcast back over
+// the reduced dims (a mean's division, a loss's sum / count) is the same
+// kernel: the reduced dims are its rows and it stores once per row.
+TEST(Lower, PointwiseOpsOnAReductionAreItsKernel) {
+  auto x = loom::randn({32, 16});
+  auto c = loom::randn({32});
+  loom::sync();
+  for (const loom::Tensor& y : {x.sum({1}) * 2 + c, x.sum() / 7, loom::exp(x.amax({0}))}) {
+    KernelProgram p = lower_outputs({y});
+    ASSERT_EQ(generated(p), 1u) << loom::ir::to_string(p);
+    const auto& k = p.kernels[0];
+    ASSERT_EQ(k.phases.size(), 2u);
+    EXPECT_TRUE(k.phases[1].per_row);
+  }
+}
+
+// cross_entropy's forward after its log_softmax: the target's pick is a
+// gather read inside the kernel that sums it (ir::ExprKind::Gather), counts
+// the targets and divides; no library call, no kernel for the picked
+// values, the ignore_index select or the count.
+TEST(Lower, CrossEntropyPicksItsTargetsInsideTheSum) {
+  auto logits = loom::randn({256, 10});
+  auto t = loom::randint(0, 10, {256});
+  loom::sync();
+  auto loss = loom::nn::functional::cross_entropy(logits, t);
+  KernelProgram p = lower_outputs({loss});
+  EXPECT_EQ(p.library_calls.size(), 0u) << loom::ir::to_string(p);
+  ASSERT_EQ(generated(p), 2u) << loom::ir::to_string(p);  // log_softmax rows; gather, sum, count, divide
+  EXPECT_EQ(p.kernels[1].phases.size(), 3u);
+  int gathers = 0;
+  for (const auto& k : p.kernels)
+    for (const auto& e : k.exprs) gathers += e.kind == loom::ir::ExprKind::Gather;
+  EXPECT_EQ(gathers, 1);
+}
+
 TEST(Lower, ReductionOverLeadingDimIsItsOwnKernel) {
   auto x = loom::randn({32, 16});
   loom::sync();
