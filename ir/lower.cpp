@@ -113,7 +113,10 @@ class Lowering {
       std::vector<NeedsBuffer> needs;
       build_all(needs);
       if (needs.empty()) needs = recompute_check();
-      if (needs.empty() || round > 64) break;
+      // No progress (an absorbed value its consumer cannot compute): stop;
+      // run() then rejects the absorption.
+      const bool progress = std::any_of(needs.begin(), needs.end(), [&](const NeedsBuffer& nb) { return reason_[nb.node].empty(); });
+      if (needs.empty() || !progress || round > 64) break;
       for (auto& nb : needs) reason_[nb.node] = nb.reason;
       note(passes, "kernels/recompute: " + std::to_string(needs.size()) + " more buffers (round " +
                        std::to_string(round + 1) + ")");
@@ -583,7 +586,10 @@ class Lowering {
         case Op::AsStrided: {
           const Node& src = l_.node(ins[0]);
           if (src.op == Op::Full) return push(Expr{ExprKind::Scalar, Op::Cast, nd.dtype, l_.g_.scalar_begin[ins[0]]});
-          if (l_.reason_[ins[0]].empty()) {  // computed here: boundaries() let only a dim view through
+          // Computed here (boundaries() let only a dim view through), or a
+          // dim view of a value this kernel absorbs (a loss's count, viewed as a 0-d tensor).
+          const bool absorbed_source = l_.absorbed_[ins[0]] == static_cast<int32_t>(root_) && l_.dim_view(i);
+          if (l_.reason_[ins[0]].empty() || absorbed_source) {
             Dims view_dim;
             l_.dim_view(i, &view_dim);
             DimMap src_map;
@@ -779,6 +785,9 @@ class Lowering {
       for (uint8_t d = 0; d < s_in.n; ++d) reduced += mask >> d & 1;
       extend_rows(s_in, mask, map);
       if (!rows_fixed_ && k.phases.empty() && k.outer == 0) k.outer = static_cast<uint8_t>(k.loop.n - reduced);  // first one sets the rows
+      // Fixed from here: a reduction nested in this one's value ((x / x.sum(0)).sum() over [1, 9, 1],
+      // whose phase comes first) must reduce the same rows, not set others.
+      rows_fixed_ = true;
       const int row = k.loop.n - k.outer;
       if (row != reduced || reduced == 0 || ((nd.op == Op::ArgMax || nd.op == Op::ArgMin) && reduced != 1)) {
         fail(i, "reduction over other loops than its consumer's rows");
@@ -853,30 +862,42 @@ class Lowering {
     uint32_t root_;
     std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
     std::optional<NeedsBuffer> failed_;
-    bool rows_fixed_ = false;  // a reduction root decided the rows
+    bool rows_fixed_ = false;  // a reduction root, or the first reduction met, decided the rows
     bool rows_added_ = false;  // extend_rows gave a pointwise root rows
     std::vector<std::pair<uint32_t, DimMap>> absorbed_uses_;  // absorbed nodes met, at their map
   };
 
   // ---------------------------------------------------------------- absorption
-  // A graph output is a candidate when only its buffer's one reader among
-  // the generated kernels (no library call) needs it, and it is smaller than
-  // that reader's loops: a per-row value such as a mean the caller keeps.
+  // Candidates: a graph output that only one generated kernel reads (no
+  // library call), smaller than that reader's loops: a per-row value such as
+  // a mean the caller keeps. And a temporary reduction read by several
+  // kernels whose first reader reduces over rows as long as its own (a
+  // loss's count of targets, which the kernel summing the loss can count
+  // and store for the backward kernel that reads it after).
   void find_candidates() {
     candidates_.clear();
-    for (uint32_t o : g_.outputs) {
-      if (reason_[o] != kGraphOutput || absorbed_[o] >= 0 || rejected_[o] || is_library(node(o).op)) continue;  // MatMul too
+    for (uint32_t o = 0; o < n_; ++o) {
+      const bool output = reason_[o] == kGraphOutput;
+      const bool temp_reduction = !output && !reason_[o].empty() && op_family(node(o).op) == Family::Reduce &&
+                                  buffer_of_[o] >= 0 && p_.buffers[buffer_of_[o]].kind == BufferKind::Temp;
+      if (!(output || temp_reduction) || absorbed_[o] >= 0 || rejected_[o] || is_library(node(o).op)) continue;  // MatMul too
       const uint32_t b = static_cast<uint32_t>(buffer_of_[o]);
       if (library_reads(b)) continue;
-      std::vector<const Kernel*> readers;
+      std::vector<const Kernel*> readers;  // in step order
       for (const Kernel& k : p_.kernels)
         if (reads_any(k, {b})) readers.push_back(&k);
-      if (readers.size() != 1 || readers[0]->root == o) continue;
-      int64_t space = 1;
-      for (uint8_t d = 0; d < readers[0]->loop.n; ++d) space *= readers[0]->loop[d];
+      if (readers.empty() || (output && readers.size() != 1) || readers[0]->root == o) continue;
+      const Kernel& r = *readers[0];
+      int64_t space = 1, row = 1, reduced = 1;
+      for (uint8_t d = 0; d < r.loop.n; ++d) space *= r.loop[d], row *= d >= r.outer ? r.loop[d] : 1;
       if (node(o).numel() * 2 > space) continue;
+      if (temp_reduction) {
+        const Node& in = node(g_.inputs_of(o)[0]);
+        for (uint8_t d = 0; d < in.shape.n; ++d) reduced *= (node(o).attr[0] >> d & 1) ? in.shape[d] : 1;
+        if (r.outer == r.loop.n || reduced != row) continue;
+      }
       if (std::none_of(candidates_.begin(), candidates_.end(), [&](const Candidate& c) { return c.first == o; }))
-        candidates_.push_back({o, readers[0]->root});
+        candidates_.push_back({o, r.root});
     }
   }
 
@@ -887,17 +908,18 @@ class Lowering {
   }
 
   // After kernels are built: absorbed node i is written by its consumer's
-  // kernel alone, per row, and read by no kernel or library call.
+  // kernel alone, per row, read by no library call, and read only by
+  // kernels after the writer.
   bool stored_by_consumer_only(uint32_t i) const {
     const uint32_t b = static_cast<uint32_t>(buffer_of_[i]);
     if (library_reads(b)) return false;
     int writers = 0;
     for (const Kernel& k : p_.kernels) {
-      if (reads_any(k, {b})) return false;
+      if (reads_any(k, {b}) && writers == 0) return false;  // reads before the write, or in the writer
       for (const Phase& ph : k.phases)
         for (auto [a, e] : ph.stores)
           if (k.accesses[a].buffer == b) {
-            if (k.root != static_cast<uint32_t>(absorbed_[i]) || !ph.per_row) return false;
+            if (k.root != static_cast<uint32_t>(absorbed_[i]) || !ph.per_row || reads_any(k, {b})) return false;
             ++writers;
           }
     }

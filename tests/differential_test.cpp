@@ -1612,6 +1612,21 @@ TEST_P(DifferentialRegression, FullReductionOfRowReducedValue) {
   EXPECT_TRUE(loom_test::all_close(x.log_softmax(-1).exp().sum({0, 1}, true), {4.0}));
 }
 
+
+// Found by seed 20990: in a kernel whose root is broadcast from a full
+// reduction ((x / (|x|.sum(0) + 1)).sum() - z over [1, 9, 1]), the sum over
+// the size-1 dim 0 nested in the full sum's value set the kernel's rows
+// before the full sum's phase existed, so the full sum covered one element.
+TEST_P(DifferentialRegression, ReductionNestedInAFullReductionKeepsItsRows) {
+  std::vector<float> v = {1, -2, 3, -4, 5, -6, 7, -8, 9};
+  Tensor x = loom::tensor(v).reshape({1, 9, 1});
+  Tensor z = loom::arange(9, loom::kFloat).reshape({1, 9, 1});
+  double total = 0;
+  for (float e : v) total += e / (std::fabs(e) + 1);
+  std::vector<double> want(9);
+  for (int i = 0; i < 9; ++i) want[i] = total - i;
+  EXPECT_TRUE(loom_test::all_close((x / (x.abs().sum(0, true) + 1)).sum() - z, want));
+}
 LOOM_INSTANTIATE_BACKENDS(DifferentialRegression);
 
 int64_t env_int(const char* name, int64_t fallback) {

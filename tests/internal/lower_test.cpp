@@ -110,6 +110,21 @@ TEST(Lower, CrossEntropyPicksItsTargetsInsideTheSum) {
   EXPECT_EQ(gathers, 1);
 }
 
+// With its backward, the count of targets is read by two kernels: the
+// loss's kernel counts it (absorption of a temporary) and stores it for the
+// backward kernel, which runs after it.
+TEST(Lower, CrossEntropyAndItsGradientAreThreeKernels) {
+  auto logits = loom::randn({256, 10}).requires_grad_();
+  auto t = loom::randint(0, 10, {256});
+  loom::sync();
+  auto loss = loom::nn::functional::cross_entropy(logits, t);
+  loss.backward();
+  KernelProgram p = lower_outputs({loss, logits.grad()});
+  ASSERT_EQ(generated(p), 3u) << loom::ir::to_string(p);  // log_softmax; loss and count; gradient
+  EXPECT_EQ(p.library_calls.size(), 0u);
+  EXPECT_EQ(p.kernels[1].phases.size(), 4u);  // sum, count, store the loss, store the count
+}
+
 TEST(Lower, ReductionOverLeadingDimIsItsOwnKernel) {
   auto x = loom::randn({32, 16});
   loom::sync();
