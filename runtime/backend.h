@@ -49,9 +49,12 @@ class LateCheck {
   // Waits for the run's work; its failure, if it failed. Called once.
   virtual std::optional<RunError> wait() = 0;
 };
-// A compiled kernel's failed index_check (the reference names the index).
-inline constexpr const char* kIndexOutOfRangeMessage =
-    "index out of bounds: an index is below 0 or not below the size of the dimension it indexes";
+// A failed index check: the index and the size it must lie below, as every
+// backend and library kernel words it (PyTorch's "index 9 is out of bounds
+// for dimension ... with size 4").
+inline std::string index_out_of_range_message(int64_t index, int64_t size) {
+  return "index " + std::to_string(index) + " is out of bounds for dimension of size " + std::to_string(size);
+}
 
 class Executable {
  public:

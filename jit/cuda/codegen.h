@@ -75,7 +75,8 @@ bool single_block(const ir::KernelProgram& p);
 // The parameter list of every generated kernel (library kernels add `meta`):
 //   (void* const* bufs, const double* fs, const long long* is, long long* err)
 // bufs[b]: device address of buffer b; fs/is: runtime scalars; err[0] = error
-// code, err[1] = node (canonical index) of the first kernel that failed.
+// code, err[1] = node (canonical index) of the first kernel that failed; for
+// a generated index check, err[2] = the index, err[3] = its bound.
 inline constexpr long long kErrorIntegerDivisionByZero = 1;
 inline constexpr long long kErrorIndexOutOfRange = 2;
 

@@ -234,6 +234,10 @@ class KernelEmitter {
     for (uint8_t d = 0; d < k_.loop.n; ++d) idx_.push_back(b_.CreateAlloca(b_.getInt64Ty(), nullptr, "i" + std::to_string(d)));
     err_acc_ = b_.CreateAlloca(b_.getInt32Ty(), nullptr, "err");
     b_.CreateStore(b_.getInt32(0), err_acc_);
+    bad_index_ = b_.CreateAlloca(b_.getInt64Ty(), nullptr, "bad_index");
+    bad_size_ = b_.CreateAlloca(b_.getInt64Ty(), nullptr, "bad_size");
+    b_.CreateStore(b_.getInt64(0), bad_index_);
+    b_.CreateStore(b_.getInt64(0), bad_size_);
     for (const ir::Access& a : k_.accesses)
       base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
     plan_stash();
@@ -246,7 +250,9 @@ class KernelEmitter {
     auto* done = llvm::BasicBlock::Create(ctx_, "done", fn_);
     b_.CreateCondBr(b_.CreateICmpNE(e, b_.getInt32(0)), set, done);
     b_.SetInsertPoint(set);
-    b_.CreateStore(e, err_);
+    b_.CreateStore(e, err_);  // KernelError: word at 0, index at 8, size at 16
+    b_.CreateStore(b_.CreateLoad(b_.getInt64Ty(), bad_index_), b_.CreateConstGEP1_64(b_.getInt8Ty(), err_, 8));
+    b_.CreateStore(b_.CreateLoad(b_.getInt64Ty(), bad_size_), b_.CreateConstGEP1_64(b_.getInt8Ty(), err_, 16));
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
     b_.CreateRetVoid();
@@ -997,11 +1003,26 @@ class KernelEmitter {
   // An index that must lie in [0, n): kept, and the error flag raised if
   // any lane's does not. A lane out of range becomes 0, so a fused gather
   // (ExprKind::Gather) reads inside its buffer while the run fails.
+  // The first bad index (the lowest bad lane) and its bound are kept for
+  // the message (KernelError).
   Value* index_check(Value* i, Value* n, uint32_t fail_node) {
     Value* zero = llvm::Constant::getNullValue(i->getType());
     Value* bad_lane = b_.CreateOr(b_.CreateICmpSLT(i, zero), b_.CreateICmpSGE(i, n));
-    Value* bad = i->getType()->isVectorTy() ? b_.CreateOrReduce(bad_lane) : bad_lane;
+    Value *bad = bad_lane, *index = i, *size = n;
+    if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(i->getType())) {
+      bad = b_.CreateOrReduce(bad_lane);
+      Value* mask = b_.CreateBitCast(bad_lane, b_.getIntNTy(vt->getNumElements()));
+      Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::cttz, {mask->getType()}, {mask, b_.getTrue()});
+      lane = b_.CreateSelect(bad, lane, llvm::ConstantInt::get(mask->getType(), 0));
+      index = b_.CreateExtractElement(i, lane), size = b_.CreateExtractElement(n, lane);
+    }
     Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+    Value* first = b_.CreateAnd(bad, b_.CreateICmpEQ(e, b_.getInt32(0)));
+    auto keep = [&](llvm::AllocaInst* slot, Value* v) {
+      b_.CreateStore(b_.CreateSelect(first, b_.CreateSExtOrTrunc(v, b_.getInt64Ty()), b_.CreateLoad(b_.getInt64Ty(), slot)), slot);
+    };
+    keep(bad_index_, index);
+    keep(bad_size_, size);
     b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(error_word(kErrorIndexOutOfRange, fail_node)), e), err_acc_);
     return b_.CreateSelect(bad_lane, zero, i);
   }
@@ -1136,6 +1157,7 @@ class KernelEmitter {
   std::vector<Value*> base_;
   std::vector<llvm::AllocaInst*> row_;
   llvm::AllocaInst* err_acc_ = nullptr;
+  llvm::AllocaInst *bad_index_ = nullptr, *bad_size_ = nullptr;  // the first failed index_check's operands
   int phase_ = -1;                 // the phase being emitted
   std::vector<bool> stash_;        // exprs kept per row (plan_stash)
   std::vector<int> stash_first_;   // the phase that computes each

@@ -25,11 +25,20 @@ struct Target {
 };
 const Target& host_target();
 
+// What a kernel reports of bad data: a nonzero error word (error_word: the
+// code and the node) and, for an index out of range, the first bad index of
+// the elements it ran and the size it must lie below.
+struct KernelError {
+  int32_t word = 0;
+  int32_t unused = 0;
+  int64_t index = 0, size = 0;
+};
+
 // Every generated kernel has this signature. It runs loop 0 over
-// [begin, end) and every other loop over its full extent; `error` receives a
-// nonzero error word if the data was bad (error_word: the code and the node).
+// [begin, end) and every other loop over its full extent; `error` is set
+// only if the data was bad.
 using KernelFn = void (*)(int64_t begin, int64_t end, void* const* buffers, const double* fscalars,
-                          const int64_t* iscalars, int32_t* error);
+                          const int64_t* iscalars, KernelError* error);
 inline constexpr int32_t kErrorIntegerDivisionByZero = 1;
 inline constexpr int32_t kErrorIndexOutOfRange = 2;  // an index_check failed
 // An error word: the code in the low byte, above it the canonical index + 1

@@ -58,7 +58,7 @@ inline constexpr int64_t kGemmPrepareA = 16;
 inline constexpr int64_t kGemmPrepareB = 32;
 
 using GemmFn = void (*)(const GemmTile* tile, void* const* buffers, const double* fscalars, const int64_t* iscalars,
-                        int32_t* error);
+                        KernelError* error);
 
 // The epilogue at one position: the kernel's store phase with the product's
 // value `product` (w lanes along N from column j). Emitted by KernelEmitter

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstring>
 
 #include "kernels/cpu/library.h"
@@ -64,28 +65,32 @@ CpuExecutable::Launch CpuExecutable::plan_launch(const ir::KernelProgram& p, con
 
 void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, const int64_t* is) {
   const Launch& l = launches_[ki];
-  int32_t err = 0;
+  jit::llvm_cpu::KernelError err;
   jit::llvm_cpu::KernelFn fn = kernels_->kernel(ki);
   if (program_.kernels[ki].contraction) {
     run_gemm(gemms_[ki], kernels_->gemm(ki), bufs, fs, is, err);
   } else if (l.serial) {  // small: on this thread, no TBB dispatch
     fn(0, l.extent, bufs, fs, is, &err);
   } else {
-    std::atomic<int32_t> shared_err{0};
+    // Bad data is rare: the report of the part that starts first (the
+    // first bad index in row-major order) is kept under a lock.
+    std::mutex mu;
+    int64_t first = l.extent;
     // Split in units of l.block indices of loop 0.
     const int64_t units = (l.extent + l.block - 1) / l.block, grain = std::max<int64_t>(1, l.grain / l.block);
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, grain), [&](const tbb::blocked_range<int64_t>& r) {
-      int32_t e = 0;
+      jit::llvm_cpu::KernelError e;
       fn(r.begin() * l.block, std::min(r.end() * l.block, l.extent), bufs, fs, is, &e);
-      if (e) shared_err.store(e, std::memory_order_relaxed);
+      if (e.word == 0) return;
+      std::lock_guard lock(mu);
+      if (r.begin() * l.block < first) first = r.begin() * l.block, err = e;
     });
-    err = shared_err.load();
   }
-  if (err == 0) return;
+  if (err.word == 0) return;
   namespace lc = jit::llvm_cpu;
-  const uint32_t node = lc::error_node(err, program_.kernels[ki].root);
-  if (lc::error_code(err) == lc::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
-  if (lc::error_code(err) == lc::kErrorIndexOutOfRange) throw RunError{node, kIndexOutOfRangeMessage};
+  const uint32_t node = lc::error_node(err.word, program_.kernels[ki].root);
+  if (lc::error_code(err.word) == lc::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
+  if (lc::error_code(err.word) == lc::kErrorIndexOutOfRange) throw RunError{node, index_out_of_range_message(err.index, err.size)};
 }
 
 namespace {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -224,12 +225,15 @@ struct Ctx {
   void* const* bufs;
   const double* fs;
   const int64_t* is;
-  std::atomic<int32_t>& err;
+  jit::llvm_cpu::KernelError& err;  // the first tile's report of bad data (rare: under a lock)
+  std::mutex& err_mu;
   int threads;
   void call(GemmTile& t) const {
-    int32_t e = 0;
+    jit::llvm_cpu::KernelError e;
     fn(&t, bufs, fs, is, &e);
-    if (e) err.store(e, std::memory_order_relaxed);
+    if (e.word == 0) return;
+    std::lock_guard lock(err_mu);
+    if (err.word == 0) err = e;
   }
   // Applies operand A's (B's) fused producers to `count` packed elements.
   void prepare(bool b_side, void* panel, int64_t count) const {
@@ -411,16 +415,16 @@ void run_packed(const Ctx& x) {
 
 }  // namespace
 
-void run_gemm(const GemmPlan& g, GemmFn fn, void* const* bufs, const double* fs, const int64_t* is, int32_t& error) {
+void run_gemm(const GemmPlan& g, GemmFn fn, void* const* bufs, const double* fs, const int64_t* is,
+              jit::llvm_cpu::KernelError& error) {
   if (g.batch == 0 || g.m == 0 || g.n == 0) return;
-  std::atomic<int32_t> err{0};
-  Ctx x{g, fn, bufs, fs, is, err, tbb::this_task_arena::max_concurrency()};
+  std::mutex err_mu;
+  Ctx x{g, fn, bufs, fs, is, error, err_mu, tbb::this_task_arena::max_concurrency()};
   const bool dbl = g.dtype == kDouble;
   if (g.direct)
     dbl ? run_direct<double>(x) : run_direct<float>(x);
   else
     dbl ? run_packed<double>(x) : run_packed<float>(x);
-  error = err.load();
 }
 
 }  // namespace loom::runtime::cpu

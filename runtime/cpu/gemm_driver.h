@@ -53,10 +53,9 @@ struct GemmPlan {
 // Decided once per kernel, at executable construction.
 GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k);
 
-// Runs the GEMM kernel; `error` receives a nonzero code if an epilogue saw
-// bad data.
+// Runs the GEMM kernel; `error` is set if an epilogue saw bad data.
 void run_gemm(const GemmPlan& plan, jit::llvm_cpu::GemmFn fn, void* const* bufs, const double* fs, const int64_t* is,
-              int32_t& error);
+              jit::llvm_cpu::KernelError& error);
 
 // Cache sizes in bytes (sysconf, else /sys/devices/system/cpu/cpu0/cache,
 // else 32 KiB / 1 MiB / 8 MiB): where the block sizes come from.

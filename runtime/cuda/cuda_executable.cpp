@@ -80,7 +80,7 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
   for (const ir::LibraryCall& c : program_.library_calls) ns = std::max<size_t>(ns, c.scalar_begin + c.num_scalars);
   scalar_at_ = nb;
   err_at_ = nb + 2 * ns;
-  arg_words_ = err_at_ + 2;
+  arg_words_ = err_at_ + kErrorWords;
   for (Slot& s : slots_) {
     check(driver().cuMemHostAlloc(&s.host, arg_words_ * 8, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
           "argument block");
@@ -350,6 +350,7 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
   }
   words[err_at_] = 0;
   words[err_at_ + 1] = -1;
+  words[err_at_ + 2] = words[err_at_ + 3] = 0;
 
   if (!launches_.empty()) {
     // The set already holding these words, else the least recently used.
@@ -398,7 +399,7 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
 
 // Bad data is found on the GPU; the message is made here, after a sync.
 void CudaExecutable::check_errors() {
-  int64_t err[2] = {0, -1};
+  int64_t err[kErrorWords] = {0, -1, 0, 0};
   copy_to_host(err, static_cast<char*>(last_set_->block->data()) + err_at_ * 8, sizeof(err), device_);
   if (std::optional<RunError> e = error_of(err)) throw *e;
 }
@@ -413,7 +414,8 @@ class CudaExecutable::Late final : public LateCheck {
   std::optional<RunError> wait() override {
     std::lock_guard lock(exe_.mu_);
     check(driver().cuEventSynchronize(exe_.err_copy_.done), "cuEventSynchronize", "error words");
-    const int64_t err[2] = {exe_.err_copy_.host[0], exe_.err_copy_.host[1]};
+    int64_t err[kErrorWords];
+    std::copy(exe_.err_copy_.host, exe_.err_copy_.host + kErrorWords, err);
     return exe_.error_of(err);
   }
 
@@ -425,26 +427,26 @@ std::unique_ptr<LateCheck> CudaExecutable::check_later() {
   const DriverApi& d = driver();
   if (!err_copy_.host) {
     void* p = nullptr;
-    check(d.cuMemHostAlloc(&p, 2 * sizeof(int64_t), CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", "error words");
+    check(d.cuMemHostAlloc(&p, kErrorWords * sizeof(int64_t), CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc", "error words");
     err_copy_.host = static_cast<int64_t*>(p);
     check(d.cuEventCreate(&err_copy_.done, CU_EVENT_DISABLE_TIMING), "cuEventCreate", "error words");
   }
   const CUstream stream = context(device_).stream;
   check(d.cuMemcpyDtoHAsync(err_copy_.host, reinterpret_cast<CUdeviceptr>(last_set_->block->data()) + err_at_ * 8,
-                            2 * sizeof(int64_t), stream),
+                            kErrorWords * sizeof(int64_t), stream),
         "cuMemcpyDtoHAsync", "error words");
   check(d.cuEventRecord(err_copy_.done, stream), "cuEventRecord", "error words");
   return std::make_unique<Late>(*this);
 }
 
-std::optional<RunError> CudaExecutable::error_of(const int64_t (&err)[2]) {
+std::optional<RunError> CudaExecutable::error_of(const int64_t (&err)[kErrorWords]) {
   last_set_->errors_clean = err[0] == 0 && err[1] == -1;
   if (err[0] == 0) return std::nullopt;
   const auto node = static_cast<uint32_t>(err[1]);
   if (err[0] == jit::cuda::kErrorIntegerDivisionByZero) return RunError{node, "ZeroDivisionError: integer division by zero"};
   for (const ir::LibraryCall& call : program_.library_calls)
     if (call.node == node) return RunError{node, out_of_range_message(call)};
-  if (err[0] == jit::cuda::kErrorIndexOutOfRange) return RunError{node, kIndexOutOfRangeMessage};
+  if (err[0] == jit::cuda::kErrorIndexOutOfRange) return RunError{node, index_out_of_range_message(err[2], err[3])};
   return RunError{node, "bad data (error code " + std::to_string(err[0]) + ")"};
 }
 
@@ -458,7 +460,7 @@ std::string CudaExecutable::out_of_range_message(const ir::LibraryCall& call) {
   copy_to_host(index.data(), base + call.input_offsets[1] * 8, index.size() * 8, device_);
   for (int64_t v : index)
     if (v < 0 || v >= dim_size)
-      return "index " + std::to_string(v) + " is out of bounds for dimension of size " + std::to_string(dim_size);
+      return index_out_of_range_message(v, dim_size);
   return "index out of bounds";
 }
 

@@ -87,7 +87,11 @@ class CudaExecutable final : public Executable {
   std::unique_ptr<LateCheck> check_later();
   class Late;
   // The failure that error words `err` report, if any.
-  std::optional<RunError> error_of(const int64_t (&err)[2]);
+  // The error words after the buffers and scalars: err[0] the code, err[1]
+  // the failing node, err[2] and err[3] a bad index and its bound
+  // (jit/cuda/codegen.h).
+  static constexpr size_t kErrorWords = 4;
+  std::optional<RunError> error_of(const int64_t (&err)[kErrorWords]);
   std::string out_of_range_message(const ir::LibraryCall& call);
 
   ir::KernelProgram program_;
@@ -107,7 +111,7 @@ class CudaExecutable final : public Executable {
   // The last run's error words, copied back in stream order after its
   // launches when the caller reads them later (made on first use).
   struct ErrorCopy {
-    int64_t* host = nullptr;  // pinned, two words
+    int64_t* host = nullptr;  // pinned, kErrorWords words
     CUevent done = nullptr;   // recorded after the copy
   } err_copy_;
   std::vector<CUevent> timing_events_;  // LOOM_CUDA_KERNEL_TIMES: one before each launch, one after the last

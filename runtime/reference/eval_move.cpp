@@ -39,7 +39,7 @@ int64_t prod(const ir::Dims& s, int from, int to) {
 // would turn one_hot(-1) into the last class instead of an error.
 int64_t checked_index(const EvalContext& c, int64_t v, int64_t size) {
   if (v < 0 || v >= size)
-    c.fail("index " + std::to_string(v) + " is out of bounds for dimension of size " + std::to_string(size));
+    c.fail(index_out_of_range_message(v, size));
   return v;
 }
 

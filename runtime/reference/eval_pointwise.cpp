@@ -128,7 +128,7 @@ T arith_value(const EvalContext& c, ir::Op op, T a, T b) {
       case Op::Minimum: return a < b ? a : b;
       case Op::IndexCheck:
         if (a < 0 || a >= b)
-          c.fail("index " + std::to_string(a) + " is out of bounds for dimension of size " + std::to_string(b));
+          c.fail(index_out_of_range_message(a, b));
         return a;
       case Op::Fmod:
       case Op::Remainder: {
