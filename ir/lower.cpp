@@ -871,11 +871,15 @@ class Lowering {
   // Candidates: a graph output that only one generated kernel reads (no
   // library call), smaller than that reader's loops: a per-row value such as
   // a mean the caller keeps. And a temporary reduction read by several
-  // kernels whose first reader reduces over rows as long as its own (a
-  // loss's count of targets, which the kernel summing the loss can count
-  // and store for the backward kernel that reads it after).
+  // kernels whose first reader reduces over rows as long as its own, when
+  // every later reader already waits for that first one: storing it there
+  // then lengthens no chain of kernels (on a GPU independent kernels run
+  // side by side; cross-entropy's count of targets is read by the loss's
+  // kernel and by the gradient's, which does not wait for the loss, so it
+  // keeps its own kernel, off the critical path).
   void find_candidates() {
     candidates_.clear();
+    std::vector<std::vector<bool>> after;  // after[j][i]: kernel j waits for kernel i (temporaries only)
     for (uint32_t o = 0; o < n_; ++o) {
       const bool output = reason_[o] == kGraphOutput;
       const bool temp_reduction = !output && !reason_[o].empty() && op_family(node(o).op) == Family::Reduce &&
@@ -888,6 +892,13 @@ class Lowering {
         if (reads_any(k, {b})) readers.push_back(&k);
       if (readers.empty() || (output && readers.size() != 1) || readers[0]->root == o) continue;
       const Kernel& r = *readers[0];
+      if (readers.size() > 1) {
+        if (after.empty()) after = kernel_waits();
+        const size_t first = static_cast<size_t>(&r - p_.kernels.data());
+        if (!std::all_of(readers.begin() + 1, readers.end(),
+                         [&](const Kernel* k) { return after[static_cast<size_t>(k - p_.kernels.data())][first]; }))
+          continue;
+      }
       int64_t space = 1, row = 1, reduced = 1;
       for (uint8_t d = 0; d < r.loop.n; ++d) space *= r.loop[d], row *= d >= r.outer ? r.loop[d] : 1;
       if (node(o).numel() * 2 > space) continue;
@@ -899,6 +910,26 @@ class Lowering {
       if (std::none_of(candidates_.begin(), candidates_.end(), [&](const Candidate& c) { return c.first == o; }))
         candidates_.push_back({o, r.root});
     }
+  }
+
+  // Which kernels wait, directly or through others, for which (by the
+  // buffers they write and read, library calls included).
+  std::vector<std::vector<bool>> kernel_waits() const {
+    const std::vector<StepBuffers> b = all_step_buffers();
+    const size_t n = p_.steps.size();
+    std::vector<std::vector<bool>> step_after(n, std::vector<bool>(n, false));
+    for (size_t j = 0; j < n; ++j)
+      for (size_t i = 0; i < j; ++i)
+        if (conflict(b[i], b[j]) || step_after[j][i]) {
+          step_after[j][i] = true;
+          for (size_t h = 0; h < i; ++h) step_after[j][h] = step_after[j][h] || step_after[i][h];
+        }
+    std::vector<std::vector<bool>> after(p_.kernels.size(), std::vector<bool>(p_.kernels.size(), false));
+    for (size_t j = 0; j < n; ++j)
+      for (size_t i = 0; i < n; ++i)
+        if (step_after[j][i] && p_.steps[j].kind == Step::Generated && p_.steps[i].kind == Step::Generated)
+          after[p_.steps[j].index][p_.steps[i].index] = true;
+    return after;
   }
 
   bool library_reads(uint32_t b) const {

@@ -4,6 +4,7 @@
 #include <loom/loom.h>
 
 #include "tests/internal/lower_util.h"
+#include "tests/test_util.h"
 #include "ir/graph.h"
 #include "ir/lower.h"
 
@@ -110,19 +111,44 @@ TEST(Lower, CrossEntropyPicksItsTargetsInsideTheSum) {
   EXPECT_EQ(gathers, 1);
 }
 
-// With its backward, the count of targets is read by two kernels: the
-// loss's kernel counts it (absorption of a temporary) and stores it for the
-// backward kernel, which runs after it.
-TEST(Lower, CrossEntropyAndItsGradientAreThreeKernels) {
+// With its backward, cross-entropy's count of targets is read by the
+// loss's kernel and by the gradient's, which does not wait for the loss:
+// the count keeps its own kernel (it runs beside the forward on a GPU)
+// rather than putting the loss on the gradient's path.
+TEST(Lower, CrossEntropysCountStaysOffItsGradientsPath) {
   auto logits = loom::randn({256, 10}).requires_grad_();
   auto t = loom::randint(0, 10, {256});
   loom::sync();
   auto loss = loom::nn::functional::cross_entropy(logits, t);
   loss.backward();
   KernelProgram p = lower_outputs({loss, logits.grad()});
-  ASSERT_EQ(generated(p), 3u) << loom::ir::to_string(p);  // log_softmax; loss and count; gradient
+  EXPECT_EQ(generated(p), 4u) << loom::ir::to_string(p);  // log_softmax; count; loss; gradient
   EXPECT_EQ(p.library_calls.size(), 0u);
-  EXPECT_EQ(p.kernels[1].phases.size(), 4u);  // sum, count, store the loss, store the count
+}
+
+// A temporary row value read by two kernels, the second of which waits for
+// the first anyway (it gathers from the first's output), is computed and
+// stored by the first (absorption of a temporary): two kernels, not three.
+TEST(Lower, ASharedRowValueIsStoredByItsFirstReader) {
+  auto x = loom::randn({32, 16}).abs() + 0.5;
+  std::vector<int64_t> iv(32);
+  for (int r = 0; r < 32; ++r) iv[r] = (r * 5 + 3) % 32;
+  auto idx = loom::tensor(iv);
+  loom::sync();
+  auto m = x.sum({1}, true);
+  auto y = (x * 2).sum({1}) / m.squeeze(1);
+  auto z = (x + y.gather(0, idx).unsqueeze(1)) / m;
+  KernelProgram p = lower_outputs({y, z});
+  ASSERT_EQ(generated(p), 2u) << loom::ir::to_string(p);
+  EXPECT_EQ(p.kernels[0].phases.size(), 4u);  // two sums, store y, store m
+  std::vector<double> want_z(32 * 16);
+  const std::vector<float> xv = x.to_vector<float>();
+  for (int r = 0; r < 32; ++r) {
+    double s = 0;
+    for (int c = 0; c < 16; ++c) s += xv[r * 16 + c];
+    for (int c = 0; c < 16; ++c) want_z[r * 16 + c] = (xv[r * 16 + c] + 2.0) / s;  // every y is 2
+  }
+  EXPECT_TRUE(loom_test::all_close(z, want_z, 1e-4, 1e-5));
 }
 
 TEST(Lower, ReductionOverLeadingDimIsItsOwnKernel) {
