@@ -216,6 +216,21 @@ TEST_P(IndexTest, GathersInsideTheirConsumersMatchALoop) {
   EXPECT_TRUE(all_close((xt.gather(1, longs(it, {C, 2})) + 1) - 1, want));
 }
 
+// Fused gathers from what is not a plain buffer: a constant, an expanded
+// (stride 0) view, an empty index; and one feeding a matrix product.
+TEST_P(IndexTest, GathersFromConstantsBroadcastsAndIntoProducts) {
+  const Longs iv = {2, 0, 3, 1, 1, 0};
+  EXPECT_TRUE(all_close(loom::full({2, 4}, 2.5).gather(1, longs(iv, {2, 3})), std::vector<double>(6, 2.5)));
+  Tensor row = make(iota(4), {1, 4}).expand({2, 4});  // both rows [0, 1, 2, 3]
+  EXPECT_TRUE(all_close(row.gather(1, longs(iv, {2, 3})) * 1, {2, 0, 3, 1, 1, 0}));
+  Tensor empty = make(iota(8), {2, 4}).gather(1, loom::zeros({2, 0}, loom::kLong));
+  EXPECT_EQ(sizes_of(empty), (Shape{2, 0}));
+  EXPECT_TRUE(all_close(empty.sum(), {0.0}));
+  // [2, 3] picked from iota(8) as [2, 4] ([2, 0, 3], [5, 5, 4]), times ones [3, 2]: row sums, twice.
+  Tensor picked = make(iota(8), {2, 4}).gather(1, longs(iv, {2, 3}));
+  EXPECT_TRUE(all_close(picked.matmul(loom::ones({3, 2})), {5, 5, 14, 14}));
+}
+
 // A bad index in the middle of a long row, far outside the buffer, fails
 // the run (naming gather) without reading there.
 TEST_P(IndexTest, AFusedGatherWithAFarIndexFailsWithoutReadingThere) {
