@@ -275,6 +275,23 @@ inline bool costly_op(Op op) {
 
 // Removes the accesses no load, store or product reads or writes through
 // (after a pass replaced loads or stores), renumbering the rest.
+// The exprs phase `ph` of kernel k evaluates (what its reduction or its
+// stores need, and what those need).
+inline std::vector<bool> phase_exprs(const Kernel& k, const Phase& ph) {
+  std::vector<bool> need(k.exprs.size(), false);
+  std::vector<uint32_t> todo;
+  if (ph.kind == Phase::Reduce) todo.push_back(ph.value);
+  for (auto [a, e] : ph.stores) todo.push_back(e);
+  while (!todo.empty()) {
+    const uint32_t e = todo.back();
+    todo.pop_back();
+    if (need[e]) continue;
+    need[e] = true;
+    for (int o = 0; o < operand_count(k.exprs[e]); ++o) todo.push_back(operand(k.exprs[e], o));
+  }
+  return need;
+}
+
 inline void drop_unused_accesses(Kernel& k) {
   std::vector<bool> used(k.accesses.size(), false);
   for (const Expr& x : k.exprs)

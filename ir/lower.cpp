@@ -990,7 +990,10 @@ class Lowering {
   // stores it, joins A: B's loads become A's stored values, and the buffer
   // is written once and never read back. B moves up to A, so the steps
   // between must neither write what B reads nor touch what B writes, and A
-  // must not read what B writes.
+  // must not read what B writes. A may also be a row kernel whose last
+  // phase stores per row and B a kernel over its rows (over_rows_of): a
+  // bias gradient's sum and the optimizer's updates of the bias. A
+  // temporary that only B read is then stored by no one.
   void vertical() {
     std::vector<bool> gone(p_.steps.size(), false);
     for (size_t sb = 0; sb < p_.steps.size(); ++sb) {
@@ -1025,6 +1028,53 @@ class Lowering {
     }
     p_.steps = std::move(steps);
     p_.kernels = std::move(kernels);
+    drop_unread_temporaries();
+  }
+
+  // Stores into temporaries no step reads (their reader joined the writer),
+  // and kernels that stored nothing else.
+  void drop_unread_temporaries() {
+    std::vector<bool> read(p_.buffers.size(), false);
+    for (const Step& st : p_.steps)
+      for (uint32_t b : ir::step_buffers(p_, st).reads) read[b] = true;
+    for (Kernel& k : p_.kernels) {
+      bool dropped = false;
+      for (Phase& ph : k.phases) {
+        const size_t before = ph.stores.size();
+        std::erase_if(ph.stores, [&](const std::pair<uint32_t, uint32_t>& st) {
+          const uint32_t b = k.accesses[st.first].buffer;
+          return p_.buffers[b].kind == BufferKind::Temp && !read[b];
+        });
+        dropped = dropped || ph.stores.size() != before;
+      }
+      if (!dropped) continue;
+      // Empty store phases go; row values name reduce phases by position.
+      std::vector<uint32_t> to(k.phases.size());
+      std::vector<Phase> kept;
+      for (size_t p = 0; p < k.phases.size(); ++p) {
+        to[p] = static_cast<uint32_t>(kept.size());
+        if (k.phases[p].kind == Phase::Reduce || !k.phases[p].stores.empty()) kept.push_back(std::move(k.phases[p]));
+      }
+      k.phases = std::move(kept);
+      for (Expr& x : k.exprs)
+        if (x.kind == ExprKind::RowValue) x.a = to[x.a];
+      drop_unused_accesses(k);
+    }
+    // A kernel left storing nothing computed only such temporaries: gone.
+    std::vector<Step> steps;
+    std::vector<Kernel> kernels;
+    for (const Step& st : p_.steps) {
+      if (st.kind != Step::Generated) {
+        steps.push_back(st);
+        continue;
+      }
+      Kernel& k = p_.kernels[st.index];
+      if (std::none_of(k.phases.begin(), k.phases.end(), [](const Phase& ph) { return !ph.stores.empty(); })) continue;
+      steps.push_back({Step::Generated, static_cast<uint32_t>(kernels.size())});
+      kernels.push_back(std::move(k));
+    }
+    p_.steps = std::move(steps);
+    p_.kernels = std::move(kernels);
   }
 
   static bool store_only(const Kernel& k) {
@@ -1035,9 +1085,23 @@ class Lowering {
   bool touches(const Step& st, const std::vector<uint32_t>& reads, const std::vector<uint32_t>& writes) const {
     return conflict(ir::step_buffers(p_, st), StepBuffers{reads, writes});
   }
+  // B's loops are A's (a store-only A), or A's rows: a row kernel whose
+  // last phase stores per row (a bias gradient's sum over the batch, then
+  // the optimizer's update of the bias, row by row). A reduction the split
+  // pass would cut into parts is left as it is (a joined kernel is not split).
+  bool over_rows_of(const Kernel& a, const Kernel& b) const {
+    if (store_only(a)) return a.loop == b.loop;
+    if (a.contraction || a.phases.empty() || !a.phases.back().per_row || b.loop.n != a.outer) return false;
+    int64_t rows = 1, row = 1;
+    for (uint8_t d = 0; d < a.loop.n; ++d) {
+      if (d < a.outer && a.loop[d] != b.loop[d]) return false;
+      (d < a.outer ? rows : row) *= a.loop[d];
+    }
+    return !(opt_.split_reduction_rows > 0 && rows < opt_.split_reduction_rows && row >= 2 * kSplitMinPart);
+  }
   // B reads something A stores, only where A stores it, and A reads nothing B writes.
-  static bool joinable(const Kernel& a, const Kernel& b) {
-    if (!store_only(a) || !(a.loop == b.loop)) return false;
+  bool joinable(const Kernel& a, const Kernel& b) const {
+    if (!over_rows_of(a, b)) return false;
     const auto a_writes = written(a), b_writes = written(b), a_reads = read_buffers(a);
     for (uint32_t w : b_writes)
       if (std::find(a_reads.begin(), a_reads.end(), w) != a_reads.end() ||
@@ -1053,17 +1117,32 @@ class Lowering {
     }
     return uses;
   }
-  // The expr A stores at exactly access x, or -1.
+  // The expr A stores at exactly access x of B (over A's loops or A's
+  // rows: A's access then does not move along the row loops), or -1.
   static int64_t stored_value(const Kernel& a, const Access& x) {
-    for (auto [acc, e] : a.phases[0].stores) {
-      const Access& y = a.accesses[acc];
-      if (y.buffer == x.buffer && y.offset == x.offset && y.strides == x.strides) return e;
+    for (const Phase& ph : a.phases) {
+      if (ph.kind != Phase::Store || (ph.per_row != (x.strides.n < a.loop.n))) continue;
+      for (auto [acc, e] : ph.stores) {
+        const Access& y = a.accesses[acc];
+        bool same = y.buffer == x.buffer && y.offset == x.offset;
+        for (uint8_t d = 0; d < a.loop.n && same; ++d) same = y.strides[d] == (d < x.strides.n ? x.strides[d] : 0);
+        if (same) return e;
+      }
     }
     return -1;
   }
+  // B's accesses gain stride 0 along A's row loops; its stores join A's
+  // first phase (a store-only A) or A's last phase, a per-row store: one
+  // phase, whose loads all come before its stores, so an update written
+  // into its input's buffer (OutputPlan::donated) is never read back by a
+  // later phase of the row.
   static void join(Kernel& a, const Kernel& b) {
     const uint32_t aoff = static_cast<uint32_t>(a.accesses.size());
-    a.accesses.insert(a.accesses.end(), b.accesses.begin(), b.accesses.end());
+    const bool rows = !store_only(a);
+    for (Access x : b.accesses) {
+      while (x.strides.n < a.loop.n) x.strides.push_back(0);
+      a.accesses.push_back(x);
+    }
     std::vector<uint32_t> at(b.exprs.size());  // b's expr -> a's
     for (size_t i = 0; i < b.exprs.size(); ++i) {
       Expr e = b.exprs[i];
@@ -1078,7 +1157,8 @@ class Lowering {
       at[i] = static_cast<uint32_t>(a.exprs.size());
       a.exprs.push_back(e);
     }
-    for (auto [acc, e] : b.phases[0].stores) a.phases[0].stores.push_back({acc + aoff, at[e]});
+    Phase& to = rows ? a.phases.back() : a.phases[0];
+    for (auto [acc, e] : b.phases[0].stores) to.stores.push_back({acc + aoff, at[e]});
     a.graph_nodes.insert(a.graph_nodes.end(), b.graph_nodes.begin(), b.graph_nodes.end());
     a.name += "+" + b.name;
     a.cost_per_element += b.cost_per_element;

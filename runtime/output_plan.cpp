@@ -36,7 +36,10 @@ OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_f
 // Safe when no step after the one that writes `out` reads `in`, and that
 // step reads each element of `in` exactly where it writes it (x.add_(1), an
 // optimizer update; the forward pass read the parameter in an earlier
-// step); or when a scatter updates its own base.
+// step); or when a scatter updates its own base. A per-row store qualifies
+// too (a bias updated after its gradient's sum, in the same row kernel):
+// its access does not move along the row, so each row reads and writes its
+// own element, and its earlier phases read it before the row's store.
 bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
   const size_t writer = writer_[out];
   if (writer == kNoStep || writer == kTwoWriters) return false;
@@ -53,10 +56,22 @@ bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
     }
     const ir::Kernel& k = program_.kernels[step.index];
     const ir::Access* store = nullptr;
+    size_t store_phase = 0;
     if (s == writer)
-      for (const ir::Phase& ph : k.phases)
-        for (auto [a, e] : ph.stores)
-          if (k.accesses[a].buffer == out && !ph.per_row) store = &k.accesses[a];
+      for (size_t p = 0; p < k.phases.size(); ++p)
+        for (auto [a, e] : k.phases[p].stores) {
+          if (k.accesses[a].buffer != out) continue;
+          const ir::Access& st = k.accesses[a];
+          if (store && (store->offset != st.offset || !(store->strides == st.strides))) return false;  // written at two positions
+          store = &st, store_phase = p;
+        }
+    // A later phase of the writer must not read `in` again: it would see
+    // the new value (code generators evaluate each phase's exprs anew).
+    for (size_t p = store_phase + 1; store && p < k.phases.size(); ++p) {
+      const std::vector<bool> need = ir::phase_exprs(k, k.phases[p]);
+      for (size_t e = 0; e < k.exprs.size(); ++e)
+        if (need[e] && ir::reads_memory(k.exprs[e]) && k.accesses[k.exprs[e].a].buffer == in) return false;
+    }
     if (k.contraction)  // a GEMM reads whole rows and columns of its operands
       for (uint32_t a : {k.contraction->a, k.contraction->b})
         if (k.accesses[a].buffer == in) return false;

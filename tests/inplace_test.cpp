@@ -147,6 +147,37 @@ TEST_P(InplaceTest, ExpressionsRecordedBeforeAWriteSeeTheOldValue) {
   EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{50, 50}));
 }
 
+// A bias gradient (a column sum) and the momentum and parameter updates
+// that read it are one row kernel (pass "vertical" over a reduction's rows),
+// the updates written in place. Each row reads its old momentum and
+// parameter once, before it writes them: found in a first version, whose
+// parameter update read the momentum again after its row had written it.
+// Columns: 10 (rows one at a time) and 200 (llvm: 64 rows side by side).
+TEST_P(InplaceTest, UpdatesFromAColumnSumInPlaceReadEachOldValueOnce) {
+  for (int64_t C : {10, 200}) {
+    const int64_t R = 64;
+    std::vector<double> xv(R * C), m(C), p(C);
+    for (int64_t i = 0; i < R * C; ++i) xv[i] = static_cast<double>((i * 7) % 13) - 6;
+    for (int64_t c = 0; c < C; ++c) m[c] = 0.5 * static_cast<double>(c % 5), p[c] = 1 - 0.25 * static_cast<double>(c % 7);
+    Tensor x = loom::tensor(xv).reshape({R, C}).to(loom::kFloat);
+    Tensor mt = loom::tensor(m).to(loom::kFloat), pt = loom::tensor(p).to(loom::kFloat);
+    loom::sync();
+    for (int s = 1; s <= 3; ++s) {
+      mt.mul_(0.9).add_((x * s).sum({0}));
+      pt.add_(mt, -0.1);
+      loom::sync();
+      for (int64_t c = 0; c < C; ++c) {
+        double g = 0;
+        for (int64_t r = 0; r < R; ++r) g += s * xv[r * C + c];
+        m[c] = 0.9 * m[c] + g;
+        p[c] -= 0.1 * m[c];
+      }
+    }
+    EXPECT_TRUE(all_close(mt, m, 1e-5, 1e-4)) << C;
+    EXPECT_TRUE(all_close(pt, p, 1e-5, 1e-4)) << C;
+  }
+}
+
 TEST_P(InplaceTest, DataPtrIsStableAcrossInPlaceOps) {
   Tensor t = loom::tensor({1.f, 2.f, 3.f});
   float* p = t.data_ptr<float>();

@@ -472,6 +472,24 @@ TEST(LowerVertical, KeptActivationAndItsConsumerAreOneKernel) {
 }
 
 // A consumer that reads the stored value at another position must not join.
+// A bias gradient (a column sum, kept as .grad) and the optimizer's
+// momentum and parameter updates over its rows are one row kernel: the
+// updates are stores of the reduction's last per-row phase.
+TEST(LowerVertical, UpdatesOverAReductionsRowsJoinIt) {
+  auto x = loom::randn({256, 10});
+  auto m = loom::randn({10}), p = loom::randn({10});
+  loom::sync();
+  auto g = x.sum({0});
+  auto m2 = m * 0.9 + g;
+  auto p2 = p - m2 * 0.1;
+  KernelProgram prog = lower_outputs({g, m2, p2});
+  ASSERT_EQ(generated(prog), 1u) << loom::ir::to_string(prog);
+  const auto& k = prog.kernels[0];
+  ASSERT_EQ(k.phases.size(), 2u);  // the sum, then one per-row phase storing all three
+  EXPECT_TRUE(k.phases[1].per_row);
+  EXPECT_EQ(k.phases[1].stores.size(), 3u);
+}
+
 TEST(LowerVertical, ShiftedReadDoesNotJoin) {
   auto x = loom::randn({64});
   loom::sync();
