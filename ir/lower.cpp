@@ -116,7 +116,11 @@ class Lowering {
       // No progress (an absorbed value its consumer cannot compute): stop;
       // run() then rejects the absorption.
       const bool progress = std::any_of(needs.begin(), needs.end(), [&](const NeedsBuffer& nb) { return reason_[nb.node].empty(); });
-      if (needs.empty() || !progress || round > 64) break;
+      if (!needs.empty() && (!progress || round > 64)) {
+        absorb_ok_ = false;  // kernels are missing: a trial absorption run() rejects
+        break;
+      }
+      if (needs.empty()) break;
       for (auto& nb : needs) reason_[nb.node] = nb.reason;
       note(passes, "kernels/recompute: " + std::to_string(needs.size()) + " more buffers (round " +
                        std::to_string(round + 1) + ")");
@@ -274,6 +278,10 @@ class Lowering {
         need(ins[0], "read through a strided view");
     }
     for (uint32_t o : g_.outputs) need(o, kGraphOutput);
+    // An absorbed temporary is stored by its consumer's kernel: it needs its
+    // buffer from the first round (a graph output has one anyway).
+    for (uint32_t i = 0; i < n_; ++i)
+      if (absorbed_[i] >= 0) need(i, "absorbed: stored per row by the kernel of %" + std::to_string(absorbed_[i]));
   }
 
   // Whether view node i reads its source dim for dim: every source dim
@@ -1036,7 +1044,8 @@ class Lowering {
   void drop_unread_temporaries() {
     std::vector<bool> read(p_.buffers.size(), false);
     for (const Step& st : p_.steps)
-      for (uint32_t b : ir::step_buffers(p_, st).reads) read[b] = true;
+      for (uint32_t b : ir::step_buffers(p_, st).reads)
+        if (b < read.size()) read[b] = true;  // (a rejected trial's library call may lack an input buffer)
     for (Kernel& k : p_.kernels) {
       bool dropped = false;
       for (Phase& ph : k.phases) {

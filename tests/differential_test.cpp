@@ -1665,6 +1665,17 @@ void run_random_graphs(const std::string& backend) {
 
 TEST(Differential, RandomGraphsLlvmVsReference) { run_random_graphs("llvm"); }
 
+// Seeds that once failed on llvm, run whatever the slice above covers: 130
+// (a kernel left with no store after its only reader joined it, merged
+// anyway), 20990 (ReductionNestedInAFullReductionKeepsItsRows), 24614 (an
+// absorbed temporary stored into a buffer never assigned: absorbed
+// temporaries now have theirs from the start).
+TEST(Differential, SeedsThatOnceFailedOnLlvm) {
+  const std::string previous = loom::set_backend("reference");
+  for (uint64_t seed : {130, 20990, 24614}) EXPECT_EQ(check_seed(seed, "llvm"), "") << "seed " << seed;
+  loom::set_backend(previous);
+}
+
 TEST(Differential, RandomGraphsCudaVsReference) {
   if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
   run_random_graphs("cuda");
