@@ -273,8 +273,6 @@ inline bool costly_op(Op op) {
   }
 }
 
-// Removes the accesses no load, store or product reads or writes through
-// (after a pass replaced loads or stores), renumbering the rest.
 // The exprs phase `ph` of kernel k evaluates (what its reduction or its
 // stores need, and what those need).
 inline std::vector<bool> phase_exprs(const Kernel& k, const Phase& ph) {
@@ -292,6 +290,8 @@ inline std::vector<bool> phase_exprs(const Kernel& k, const Phase& ph) {
   return need;
 }
 
+// Removes the accesses no load, store or product reads or writes through
+// (after a pass replaced loads or stores), renumbering the rest.
 inline void drop_unused_accesses(Kernel& k) {
   std::vector<bool> used(k.accesses.size(), false);
   for (const Expr& x : k.exprs)

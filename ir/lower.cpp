@@ -117,8 +117,8 @@ class Lowering {
       // run() then rejects the absorption.
       const bool progress = std::any_of(needs.begin(), needs.end(), [&](const NeedsBuffer& nb) { return reason_[nb.node].empty(); });
       if (!needs.empty() && (!progress || round > 64)) {
-        absorb_ok_ = false;  // kernels are missing: a trial absorption run() rejects
-        break;
+        absorb_ok_ = false;  // kernels are missing: run() rejects this trial absorption
+        return std::move(p_);
       }
       if (needs.empty()) break;
       for (auto& nb : needs) reason_[nb.node] = nb.reason;
@@ -248,12 +248,8 @@ class Lowering {
           // A GEMM applies cheap producers of an operand as it reads it
           // (operand_base): then it reads their input.
           const uint32_t in = operand_base(i, operand);
-          const char* what = in == operand ? "operand of matrix product" : "input of a matrix product's fused operand producers";
-          if (node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full) {
-            need(g_.inputs_of(in)[0], "viewed by matrix product");
-            continue;
-          }
-          need(in, what);
+          need_readable(in, "viewed by matrix product",
+                        in == operand ? "operand of matrix product" : "input of a matrix product's fused operand producers");
         }
       } else if (library(i)) {
         need(i, std::string("library kernel ") + op_name(nd.op));
@@ -266,14 +262,8 @@ class Lowering {
           need(in, std::string("input of library kernel ") + op_name(nd.op));
         }
       }
-      if (fused_gather(i)) {
-        // The gathered tensor is read at computed positions: a buffer (a
-        // view of one reads it through the view's strides).
-        if (node(ins[0]).op == Op::AsStrided && node(g_.inputs_of(ins[0])[0]).op != Op::Full)
-          need(g_.inputs_of(ins[0])[0], "viewed by a fused gather");
-        else
-          need(ins[0], "read by a fused gather");
-      }
+      // The gathered tensor is read at computed positions.
+      if (fused_gather(i)) need_readable(ins[0], "viewed by a fused gather", "read by a fused gather");
       if (nd.op == Op::AsStrided && node(ins[0]).op != Op::Full && !dim_view(i))
         need(ins[0], "read through a strided view");
     }
@@ -282,6 +272,16 @@ class Lowering {
     // buffer from the first round (a graph output has one anyway).
     for (uint32_t i = 0; i < n_; ++i)
       if (absorbed_[i] >= 0) need(i, "absorbed: stored per row by the kernel of %" + std::to_string(absorbed_[i]));
+  }
+
+  // Node `in` is read from memory at any position (KernelBuilder::buffer_view):
+  // a view of a computed value through its source's buffer, anything else
+  // through its own.
+  void need_readable(uint32_t in, const char* viewed, const char* read) {
+    if (node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full)
+      need(g_.inputs_of(in)[0], viewed);
+    else
+      need(in, read);
   }
 
   // Whether view node i reads its source dim for dim: every source dim
@@ -708,26 +708,15 @@ class Lowering {
       const auto ins = l_.g_.inputs_of(i);
       const int d = static_cast<int>(nd.attr[0]);
       const Node& x = l_.node(ins[0]);
-      uint32_t buffer;
-      int64_t offset = 0;
-      Dims strides;
-      if (!l_.reason_[ins[0]].empty()) {
-        buffer = static_cast<uint32_t>(l_.buffer_of_[ins[0]]);
-        strides = contiguous_strides(x.shape);
-      } else {  // a view of the buffer boundaries() gave its source
-        buffer = static_cast<uint32_t>(l_.buffer_of_[l_.g_.inputs_of(ins[0])[0]]);
-        strides.n = x.shape.n;
-        for (uint8_t q = 0; q < x.shape.n; ++q) strides[q] = x.attr[q];
-        offset = x.attr[x.shape.n];
-      }
+      const BufferView xb = buffer_view(ins[0]);  // boundaries() gave x, or the source it views, a buffer
       Dims along = nd.shape;  // out's position on every dim but d
       along[d] = 1;
-      const uint32_t access = add_access(buffer, offset, strides, along, map);
+      const uint32_t access = add_access(xb.buffer, xb.offset, xb.strides, along, map);
       const uint32_t index = expr(ins[1], child_map(nd.shape, l_.node(ins[1]).shape, map), false);
       if (failed_) return 0;
       const uint32_t size = push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, x.shape[d]});
       const uint32_t checked = push(Expr{ExprKind::Op, Op::IndexCheck, kLong, index, size, 0, int64_t{i}});
-      return push(Expr{ExprKind::Gather, Op::Cast, nd.dtype, access, checked, 0, strides[d]});
+      return push(Expr{ExprKind::Gather, Op::Cast, nd.dtype, access, checked, 0, xb.strides[d]});
     }
 
     // C[m, n] = A[m, 0] B[0, n] + A[m, 1] B[1, n] + ... in k order (the
@@ -767,20 +756,33 @@ class Lowering {
     // stride along the contracted dim `kd`.
     uint32_t operand_access(uint32_t in, const DimMap& map, uint8_t kd, int64_t& k_stride) {
       const Node& nd = l_.node(in);
+      const BufferView v = buffer_view(in);
+      k_stride = nd.shape[kd] == 1 ? 0 : v.strides[kd];
+      return add_access(v.buffer, v.offset, v.strides, nd.shape, map);
+    }
+
+    // Where node `in`'s elements are in memory, for a reader that needs a
+    // buffer (a product's operand, a gathered tensor): its own buffer, or,
+    // for a view boundaries() gave none, its source's through the view's
+    // strides and offset.
+    struct BufferView {
       uint32_t buffer;
       int64_t offset = 0;
       Dims strides;
+    };
+    BufferView buffer_view(uint32_t in) const {
+      const Node& nd = l_.node(in);
+      BufferView v;
       if (!l_.reason_[in].empty()) {
-        buffer = static_cast<uint32_t>(l_.buffer_of_[in]);
-        strides = contiguous_strides(nd.shape);
+        v.buffer = static_cast<uint32_t>(l_.buffer_of_[in]);
+        v.strides = contiguous_strides(nd.shape);
       } else {
-        buffer = static_cast<uint32_t>(l_.buffer_of_[l_.g_.inputs_of(in)[0]]);
-        strides.n = nd.shape.n;
-        for (uint8_t d = 0; d < nd.shape.n; ++d) strides[d] = nd.attr[d];
-        offset = nd.attr[nd.shape.n];
+        v.buffer = static_cast<uint32_t>(l_.buffer_of_[l_.g_.inputs_of(in)[0]]);
+        v.strides.n = nd.shape.n;
+        for (uint8_t d = 0; d < nd.shape.n; ++d) v.strides[d] = nd.attr[d];
+        v.offset = nd.attr[nd.shape.n];
       }
-      k_stride = nd.shape[kd] == 1 ? 0 : strides[kd];
-      return add_access(buffer, offset, strides, nd.shape, map);
+      return v;
     }
 
     // A reduction inside a kernel: allowed when it reduces exactly the
@@ -791,7 +793,7 @@ class Lowering {
       const uint64_t mask = static_cast<uint64_t>(nd.attr[0]);
       int reduced = 0;
       for (uint8_t d = 0; d < s_in.n; ++d) reduced += mask >> d & 1;
-      extend_rows(s_in, mask, map);
+      extend_rows(s_in, mask, reduced, map);
       if (!rows_fixed_ && k.phases.empty() && k.outer == 0) k.outer = static_cast<uint8_t>(k.loop.n - reduced);  // first one sets the rows
       // Fixed from here: a reduction nested in this one's value ((x / x.sum(0)).sum() over [1, 9, 1],
       // whose phase comes first) must reduce the same rows, not set others.
@@ -829,17 +831,13 @@ class Lowering {
     // reduced dims become the kernel's rows, one row per element of the
     // root, which is stored per row. One kernel instead of the reduction's
     // and the pointwise op's. Earlier accesses get stride 0 along the rows.
-    void extend_rows(const Dims& s_in, uint64_t mask, const DimMap& map) {
-      if (rows_fixed_ || rows_added_ || !k.phases.empty() || k.outer != 0 || k.contraction) return;
-      int reduced = 0;
+    void extend_rows(const Dims& s_in, uint64_t mask, int reduced, const DimMap& map) {
+      if (rows_fixed_ || !k.phases.empty() || k.outer != 0 || k.contraction) return;
       std::array<bool, kMaxDims> kept{};
       for (uint8_t d = 0; d < s_in.n; ++d) {
-        if (mask >> d & 1) {
-          ++reduced;
-        } else if (s_in[d] != 1) {
-          if (map[d] < 0) return;
-          kept[map[d]] = true;
-        }
+        if (mask >> d & 1 || s_in[d] == 1) continue;
+        if (map[d] < 0) return;
+        kept[map[d]] = true;
       }
       if (reduced == 0 || k.loop.n + reduced > kMaxDims) return;
       for (uint8_t d = 0; d < k.loop.n; ++d)
@@ -1044,8 +1042,7 @@ class Lowering {
   void drop_unread_temporaries() {
     std::vector<bool> read(p_.buffers.size(), false);
     for (const Step& st : p_.steps)
-      for (uint32_t b : ir::step_buffers(p_, st).reads)
-        if (b < read.size()) read[b] = true;  // (a rejected trial's library call may lack an input buffer)
+      for (uint32_t b : ir::step_buffers(p_, st).reads) read[b] = true;
     for (Kernel& k : p_.kernels) {
       bool dropped = false;
       for (Phase& ph : k.phases) {

@@ -21,14 +21,6 @@ bool read_anywhere(const ir::KernelProgram& p, uint32_t b) {
 
 int64_t inner_stride(const ir::Access& a) { return a.strides.n ? a.strides[a.strides.n - 1] : 0; }
 
-// The exprs expression e depends on (itself included).
-void mark(const ir::Kernel& k, uint32_t e, std::vector<bool>& need) {
-  if (need[e]) return;
-  need[e] = true;
-  const ir::Expr& x = k.exprs[e];
-  for (int o = 0; o < ir::operand_count(x); ++o) mark(k, ir::operand(x, o), need);
-}
-
 }  // namespace
 
 MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k) {
@@ -51,8 +43,7 @@ MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k) {
   for (size_t ph = 1; ph < k.phases.size() && next < 0; ++ph)
     if (!k.phases[ph].per_row) next = static_cast<int>(ph);
   if (next < 0) return h;
-  std::vector<bool> need(k.exprs.size(), false);
-  mark(k, k.phases[0].value, need);
+  const std::vector<bool> need = ir::phase_exprs(k, k.phases[0]);
   const int row_loop = k.outer - 1;
   for (size_t e = 0; e < k.exprs.size(); ++e) {
     if (!need[e] || k.exprs[e].kind != ir::ExprKind::Load) continue;

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <cstdlib>
 #include <cstring>
