@@ -110,3 +110,34 @@ TEST(Training, W4ShapedLoopOnCudaUpdatesInPlace) {
 }
 
 }  // namespace
+
+namespace {
+
+// Gradients accumulated over many backward calls with no sync between
+// them: one graph whose lowering gives each partial sum a buffer a few at a
+// time, one round each (80 calls: about 80 rounds). A cap of 64 rounds once
+// left kernels missing and the run read buffers nothing wrote (a crash).
+std::vector<std::vector<float>> accumulated_gradients(const std::string& backend, int calls) {
+  const std::string previous = loom::set_backend(backend);
+  loom::manual_seed(0);
+  auto model = nn::Sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
+  Tensor x = loom::randn({5, 4});
+  Tensor y = loom::randint(0, 3, {5});
+  for (int i = 0; i < calls; ++i) F::cross_entropy(model->forward(x), y).backward();
+  std::vector<std::vector<float>> grads;
+  for (const Tensor& p : model->parameters()) grads.push_back(p.grad().to_vector<float>());
+  loom::set_backend(previous);
+  return grads;
+}
+
+TEST(Training, GradientsAccumulatedOverManyUnsyncedBackwardCallsMatchReference) {
+  const auto llvm = accumulated_gradients("llvm", 80);
+  const auto reference = accumulated_gradients("reference", 80);
+  ASSERT_EQ(llvm.size(), reference.size());
+  for (size_t p = 0; p < llvm.size(); ++p)
+    for (size_t i = 0; i < llvm[p].size(); ++i)
+      EXPECT_NEAR(llvm[p][i], reference[p][i], 1e-4 * (1 + std::abs(reference[p][i])))
+          << "parameter " << p << " element " << i;
+}
+
+}  // namespace
