@@ -207,3 +207,65 @@ TEST_F(JitTest, AFailedRunLeavesADonatedBufferUntouched) {
 }
 
 }  // namespace
+
+namespace {
+
+// Kernels alike compile to one function (jit/llvm share_functions), each
+// run with its own buffers, scalars and error nodes: eight layers
+// tanh(h W_i * s_i + b_i), each over the last one's result with its own
+// weight, bias and scale (a runtime scalar), are eight GEMM kernels and one
+// function, and compute what the reference computes (each kernel reads its
+// own buffers and scalar through the shared code).
+std::vector<float> layers(int64_t* functions, int64_t* kernels) {
+  loom::manual_seed(3);
+  loom::Tensor h = loom::randn({16, 24});
+  std::vector<loom::Tensor> w, b;
+  for (int i = 0; i < 8; ++i) w.push_back(loom::randn({24, 24}) * 0.3), b.push_back(loom::randn({24}));
+  loom::sync();
+  const loom::Metrics m0 = loom::metrics();
+  for (int i = 0; i < 8; ++i) h = loom::tanh(loom::matmul(h, w[i]) * (0.5 + 0.1 * i) + b[i]);
+  std::vector<float> out = h.to_vector<float>();
+  const loom::Metrics m1 = loom::metrics();
+  *functions = m1.kernels_compiled - m0.kernels_compiled;
+  *kernels = m1.kernels_launched - m0.kernels_launched;
+  return out;
+}
+
+TEST_F(JitTest, KernelsAlikeCompileToOneFunction) {
+  int64_t functions = 0, kernels = 0;
+  const std::vector<float> llvm = layers(&functions, &kernels);
+  EXPECT_EQ(kernels, 8);
+  // Compiled here unless the disk cache held the object (then none);
+  // tests/internal's LlvmCodegen.KernelsAlikeShareOneFunction checks the
+  // sharing itself.
+  EXPECT_LE(functions, 1);
+  loom::set_backend("reference");
+  const std::vector<float> reference = layers(&functions, &kernels);
+  loom::set_backend("llvm");
+  ASSERT_EQ(llvm.size(), reference.size());
+  for (size_t i = 0; i < llvm.size(); ++i) EXPECT_NEAR(llvm[i], reference[i], 1e-5) << i;
+}
+
+// A failed check in one of several kernels sharing a function names that
+// kernel's op and line, not the first sharer's.
+TEST_F(JitTest, AFailureInASharedFunctionNamesItsOwnKernel) {
+  loom::Tensor x = loom::randn({4, 6});
+  loom::Tensor good = loom::tensor({0, 5, 2, 1}).unsqueeze(1);
+  loom::Tensor bad = loom::tensor({0, 5, 7, 1}).unsqueeze(1);
+  loom::sync();
+  loom::Tensor a = x.gather(1, good).exp();
+  loom::Tensor b = (x + a).gather(1, good).exp();
+  const int bad_line = __LINE__ + 1;
+  loom::Tensor c = (x + b).gather(1, bad).exp();
+  loom::Tensor d = (x + c).gather(1, good).exp();
+  try {
+    d.to_vector<float>();
+    ADD_FAILURE() << "an index out of range did not raise";
+  } catch (const loom::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("index 7 is out of bounds"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("jit_test.cpp:" + std::to_string(bad_line)), std::string::npos) << msg;
+  }
+}
+
+}  // namespace

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <map>
+#include <unordered_map>
 #include <limits>
 
 #include <loom/error.h>
@@ -123,8 +124,13 @@ using ir::Op;
 
 class KernelEmitter {
  public:
-  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, llvm::Module& m, const Target& t, size_t index)
-      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(memory_hints(p, k)) {
+  // `p` and `k`: the kernel as its function sees it (ir::LocalKernel), of
+  // whose buffers only the dtype may be read (the kernels sharing this
+  // function differ in the rest); `hints`: memory_hints of the kernel in
+  // its whole program.
+  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, MemoryHints hints, llvm::Module& m, const Target& t,
+                size_t index)
+      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(std::move(hints)) {
     // Non-temporal stores: x86 only (the sfence below), and only where a
     // whole unrolled step is a multiple of a cache line, so one aligned
     // address keeps every later step aligned.
@@ -1166,10 +1172,34 @@ class KernelEmitter {
 
 }  // namespace
 
-std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, llvm::LLVMContext& ctx, const Target& t) {
+KernelFunctions share_functions(const ir::KernelProgram& p) {
+  KernelFunctions f;
+  std::unordered_map<std::string, uint32_t> by_key;
+  for (const ir::Kernel& k : p.kernels) {
+    ir::LocalKernel l = ir::localize(p, k);
+    // Memory hints depend on the rest of the program (whether anyone reads
+    // an output again): part of what makes two kernels' code the same.
+    const MemoryHints h = memory_hints(p, k);
+    std::string key = std::move(l.key);
+    for (bool s : h.stream) key += s ? 'S' : '.';
+    key += ';' + std::to_string(h.prefetch_phase);
+    for (uint32_t a : h.prefetch) key += ',' + std::to_string(a);
+    auto [it, fresh] = by_key.try_emplace(std::move(key), static_cast<uint32_t>(f.first.size()));
+    if (fresh) f.first.push_back(static_cast<uint32_t>(f.local.size()));
+    f.function.push_back(it->second);
+    f.local.push_back(std::move(l));
+  }
+  return f;
+}
+
+std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f, llvm::LLVMContext& ctx,
+                                          const Target& t) {
   auto m = std::make_unique<llvm::Module>("loom_graph", ctx);
   m->setTargetTriple(t.triple);
-  for (size_t i = 0; i < p.kernels.size(); ++i) KernelEmitter(p, p.kernels[i], *m, t, i).emit();
+  for (size_t i = 0; i < f.first.size(); ++i) {
+    const ir::LocalKernel& l = f.local[f.first[i]];
+    KernelEmitter(l.program, l.kernel(), memory_hints(p, p.kernels[f.first[i]]), *m, t, i).emit();
+  }
   return m;
 }
 

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/kernel.h"
+#include "ir/local_kernel.h"
 
 namespace llvm {
 class LLVMContext;
@@ -84,10 +86,21 @@ int64_t column_lanes(const ir::Kernel& k, int vector_width);
 // for the two schedules above (1 for every other kernel).
 int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t);
 
-// The symbol of kernel #i of a program.
+// The functions a program compiles to. Kernels alike (equal
+// ir::LocalKernel keys and memory hints: the same code on other buffers)
+// share one, each running it with its own buffer and scalar tables.
+struct KernelFunctions {
+  std::vector<ir::LocalKernel> local;  // per kernel of the program: as its function sees it
+  std::vector<uint32_t> function;      // per kernel: the function that runs it
+  std::vector<uint32_t> first;         // per function: the first kernel it runs (emitted from)
+};
+KernelFunctions share_functions(const ir::KernelProgram& p);
+
+// The symbol of function #i of a program.
 std::string kernel_symbol(size_t i);
 
-// One function per kernel of `p`, named kernel_symbol(i).
-std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, llvm::LLVMContext& ctx, const Target& t);
+// One function per entry of f.first, named kernel_symbol(i).
+std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f, llvm::LLVMContext& ctx,
+                                          const Target& t);
 
 }  // namespace loom::jit::llvm_cpu

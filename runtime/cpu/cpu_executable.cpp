@@ -17,11 +17,15 @@ namespace {
 constexpr double kParallelWork = 1 << 16;
 }  // namespace
 
-CpuExecutable::CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels)
-    : program_(std::move(program)), kernels_(std::move(kernels)), outputs_(program_, /*library_stops_on_failure=*/true) {
-  for (const ir::Kernel& k : program_.kernels) {
-    launches_.push_back(plan_launch(program_, k));
-    gemms_.push_back(k.contraction ? plan_gemm(program_, k) : GemmPlan{});
+CpuExecutable::CpuExecutable(ir::KernelProgram program, jit::llvm_cpu::KernelFunctions functions,
+                             std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels)
+    : program_(std::move(program)),
+      functions_(std::move(functions)),
+      kernels_(std::move(kernels)),
+      outputs_(program_, /*library_stops_on_failure=*/true) {
+  for (const ir::LocalKernel& l : functions_.local) {
+    launches_.push_back(plan_launch(l.program, l.kernel()));
+    gemms_.push_back(l.kernel().contraction ? plan_gemm(l.program, l.kernel()) : GemmPlan{});
   }
 }
 
@@ -62,12 +66,41 @@ CpuExecutable::Launch CpuExecutable::plan_launch(const ir::KernelProgram& p, con
   return l;
 }
 
-void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, const int64_t* is) {
+namespace {
+// A kernel's buffers and scalars under its function's local names
+// (ir::LocalKernel): a few entries, on the stack unless there are many.
+template <class T>
+class LocalTable {
+ public:
+  LocalTable(const std::vector<uint32_t>& map, const T* global) {
+    T* out = map.size() <= kInline ? inline_ : (heap_.resize(map.size()), heap_.data());
+    for (size_t i = 0; i < map.size(); ++i) out[i] = global[map[i]];
+    data_ = out;
+  }
+  const T* data() const { return data_; }
+
+ private:
+  static constexpr size_t kInline = 16;
+  T inline_[kInline];
+  std::vector<T> heap_;
+  const T* data_;
+};
+}  // namespace
+
+void CpuExecutable::run_kernel(size_t ki, void* const* global_bufs, const double* global_fs, const int64_t* global_is) {
   const Launch& l = launches_[ki];
+  const ir::LocalKernel& local = functions_.local[ki];
+  const LocalTable<void*> local_bufs(local.buffers, global_bufs);
+  const LocalTable<double> local_fs(local.scalars, global_fs);
+  const LocalTable<int64_t> local_is(local.scalars, global_is);
+  void* const* bufs = local_bufs.data();
+  const double* fs = local_fs.data();
+  const int64_t* is = local_is.data();
   jit::llvm_cpu::KernelError err;
-  jit::llvm_cpu::KernelFn fn = kernels_->kernel(ki);
+  const size_t function = functions_.function[ki];
+  jit::llvm_cpu::KernelFn fn = kernels_->kernel(function);
   if (program_.kernels[ki].contraction) {
-    run_gemm(gemms_[ki], kernels_->gemm(ki), bufs, fs, is, err);
+    run_gemm(gemms_[ki], kernels_->gemm(function), bufs, fs, is, err);
   } else if (l.serial) {  // small: on this thread, no TBB dispatch
     fn(0, l.extent, bufs, fs, is, &err);
   } else {
@@ -87,7 +120,7 @@ void CpuExecutable::run_kernel(size_t ki, void* const* bufs, const double* fs, c
   }
   if (err.word == 0) return;
   namespace lc = jit::llvm_cpu;
-  const uint32_t node = lc::error_node(err.word, program_.kernels[ki].root);
+  const uint32_t node = local.nodes[lc::error_node(err.word, 0)];  // local node 0: the kernel's root
   if (lc::error_code(err.word) == lc::kErrorIntegerDivisionByZero) throw RunError{node, "ZeroDivisionError: integer division by zero"};
   if (lc::error_code(err.word) == lc::kErrorIndexOutOfRange) throw RunError{node, index_out_of_range_message(err.index, err.size)};
 }

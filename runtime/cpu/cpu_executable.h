@@ -16,7 +16,10 @@ namespace loom::runtime::cpu {
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(ir::KernelProgram program, std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels);
+  // `functions`: which compiled function runs each kernel, and the kernel
+  // as that function sees it (jit/llvm/codegen.h share_functions).
+  CpuExecutable(ir::KernelProgram program, jit::llvm_cpu::KernelFunctions functions,
+                std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels);
   void run(const RunArgs& args, std::vector<BufferPtr>& out) override;
   int64_t kernel_count() const override { return static_cast<int64_t>(program_.steps.size()); }
 
@@ -37,9 +40,10 @@ class CpuExecutable final : public Executable {
   void give_arena(BufferPtr a);
 
   ir::KernelProgram program_;
+  jit::llvm_cpu::KernelFunctions functions_;
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels_;
   std::vector<Launch> launches_;  // per kernel
-  std::vector<GemmPlan> gemms_;   // per kernel; used by GEMM kernels only
+  std::vector<GemmPlan> gemms_;   // per kernel, in its local buffer ids; used by GEMM kernels only
   std::mutex arena_mu_;
   std::vector<BufferPtr> arenas_;  // free arenas: one per concurrent run at most
   OutputPlan outputs_;  // donation and result list (runtime/output_plan.h)

@@ -34,6 +34,15 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
   options.split_reduction_rows = 64;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
+  // Kernels alike (the same layer's backward in each of many unsynced
+  // backward calls) compile to one function.
+  jit::llvm_cpu::KernelFunctions functions = jit::llvm_cpu::share_functions(program);
+  if (!folder.empty()) {
+    std::string text;
+    for (size_t i = 0; i < functions.function.size(); ++i)
+      text += program.kernels[i].name + " runs " + jit::llvm_cpu::kernel_symbol(functions.function[i]) + "\n";
+    dump_file(folder, "functions.txt", text);
+  }
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels;
   if (!program.kernels.empty()) {
     const std::string ns = jit::llvm_cpu::target_key();
@@ -44,18 +53,18 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
     if (!object || !folder.empty()) {  // a dump wants the IR even on a disk hit
       int64_t t0 = now_ns();
       llvm::LLVMContext ctx;
-      auto module = jit::llvm_cpu::emit_module(program, ctx, jit::llvm_cpu::host_target());
+      auto module = jit::llvm_cpu::emit_module(program, functions, ctx, jit::llvm_cpu::host_target());
       dump_file(folder, "kernels.ll", jit::llvm_cpu::module_text(*module));
       std::vector<char> fresh = jit::llvm_cpu::compile_to_object(*module, folder.empty() ? "" : folder + "/invalid.ll");
       if (!object) {
         object = std::move(fresh);
         disk.store(key, *object);
-        record_compile(static_cast<int64_t>(program.kernels.size()), now_ns() - t0);
+        record_compile(static_cast<int64_t>(functions.first.size()), now_ns() - t0);
       }
     }
-    kernels = jit::llvm_cpu::load_object(*object, program.kernels.size());
+    kernels = jit::llvm_cpu::load_object(*object, functions.first.size());
   }
-  return std::make_unique<CpuExecutable>(std::move(program), std::move(kernels));
+  return std::make_unique<CpuExecutable>(std::move(program), std::move(functions), std::move(kernels));
 }
 
 }  // namespace loom::runtime::cpu

@@ -35,7 +35,7 @@ lc::Target avx2_target() {
 bool uses_exp_nonpositive(const std::vector<loom::Tensor>& outs) {
   loom::ir::KernelProgram p = lower_outputs(outs);
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = lc::emit_module(p, ctx, avx2_target());
+  std::unique_ptr<llvm::Module> m = lc::emit_module(p, lc::share_functions(p), ctx, avx2_target());
   return lc::module_text(*m).find("0x3BF0000000000000") != std::string::npos;
 }
 
@@ -106,6 +106,51 @@ TEST(LlvmCodegen, ReductionsAcrossRowsRunColumnsAtOnce) {
   EXPECT_EQ(lanes({x.sum({1}, true)}), 0);    // along its rows: the usual order
   EXPECT_EQ(lanes({std::get<1>(x.max(0, true))}), 0);  // argmax: one lane
   EXPECT_EQ(lanes({x.slice(1, 0, 40).sum({0}, true)}), 0);  // fewer columns than lanes
+}
+
+}  // namespace
+
+namespace {
+
+// Kernels alike share one function (share_functions): eight layers
+// tanh(h W_i * s_i + b_i), each with its own weight, bias and scale, are
+// eight GEMM kernels and one function, each kernel with its own tables back
+// to its buffers and scalar slots; the same layers in double are another.
+TEST(LlvmCodegen, KernelsAlikeShareOneFunction) {
+  auto program = [](loom::ScalarType dtype) {
+    loom::Tensor h = loom::randn({16, 24}).to(dtype);
+    std::vector<loom::Tensor> w, b;
+    for (int i = 0; i < 8; ++i) w.push_back(loom::randn({24, 24}).to(dtype)), b.push_back(loom::randn({24}).to(dtype));
+    loom::sync();
+    for (int i = 0; i < 8; ++i) h = loom::tanh(loom::matmul(h, w[i]) * (0.5 + 0.1 * i) + b[i]);
+    loom::ir::LowerOptions options;
+    options.gemm_kernels = true;
+    return lower_outputs({h}, options);
+  };
+  const loom::ir::KernelProgram p = program(loom::kFloat);
+  ASSERT_EQ(p.kernels.size(), 8u);
+  const lc::KernelFunctions f = lc::share_functions(p);
+  EXPECT_EQ(f.first.size(), 1u);
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    EXPECT_EQ(f.function[i], 0u);
+    // The local tables name this kernel's own buffers, in order of first use.
+    std::vector<uint32_t> own;
+    for (const loom::ir::Access& a : p.kernels[i].accesses)
+      if (std::find(own.begin(), own.end(), a.buffer) == own.end()) own.push_back(a.buffer);
+    EXPECT_EQ(f.local[i].buffers, own) << "kernel " << i;
+    ASSERT_EQ(f.local[i].scalars.size(), 1u);
+    if (i > 0) EXPECT_NE(f.local[i].scalars, f.local[i - 1].scalars);
+    EXPECT_EQ(f.local[i].nodes[0], p.kernels[i].root);
+  }
+  // Two programs' worth of layers, float and double: two functions.
+  loom::ir::KernelProgram both = p;
+  const loom::ir::KernelProgram d = program(loom::kDouble);
+  for (loom::ir::Kernel k : d.kernels) {
+    for (loom::ir::Access& a : k.accesses) a.buffer += static_cast<uint32_t>(both.buffers.size());
+    both.kernels.push_back(k);
+  }
+  both.buffers.insert(both.buffers.end(), d.buffers.begin(), d.buffers.end());
+  EXPECT_EQ(lc::share_functions(both).first.size(), 2u);
 }
 
 }  // namespace

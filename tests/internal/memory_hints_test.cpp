@@ -61,7 +61,7 @@ TEST(MemoryHints, SoftmaxPrefetchesTheNextRowWhileSumming) {
   EXPECT_TRUE(any(h.stream));
   // The emitted IR: non-temporal stores, the fence after them, prefetches.
   llvm::LLVMContext ctx;
-  std::unique_ptr<llvm::Module> m = lc::emit_module(p, ctx, lc::host_target());
+  std::unique_ptr<llvm::Module> m = lc::emit_module(p, lc::share_functions(p), ctx, lc::host_target());
   std::string ir = lc::module_text(*m);
   if (lc::host_target().triple.rfind("x86_64", 0) == 0) {
     EXPECT_NE(ir.find("!nontemporal"), std::string::npos);

@@ -1,0 +1,44 @@
+// A kernel as its own code sees it, apart from the program around it.
+//
+// A kernel names places of its program: buffer ids, runtime-scalar slots
+// and node numbers (the node an error names). Two kernels that compute the
+// same thing on other buffers (the same layer's backward in each of 80
+// unsynced backward calls, the blocks of a stacked model, the steps of an
+// unrolled loop) differ only in those names. localize() renames them in
+// order of first use, so such kernels have equal keys, and a code generator
+// compiles one function for all of them; each kernel then runs it with its
+// own tables (`buffers`, `scalars`, `nodes`) mapping the local names back.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/kernel.h"
+
+namespace loom::ir {
+
+struct LocalKernel {
+  // The kernel alone (program.kernels[0], one Generated step) with the
+  // buffers it touches, renamed 0, 1, ... in order of first use (kind,
+  // dtype and size kept). A code generator or launch planner given this
+  // program sees everything of the kernel it may depend on.
+  KernelProgram program;
+  std::vector<uint32_t> buffers;  // local buffer id -> the program's
+  std::vector<uint32_t> scalars;  // local runtime-scalar slot -> RunArgs' slot
+  std::vector<uint32_t> nodes;    // local node number -> canonical node; nodes[0] is the kernel's root
+  // Every field of the renamed kernel, and its buffers' dtypes, as bytes:
+  // kernels with equal keys compile to the same code. Their buffers may
+  // differ in kind and size (a layer's input is the graph's, the next
+  // layer's a temporary), so a code generator reads a buffer's dtype only;
+  // sizes are for launch planning, which is per kernel, and what depends on
+  // the rest of the program (jit/llvm's memory hints) is added to the key
+  // by the code generator. A field added to Kernel, Expr, Phase, Access or
+  // Contraction must be added to the key too.
+  std::string key;
+
+  const Kernel& kernel() const { return program.kernels[0]; }
+};
+
+LocalKernel localize(const KernelProgram& p, const Kernel& k);
+
+}  // namespace loom::ir
