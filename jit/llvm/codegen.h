@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -99,8 +100,15 @@ KernelFunctions share_functions(const ir::KernelProgram& p);
 // The symbol of function #i of a program.
 std::string kernel_symbol(size_t i);
 
-// One function per entry of f.first, named kernel_symbol(i).
+// One function per entry of f.first, named kernel_symbol(i); or only the
+// functions `which` (one part of a program compiled in parallel).
 std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f, llvm::LLVMContext& ctx,
                                           const Target& t);
+std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f,
+                                          std::span<const uint32_t> which, llvm::LLVMContext& ctx, const Target& t);
+
+// The functions of `f` in at most `parts` groups of about equal work to
+// compile (each group one module, compiled beside the others).
+std::vector<std::vector<uint32_t>> compile_parts(const KernelFunctions& f, size_t parts);
 
 }  // namespace loom::jit::llvm_cpu

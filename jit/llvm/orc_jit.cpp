@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 
@@ -123,7 +124,49 @@ std::vector<char> compile_to_object(llvm::Module& m, const std::string& ir_dump_
   return std::vector<char>(buf.begin(), buf.end());
 }
 
-std::shared_ptr<LoadedKernels> load_object(std::span<const char> object, size_t num_kernels) {
+namespace {
+constexpr char kPackMagic[8] = {'L', 'O', 'O', 'M', 'O', 'B', 'J', '1'};
+}  // namespace
+
+// [magic][u64 count][u64 size per object][the objects' bytes, in order]
+std::vector<char> pack_objects(const std::vector<std::vector<char>>& objects) {
+  std::vector<char> out(kPackMagic, kPackMagic + sizeof kPackMagic);
+  auto put = [&](uint64_t v) {
+    const char* b = reinterpret_cast<const char*>(&v);
+    out.insert(out.end(), b, b + sizeof v);
+  };
+  put(objects.size());
+  for (const auto& o : objects) put(o.size());
+  for (const auto& o : objects) out.insert(out.end(), o.begin(), o.end());
+  return out;
+}
+
+std::vector<std::span<const char>> unpack_objects(std::span<const char> packed) {
+  std::vector<std::span<const char>> out;
+  size_t at = sizeof kPackMagic;
+  auto get = [&](uint64_t& v) {
+    if (packed.size() - at < sizeof v) return false;
+    std::memcpy(&v, packed.data() + at, sizeof v);
+    at += sizeof v;
+    return true;
+  };
+  uint64_t count = 0;
+  if (packed.size() < at || std::memcmp(packed.data(), kPackMagic, sizeof kPackMagic) != 0 || !get(count) ||
+      count > (packed.size() - at) / sizeof(uint64_t))
+    return {};
+  std::vector<uint64_t> sizes(count);
+  for (uint64_t& n : sizes) get(n);
+  for (uint64_t n : sizes) {
+    if (n > packed.size() - at) return {};
+    out.push_back(packed.subspan(at, n));
+    at += n;
+  }
+  return at == packed.size() ? out : std::vector<std::span<const char>>{};
+}
+
+std::shared_ptr<LoadedKernels> load_objects(std::span<const char> packed, size_t num_kernels) {
+  const std::vector<std::span<const char>> objects = unpack_objects(packed);
+  if (objects.empty() && num_kernels > 0) throw Error("loom: llvm: a compiled graph's objects are malformed");
   Jit& j = jit();
   std::lock_guard lock(j.mu);
   auto& es = j.lljit->getExecutionSession();
@@ -139,9 +182,11 @@ std::shared_ptr<LoadedKernels> load_object(std::span<const char> object, size_t 
       llvm::pointerToJITTargetAddress(&loom_jit_random), llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable);
   if (auto e = jd->define(llvm::orc::absoluteSymbols(std::move(own))))
     throw Error("loom: llvm: " + llvm::toString(std::move(e)));
-  auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), "loom_graph");
-  if (auto e = j.lljit->addObjectFile(*jd, std::move(buffer)))
-    throw Error("loom: llvm: cannot link a compiled graph: " + llvm::toString(std::move(e)));
+  for (std::span<const char> object : objects) {
+    auto buffer = llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(object.data(), object.size()), "loom_graph");
+    if (auto e = j.lljit->addObjectFile(*jd, std::move(buffer)))
+      throw Error("loom: llvm: cannot link a compiled graph: " + llvm::toString(std::move(e)));
+  }
   std::shared_ptr<LoadedKernels> out(new LoadedKernels());
   out->dylib_ = &*jd;
   for (size_t i = 0; i < num_kernels; ++i) {

@@ -25,7 +25,13 @@ std::vector<char> compile_to_object(llvm::Module& m, const std::string& ir_dump_
 // The module's IR as text (for LOOM_DUMP_DIR), before optimization.
 std::string module_text(const llvm::Module& m);
 
-// Kernels loaded from an object; unloading happens when the last user lets go.
+// Several objects as one byte string (what the disk cache stores for a
+// graph compiled in parallel parts), and back. unpack_objects returns
+// nothing for bytes that are not such a string.
+std::vector<char> pack_objects(const std::vector<std::vector<char>>& objects);
+std::vector<std::span<const char>> unpack_objects(std::span<const char> packed);
+
+// Kernels loaded from objects; unloading happens when the last user lets go.
 class LoadedKernels {
  public:
   ~LoadedKernels();
@@ -37,14 +43,16 @@ class LoadedKernels {
   size_t size() const { return kernels_.size(); }
 
  private:
-  friend std::shared_ptr<LoadedKernels> load_object(std::span<const char>, size_t);
+  friend std::shared_ptr<LoadedKernels> load_objects(std::span<const char>, size_t);
   LoadedKernels() = default;
   std::vector<KernelFn> kernels_;
   void* dylib_ = nullptr;  // llvm::orc::JITDylib*
 };
 
-// Links an object produced by compile_to_object and resolves its kernels.
-std::shared_ptr<LoadedKernels> load_object(std::span<const char> object, size_t num_kernels);
+// Links the objects of `packed` (pack_objects of compile_to_object's
+// results) into one JITDylib and resolves kernel_symbol(0) up to
+// kernel_symbol(num_kernels - 1), wherever each was compiled.
+std::shared_ptr<LoadedKernels> load_objects(std::span<const char> packed, size_t num_kernels);
 
 // "llvm16-<cpu>-<hash of features>": what a cached object depends on.
 std::string target_key();

@@ -5,6 +5,8 @@
 
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include "ir/lower.h"
 #include "jit/llvm/codegen.h"
@@ -21,6 +23,34 @@
 #endif
 
 namespace loom::runtime::cpu {
+
+namespace {
+
+// The program's functions in parts of about equal work, one module and one
+// object each, compiled side by side on TBB's threads (each part with its
+// own LLVMContext: a context is not shared between threads), then packed
+// into one byte string for the disk cache.
+std::vector<char> compile_in_parts(const ir::KernelProgram& program, const jit::llvm_cpu::KernelFunctions& functions,
+                                   const std::string& folder) {
+  const auto parts = jit::llvm_cpu::compile_parts(functions, static_cast<size_t>(tbb::this_task_arena::max_concurrency()));
+  std::vector<std::vector<char>> objects(parts.size());
+  std::vector<std::string> text(parts.size());
+  tbb::parallel_for(size_t{0}, parts.size(), [&](size_t i) {
+    llvm::LLVMContext ctx;
+    auto module = jit::llvm_cpu::emit_module(program, functions, parts[i], ctx, jit::llvm_cpu::host_target());
+    if (!folder.empty()) text[i] = jit::llvm_cpu::module_text(*module);
+    const std::string invalid = folder.empty() ? "" : folder + "/invalid" + std::to_string(i) + ".ll";
+    objects[i] = jit::llvm_cpu::compile_to_object(*module, invalid);
+  });
+  if (!folder.empty()) {
+    std::string all;
+    for (size_t i = 0; i < text.size(); ++i) all += "; ---- part " + std::to_string(i) + " of " + std::to_string(text.size()) + "\n" + text[i];
+    dump_file(folder, "kernels.ll", all);
+  }
+  return jit::llvm_cpu::pack_objects(objects);
+}
+
+}  // namespace
 
 std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
   std::string folder;
@@ -51,18 +81,15 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
     DiskCache& disk = DiskCache::instance();
     std::optional<std::vector<char>> object = disk.load(key);
     if (!object || !folder.empty()) {  // a dump wants the IR even on a disk hit
-      int64_t t0 = now_ns();
-      llvm::LLVMContext ctx;
-      auto module = jit::llvm_cpu::emit_module(program, functions, ctx, jit::llvm_cpu::host_target());
-      dump_file(folder, "kernels.ll", jit::llvm_cpu::module_text(*module));
-      std::vector<char> fresh = jit::llvm_cpu::compile_to_object(*module, folder.empty() ? "" : folder + "/invalid.ll");
+      const int64_t t0 = now_ns();
+      std::vector<char> fresh = compile_in_parts(program, functions, folder);
       if (!object) {
         object = std::move(fresh);
         disk.store(key, *object);
         record_compile(static_cast<int64_t>(functions.first.size()), now_ns() - t0);
       }
     }
-    kernels = jit::llvm_cpu::load_object(*object, functions.first.size());
+    kernels = jit::llvm_cpu::load_objects(*object, functions.first.size());
   }
   return std::make_unique<CpuExecutable>(std::move(program), std::move(functions), std::move(kernels));
 }

@@ -154,3 +154,50 @@ TEST(LlvmCodegen, KernelsAlikeShareOneFunction) {
 }
 
 }  // namespace
+
+namespace {
+
+// A graph compiled in parts is cached as one byte string of its objects
+// (pack_objects); what is not exactly such a string unpacks to nothing.
+TEST(LlvmCodegen, PackedObjectsUnpackToThemselvesAndNothingElse) {
+  const std::vector<std::vector<char>> objects = {{'a', 'b', 'c'}, {}, {'x'}};
+  const std::vector<char> packed = lc::pack_objects(objects);
+  const auto parts = lc::unpack_objects(packed);
+  ASSERT_EQ(parts.size(), objects.size());
+  for (size_t i = 0; i < parts.size(); ++i)
+    EXPECT_EQ(std::vector<char>(parts[i].begin(), parts[i].end()), objects[i]) << i;
+  for (size_t cut = 0; cut < packed.size(); ++cut)
+    EXPECT_TRUE(lc::unpack_objects(std::span<const char>(packed.data(), cut)).empty()) << cut;
+  std::vector<char> longer = packed;
+  longer.push_back('!');
+  EXPECT_TRUE(lc::unpack_objects(longer).empty());
+  std::vector<char> other = packed;
+  other[0] = 'X';
+  EXPECT_TRUE(lc::unpack_objects(other).empty());
+}
+
+// The parts a program is compiled in cover each function once, and there
+// are never more parts than functions.
+TEST(LlvmCodegen, CompilePartsCoverEachFunctionOnce) {
+  auto x = loom::randn({64, 32});
+  auto w = loom::randn({32, 32});
+  loom::sync();
+  loom::ir::LowerOptions options;
+  options.gemm_kernels = true;
+  const loom::ir::KernelProgram p =
+      lower_outputs({loom::softmax(loom::matmul(x, w), -1), x.sum({0}, true), loom::tanh(x) * 3, x.t().contiguous()}, options);
+  const lc::KernelFunctions f = lc::share_functions(p);
+  ASSERT_GE(f.first.size(), 3u);
+  for (size_t n : {size_t{1}, size_t{2}, f.first.size(), size_t{64}}) {
+    const auto parts = lc::compile_parts(f, n);
+    EXPECT_EQ(parts.size(), std::min(n, f.first.size()));
+    std::vector<int> seen(f.first.size(), 0);
+    for (const auto& part : parts) {
+      EXPECT_FALSE(part.empty());
+      for (uint32_t i : part) ++seen.at(i);
+    }
+    for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "function " << i << " with " << n << " parts";
+  }
+}
+
+}  // namespace
