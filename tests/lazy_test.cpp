@@ -293,6 +293,30 @@ TEST_P(LazyTest, AGraphLargerThanTheBoundIsCutAndStaysCorrect) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>(4, 500.5f)));
 }
 
+// What was recorded and dropped is not counted against the bound: a loop
+// whose every result dies (forward passes with nothing kept) is never cut,
+// where a cut would run half of an iteration and, falling elsewhere each
+// time, compile a new graph each time. A live chain still is.
+TEST_P(LazyTest, ValuesDroppedBeforeTheBoundDoNotCutTheGraph) {
+  Tensor x = loom::full({4}, 0.5);
+  loom::sync();
+  loom::set_max_pending_nodes(100);
+  const loom::Metrics before = loom::metrics();
+  for (int i = 0; i < 1000; ++i) {
+    Tensor dropped = loom::exp(x + static_cast<double>(i)) * 2;
+  }
+  Tensor kept = x * 3;
+  const loom::Metrics after = loom::metrics();
+  EXPECT_EQ(after.graph_cuts, before.graph_cuts);
+  EXPECT_EQ(after.graphs_materialized, before.graphs_materialized);
+  EXPECT_GE(after.nodes_recorded - before.nodes_recorded, 2000);
+  EXPECT_EQ(kept.to_vector<float>(), (std::vector<float>(4, 1.5f)));
+  Tensor y = x;
+  for (int i = 0; i < 1000; ++i) y = y + x;
+  EXPECT_GE(loom::metrics().graph_cuts - after.graph_cuts, 9);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>(4, 500.5f)));
+}
+
 TEST_P(LazyTest, ASyncReleasesTheGraphItRan) {
   Tensor x = materialized({16});
   Tensor first = x + x;

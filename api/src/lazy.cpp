@@ -331,9 +331,34 @@ namespace {
     std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
   }
 }
+// The nodes a sync would run now: what the live pending tensors need.
+int64_t live_pending_nodes(PendingList& list) {
+  std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
+  std::vector<ir::NodePtr> keep;
+  std::vector<const ir::Node*> raw;
+  for (auto& weak : list.storages)
+    if (std::shared_ptr<Storage> s = weak.lock())
+      if (ir::NodePtr n = s->pending_node()) raw.push_back(n.get()), keep.push_back(std::move(n));
+  if (raw.empty()) return 0;
+  ir::Graph g;
+  ir::build_graph(raw, g);
+  return static_cast<int64_t>(g.size());
+}
+
 void count_recorded(PendingList& list, int64_t nodes_recorded) {
   list.recorded_since_sync += nodes_recorded;
-  if (list.recorded_since_sync > g_max_pending.load(std::memory_order_relaxed) && !list.syncing && !list.tracing) {
+  const int64_t most = g_max_pending.load(std::memory_order_relaxed);
+  if (list.recorded_since_sync > most && !list.syncing && !list.tracing) {
+    // Most of what was recorded may be dead already (a loop of forward
+    // passes whose results are dropped): then a cut would only run the
+    // current iteration's half-recorded values, and each cut, falling
+    // elsewhere in the loop, would compile a new graph. Cut only when what
+    // is alive is large.
+    const int64_t live = live_pending_nodes(list);
+    if (live * 2 <= most) {
+      list.recorded_since_sync = live;
+      return;
+    }
     runtime::bump(runtime::counters().graph_cuts);
     sync_list(list, nullptr);
   }

@@ -81,7 +81,9 @@ std::string set_backend(const std::string& name);
 std::string backend_name(DeviceType device = kCPU);
 
 // A thread's pending graph is synced automatically once this many nodes have
-// been recorded since its last sync (LOOM_MAX_PENDING_NODES, default 10000).
+// been recorded since its last sync (LOOM_MAX_PENDING_NODES, default 10000)
+// and more than half of that many are still pending and alive (values
+// recorded and dropped do not count).
 void set_max_pending_nodes(int64_t n);
 int64_t max_pending_nodes();
 
