@@ -1,6 +1,7 @@
 #include "ir/local_kernel.h"
 
 #include <cstring>
+#include <unordered_map>
 
 namespace loom::ir {
 
@@ -81,15 +82,27 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k) {
     if (x.kind == ExprKind::Op && can_fail_op(x.op)) x.imm = node(static_cast<uint32_t>(x.imm));
   }
   if (local.contraction) local.contraction->node = node(local.contraction->node);
-  for (uint32_t b : l.buffers) {
-    BufferInfo info = p.buffers[b];
-    info.index = 0, info.arena_offset = -1;  // where it lives is the program's business
-    l.program.buffers.push_back(info);
-  }
+  for (uint32_t b : l.buffers) l.program.buffers.push_back(p.buffers[b]);
   l.program.kernels.push_back(std::move(local));
   l.program.steps.push_back({Step::Generated, 0});
   write_key(l, l.key);
   return l;
+}
+
+SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
+                            const std::function<bool(const Kernel&)>& shareable) {
+  SharedKernels f;
+  std::unordered_map<std::string, uint32_t> by_key;
+  for (const Kernel& k : p.kernels) {
+    LocalKernel l = localize(p, k);
+    const uint32_t fresh_id = static_cast<uint32_t>(f.first.size());
+    uint32_t id = fresh_id;
+    if (!shareable || shareable(k)) id = by_key.try_emplace(std::move(l.key) + extra_key(k), fresh_id).first->second;
+    if (id == fresh_id) f.first.push_back(static_cast<uint32_t>(f.local.size()));
+    f.function.push_back(id);
+    f.local.push_back(std::move(l));
+  }
+  return f;
 }
 
 }  // namespace loom::ir

@@ -10,6 +10,7 @@
 // own tables (`buffers`, `scalars`, `nodes`) mapping the local names back.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,10 @@ namespace loom::ir {
 
 struct LocalKernel {
   // The kernel alone (program.kernels[0], one Generated step) with the
-  // buffers it touches, renamed 0, 1, ... in order of first use (kind,
-  // dtype and size kept). A code generator or launch planner given this
-  // program sees everything of the kernel it may depend on.
+  // buffers it touches, renamed 0, 1, ... in order of first use (their
+  // BufferInfo as in the program). A code generator or launch planner given
+  // this program sees everything of the kernel it may depend on; for
+  // kernels sharing a function, the first one's program is the one emitted.
   KernelProgram program;
   std::vector<uint32_t> buffers;  // local buffer id -> the program's
   std::vector<uint32_t> scalars;  // local runtime-scalar slot -> RunArgs' slot
@@ -40,5 +42,18 @@ struct LocalKernel {
 };
 
 LocalKernel localize(const KernelProgram& p, const Kernel& k);
+
+// A program's kernels grouped into shared functions: kernels whose
+// localize() keys, followed by `extra_key(kernel)` (what a code generator
+// reads beyond the kernel: jit/llvm's memory hints, jit/cuda's alignment
+// of temporaries), are equal share one. A kernel `shareable` refuses
+// (jit/cuda's GEMM kernels) gets a function of its own.
+struct SharedKernels {
+  std::vector<LocalKernel> local;  // per kernel of the program: as its function sees it
+  std::vector<uint32_t> function;  // per kernel: the function that runs it
+  std::vector<uint32_t> first;     // per function: the first kernel it runs (emitted from)
+};
+SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
+                            const std::function<bool(const Kernel&)>& shareable = {});
 
 }  // namespace loom::ir

@@ -259,3 +259,44 @@ TEST_F(CudaTest, ThreadsShareTheGpu) {
 }
 
 }  // namespace
+
+namespace {
+
+// Generated kernels alike share one function on the GPU too (jit/cuda
+// share_kernels), each launched with its own buffer, scalar and node
+// tables: four gathers, each from the last one's result scaled by its own
+// runtime scalar through its own index, match the CPU; a bad index in the
+// third names the third's line.
+std::vector<float> gather_chain(loom::Device dev, bool bad, int* bad_line) {
+  loom::manual_seed(5);
+  Tensor x = loom::randn({256, 300}).to(dev);
+  std::vector<Tensor> idx;
+  for (int i = 0; i < 4; ++i) idx.push_back(loom::randint(0, 300, {256, 300}).to(dev));
+  if (bad) idx[2] = (idx[2] + 1000).to(dev);
+  loom::sync();
+  Tensor h = x;
+  h = (x + h * 0.5).gather(1, idx[0]);
+  h = (x + h * 0.75).gather(1, idx[1]);
+  *bad_line = __LINE__ + 1;
+  h = (x + h * 1.25).gather(1, idx[2]);
+  h = (x + h * 1.5).gather(1, idx[3]);
+  return h.to(loom::kCPU).to_vector<float>();
+}
+
+TEST_F(CudaTest, KernelsAlikeShareAFunctionWithTheirOwnTables) {
+  int line = 0;
+  const std::vector<float> gpu = gather_chain(loom::kCUDA, false, &line);
+  const std::vector<float> cpu = gather_chain(loom::kCPU, false, &line);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (size_t i = 0; i < gpu.size(); ++i) ASSERT_NEAR(gpu[i], cpu[i], 1e-4 * (1 + std::abs(cpu[i]))) << i;
+  try {
+    gather_chain(loom::kCUDA, true, &line);
+    ADD_FAILURE() << "an index out of range did not raise";
+  } catch (const loom::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of bounds"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("cuda_test.cpp:" + std::to_string(line)), std::string::npos) << msg;
+  }
+}
+
+}  // namespace

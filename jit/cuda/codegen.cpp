@@ -106,9 +106,13 @@ bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
 
 class KernelEmitter {
  public:
+  // `shared`: p and k are a kernel's local form (ir::LocalKernel), emitted
+  // as the shared function shared_symbol(index), whose failures name
+  // their node through the launch's node table (`nd`).
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
-                GemmConfig gemm = {}, bool single_block = false)
-      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block) {
+                GemmConfig gemm = {}, bool single_block = false, bool shared = false)
+      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block),
+        shared_(shared) {
     // Values that are the same for every element of a phase (scalars, row
     // results and what is computed from them only) are computed once per
     // thread before the element loop: kernels have no __restrict__ (a
@@ -135,9 +139,11 @@ class KernelEmitter {
     if (single_block_)
       o_ << "__device__ __forceinline__ void " << kernel_symbol(index_);
     else
-      o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << kernel_symbol(index_);
+      o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") "
+         << (shared_ ? shared_symbol(index_) : kernel_symbol(index_));
     o_ << "(" << kKernelParams << ") {\n";
     emit_buffer_pointers(kernel_buffers());
+    if (shared_) o_ << "  const long long* nd = (const long long*)(bufs + " << p_.buffers.size() << ");\n";
     // After an earlier kernel of the run failed on bad data, write nothing:
     // donated buffers must keep their values (runtime/output_plan.h). (A
     // single-block program's steps need no check: loom_program reads the
@@ -814,7 +820,7 @@ class KernelEmitter {
         default: return a;
       }
     }
-    const std::string node = std::to_string(fail_node);
+    const std::string node = shared_ ? "nd[" + std::to_string(fail_node) + "]" : std::to_string(fail_node);
     switch (op) {
       case Op::Add: return call("loom_add");
       case Op::Sub: return call("loom_sub");
@@ -847,6 +853,7 @@ class KernelEmitter {
   KernelPlan plan_;
   GemmConfig gemm_;
   bool single_block_;          // a step of loom_program, not a kernel of its own
+  bool shared_;                // a shared function, emitted from a kernel's local form
   bool lane_ = false;          // emitting inside a pointwise lane loop
   bool preloaded_ = false;     // a GEMM epilogue: loads come from its `loaded` struct
   int phase_ = -1;
@@ -954,7 +961,24 @@ bool single_block(const ir::KernelProgram& p) {
 
 std::string build_id() { return std::string("cuda codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id(); }
 
-std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, bool allow_single_block) {
+ir::SharedKernels share_kernels(const ir::KernelProgram& p) {
+  return ir::share_kernels(
+      p,
+      [&](const ir::Kernel& k) {
+        std::string key;
+        for (const ir::Access& a : k.accesses) {
+          const ir::BufferInfo& b = p.buffers[a.buffer];
+          key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
+        }
+        return key;
+      },
+      [](const ir::Kernel& k) { return !k.contraction; });
+}
+
+std::string shared_symbol(size_t j) { return "loom_f" + std::to_string(j); }
+
+std::string emit_source(const ir::KernelProgram& p, const ir::SharedKernels& shared, const std::vector<GemmConfig>& gemm,
+                        bool allow_single_block) {
   std::ostringstream out;
   out << kPrelude << kernels::cuda::detail::kBf16Source;
   const bool any_random = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) {
@@ -992,11 +1016,21 @@ std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig
   const bool any_gemm = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) { return k.contraction.has_value(); });
   if (any_gemm) out << gemm_template_source();
   for (size_t i = 0; i < p.kernels.size(); ++i) {
+    if (!p.kernels[i].contraction) {
+      const uint32_t f = shared.function[i];
+      const ir::LocalKernel& l = shared.local[i];
+      if (shared.first[f] == i) KernelEmitter(l.program, l.kernel(), f, out, {}, false, /*shared=*/true).emit();
+      continue;
+    }
     GemmConfig c = i < gemm.size() ? gemm[i] : GemmConfig{};
-    if (p.kernels[i].contraction && !c.valid()) c = gemm_heuristic(gemm_problem(p, p.kernels[i], false), 132);
+    if (!c.valid()) c = gemm_heuristic(gemm_problem(p, p.kernels[i], false), 132);
     KernelEmitter(p, p.kernels[i], i, out, c).emit();
   }
   return out.str();
+}
+
+std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, bool allow_single_block) {
+  return emit_source(p, share_kernels(p), gemm, allow_single_block);
 }
 
 }  // namespace loom::jit::cuda

@@ -16,7 +16,6 @@
 
 #include <functional>
 #include <map>
-#include <unordered_map>
 #include <limits>
 
 #include <loom/error.h>
@@ -1186,23 +1185,16 @@ class KernelEmitter {
 }  // namespace
 
 KernelFunctions share_functions(const ir::KernelProgram& p) {
-  KernelFunctions f;
-  std::unordered_map<std::string, uint32_t> by_key;
-  for (const ir::Kernel& k : p.kernels) {
-    ir::LocalKernel l = ir::localize(p, k);
-    // Memory hints depend on the rest of the program (whether anyone reads
-    // an output again): part of what makes two kernels' code the same.
+  // Memory hints depend on the rest of the program (whether anyone reads
+  // an output again): part of what makes two kernels' code the same.
+  return ir::share_kernels(p, [&](const ir::Kernel& k) {
     const MemoryHints h = memory_hints(p, k);
-    std::string key = std::move(l.key);
+    std::string key;
     for (bool s : h.stream) key += s ? 'S' : '.';
     key += ';' + std::to_string(h.prefetch_phase);
     for (uint32_t a : h.prefetch) key += ',' + std::to_string(a);
-    auto [it, fresh] = by_key.try_emplace(std::move(key), static_cast<uint32_t>(f.first.size()));
-    if (fresh) f.first.push_back(static_cast<uint32_t>(f.local.size()));
-    f.function.push_back(it->second);
-    f.local.push_back(std::move(l));
-  }
-  return f;
+    return key;
+  });
 }
 
 std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f,

@@ -90,11 +90,7 @@ int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Tar
 // The functions a program compiles to. Kernels alike (equal
 // ir::LocalKernel keys and memory hints: the same code on other buffers)
 // share one, each running it with its own buffer and scalar tables.
-struct KernelFunctions {
-  std::vector<ir::LocalKernel> local;  // per kernel of the program: as its function sees it
-  std::vector<uint32_t> function;      // per kernel: the function that runs it
-  std::vector<uint32_t> first;         // per function: the first kernel it runs (emitted from)
-};
+using KernelFunctions = ir::SharedKernels;
 KernelFunctions share_functions(const ir::KernelProgram& p);
 
 // The symbol of function #i of a program.

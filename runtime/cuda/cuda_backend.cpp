@@ -54,7 +54,10 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
       const std::vector<uint64_t> words = c.key();
       key.insert(key.end(), words.begin(), words.end());
     }
-    const std::string source = jit::cuda::emit_source(program, module.gemm, single_block);
+    // Generated kernels alike share one function (GEMM kernels do not).
+    if (!single_block) module.shared = jit::cuda::share_kernels(program);
+    const std::string source = single_block ? jit::cuda::emit_source(program, module.gemm, true)
+                                            : jit::cuda::emit_source(program, module.shared, module.gemm, false);
     dump_file(folder, "kernels.cu", source);
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
     module.module = load_module(cached_cubin(source, index, key, what, folder,
@@ -67,7 +70,9 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
     }
     for (size_t i = 0; i < program.kernels.size(); ++i) {
       CUfunction f = nullptr;
-      check(driver().cuModuleGetFunction(&f, module.module, jit::cuda::kernel_symbol(i).c_str()), "cuModuleGetFunction",
+      const std::string symbol = program.kernels[i].contraction ? jit::cuda::kernel_symbol(i)
+                                                                : jit::cuda::shared_symbol(module.shared.function[i]);
+      check(driver().cuModuleGetFunction(&f, module.module, symbol.c_str()), "cuModuleGetFunction",
             program.kernels[i].name);
       module.kernels.push_back(f);
       CUfunction r = nullptr;  // split-K's reduce kernel

@@ -81,6 +81,15 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
   scalar_at_ = nb;
   err_at_ = nb + 2 * ns;
   arg_words_ = err_at_ + kErrorWords;
+  // Then each kernel's local tables, for the shared function it runs
+  // (jit/cuda/codegen.h share_kernels).
+  tables_at_.assign(program_.kernels.size(), -1);
+  for (size_t i = 0; i < module_.shared.local.size(); ++i) {
+    if (program_.kernels[i].contraction) continue;
+    const ir::LocalKernel& l = module_.shared.local[i];
+    tables_at_[i] = static_cast<int64_t>(arg_words_);
+    arg_words_ += l.buffers.size() + l.nodes.size() + 2 * l.scalars.size();
+  }
   for (Slot& s : slots_) {
     check(driver().cuMemHostAlloc(&s.host, arg_words_ * 8, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
           "argument block");
@@ -166,7 +175,11 @@ void CudaExecutable::plan_launches() {
       continue;
     }
     if (step.kind == ir::Step::Generated) {
-      const jit::cuda::KernelPlan plan = jit::cuda::plan_kernel(program_, program_.kernels[step.index]);
+      // A shared function is launched as it was emitted: from the local form.
+      const bool shared = tables_at_[step.index] >= 0;
+      const ir::LocalKernel* local = shared ? &module_.shared.local[step.index] : nullptr;
+      const jit::cuda::KernelPlan plan = shared ? jit::cuda::plan_kernel(local->program, local->kernel())
+                                                : jit::cuda::plan_kernel(program_, program_.kernels[step.index]);
       if (plan.empty) continue;
       const jit::cuda::LaunchDims dims = jit::cuda::launch_dims(plan);
       Launch l;
@@ -174,6 +187,7 @@ void CudaExecutable::plan_launches() {
       l.grid[0] = dims.grid;
       l.block[0] = dims.block;
       l.step = step_at;
+      l.tables = tables_at_[step.index];
       l.label = program_.kernels[step.index].name;
       launches_.push_back(l);
       continue;
@@ -215,6 +229,13 @@ void CudaExecutable::kernel_params(const ArgSet& set, const Launch& l, CUdevicep
   values[1] = base + scalar_at_ * 8;
   values[2] = base + (scalar_at_ + ns) * 8;
   values[3] = base + err_at_ * 8;
+  if (l.tables >= 0) {  // a shared function: the kernel's own tables (the node table follows its buffers)
+    const ir::LocalKernel& local = module_.shared.local[program_.steps[l.step].index];
+    const size_t scalars_at = static_cast<size_t>(l.tables) + local.buffers.size() + local.nodes.size();
+    values[0] = base + static_cast<size_t>(l.tables) * 8;
+    values[1] = base + scalars_at * 8;
+    values[2] = base + (scalars_at + local.scalars.size()) * 8;
+  }
   values[4] = l.workspace >= 0 ? reinterpret_cast<CUdeviceptr>(workspace_->data()) + l.workspace * workspace_slot_bytes_
               : l.meta >= 0    ? reinterpret_cast<CUdeviceptr>(meta_->data()) + l.meta * 8
                                : 0;
@@ -351,6 +372,15 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
   words[err_at_] = 0;
   words[err_at_ + 1] = -1;
   words[err_at_ + 2] = words[err_at_ + 3] = 0;
+  for (size_t i = 0; i < tables_at_.size(); ++i) {
+    if (tables_at_[i] < 0) continue;
+    const ir::LocalKernel& l = module_.shared.local[i];
+    int64_t* t = words + tables_at_[i];
+    for (uint32_t b : l.buffers) *t++ = words[b];
+    for (uint32_t n : l.nodes) *t++ = n;
+    for (uint32_t sl : l.scalars) *t++ = words[scalar_at_ + sl];
+    for (uint32_t sl : l.scalars) *t++ = words[scalar_at_ + ns + sl];
+  }
 
   if (!launches_.empty()) {
     // The set already holding these words, else the least recently used.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ir/kernel.h"
+#include "ir/local_kernel.h"
 #include "jit/cuda/gemm.h"
 #include "runtime/backend.h"
 #include "runtime/cuda/driver.h"
@@ -35,7 +36,11 @@ namespace loom::runtime::cuda {
 // A loaded cubin; unloaded never (its functions may be in built graphs).
 struct LoadedModule {
   CUmodule module = nullptr;
-  std::vector<CUfunction> kernels;  // generated kernel i
+  std::vector<CUfunction> kernels;  // generated kernel i (kernels alike: the same shared function)
+  // Per generated kernel, its local form (ir::LocalKernel: its tables); a
+  // kernel with a local buffer table is launched with its own tables.
+  // Empty for a single-block program.
+  ir::SharedKernels shared;
   std::vector<jit::cuda::GemmConfig> gemm;  // kernel i's tile configuration, if it is a GEMM
   std::vector<CUfunction> reduce;           // kernel i's split-K reduce kernel, if it has one
   CUfunction single_block = nullptr;        // a single-block program's one kernel (jit/cuda/codegen.h)
@@ -55,6 +60,7 @@ class CudaExecutable final : public Executable {
     int64_t meta = -1;  // library kernels: element offset of their meta in meta_
     int workspace = -1;  // split-K GEMM and reduce: the fifth parameter is this slot of workspace_
     uint32_t step = 0;   // the program step it belongs to (a single-block launch: all of them)
+    int64_t tables = -1;  // a shared function's launch: word offset of the kernel's local tables
     std::string label;   // for LOOM_CUDA_KERNEL_TIMES and errors
   };
   std::string launch_description(const Launch& l) const;
@@ -104,6 +110,9 @@ class CudaExecutable final : public Executable {
   BufferPtr workspace_;  // split-K partial sums (never an output: outputs may be donated), kWorkspaceSlots slots
   int64_t workspace_slot_bytes_ = 0;
   size_t arg_words_ = 0, scalar_at_ = 0, err_at_ = 0;  // argument block layout, in 8-byte words
+  // Per generated kernel, where its local tables start (-1: none): buffer
+  // addresses, node table, scalars as double, as int64 (after the error words).
+  std::vector<int64_t> tables_at_;
   ArgSet sets_[2];
   ArgSet* last_set_ = nullptr;  // the last run's (for error reports)
   Slot slots_[2];

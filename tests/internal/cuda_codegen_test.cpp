@@ -558,3 +558,44 @@ TEST(CudaCodegen, SmallProgramsRunAsOneBlock) {
 }
 
 }  // namespace
+
+namespace {
+
+// Generated kernels alike are one function (share_kernels): of four
+// gathers from scaled copies of the last result, the middle three (each
+// the last one's gather fused into the next scaled sum) are one function,
+// reading its failing node from the launch's table; GEMM kernels keep one
+// each.
+TEST(CudaCodegen, KernelsAlikeAreOneFunction) {
+  auto x = loom::randn({256, 300});
+  std::vector<loom::Tensor> idx;
+  for (int i = 0; i < 4; ++i) idx.push_back(loom::randint(0, 300, {256, 300}));
+  auto w = loom::randn({300, 300});
+  loom::sync();
+  loom::Tensor h = x;
+  for (int i = 0; i < 4; ++i) h = (x + h * (0.5 + i)).gather(1, idx[i]);
+  loom::ir::LowerOptions options;
+  options.gemm_kernels = true;
+  const KernelProgram p = lower_outputs({h, loom::matmul(h, w), loom::matmul(x, w)}, options);
+  const loom::ir::SharedKernels shared = jc::share_kernels(p);
+  size_t generated = 0, gemms = 0;
+  for (const auto& k : p.kernels) (k.contraction ? gemms : generated) += 1;
+  EXPECT_EQ(gemms, 2u);
+  EXPECT_EQ(generated, 5u);
+  EXPECT_EQ(shared.first.size(), gemms + 3);  // the first, the middle three, the last; a GEMM one each
+  std::vector<int> runs(shared.first.size(), 0);
+  for (size_t i = 0; i < p.kernels.size(); ++i) ++runs[shared.function[i]];
+  EXPECT_EQ(*std::max_element(runs.begin(), runs.end()), 3);
+  const std::string src = jc::emit_source(p, shared, {}, false);
+  EXPECT_NE(src.find("loom_index_check("), std::string::npos);
+  EXPECT_NE(src.find(", err, nd["), std::string::npos);  // the failing node from the launch's table
+  if (std::string why = nvrtc_missing(); why.empty()) {
+    try {
+      loom::runtime::cuda::compile_cubin(src, "sm_90", "kernels alike");
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << e.what() << "\n--- source ---\n" << src;
+    }
+  }
+}
+
+}  // namespace
