@@ -262,17 +262,19 @@ TEST_F(CudaTest, ThreadsShareTheGpu) {
 
 namespace {
 
-// Generated kernels alike share one function on the GPU too (jit/cuda
+// Kernels alike share one function on the GPU too (jit/cuda
 // share_kernels), each launched with its own buffer, scalar and node
 // tables: four gathers, each from the last one's result scaled by its own
-// runtime scalar through its own index, match the CPU; a bad index in the
-// third names the third's line.
+// runtime scalar through its own index, and two products of the same
+// shapes with their own bias and scale (one GEMM function), match the CPU;
+// a bad index in the third gather names the third's line.
 std::vector<float> gather_chain(loom::Device dev, bool bad, int* bad_line) {
   loom::manual_seed(5);
   Tensor x = loom::randn({256, 300}).to(dev);
   std::vector<Tensor> idx;
   for (int i = 0; i < 4; ++i) idx.push_back(loom::randint(0, 300, {256, 300}).to(dev));
   if (bad) idx[2] = (idx[2] + 1000).to(dev);
+  Tensor w = (loom::randn({300, 300}) * 0.05).to(dev), b1 = loom::randn({300}).to(dev), b2 = loom::randn({300}).to(dev);
   loom::sync();
   Tensor h = x;
   h = (x + h * 0.5).gather(1, idx[0]);
@@ -280,7 +282,12 @@ std::vector<float> gather_chain(loom::Device dev, bool bad, int* bad_line) {
   *bad_line = __LINE__ + 1;
   h = (x + h * 1.25).gather(1, idx[2]);
   h = (x + h * 1.5).gather(1, idx[3]);
-  return h.to(loom::kCPU).to_vector<float>();
+  Tensor p1 = loom::matmul(h, w) * 0.5 + b1, p2 = loom::matmul(x, w) * 0.25 + b2;
+  loom::sync();  // one graph: the gathers and both products
+  std::vector<float> out = h.to(loom::kCPU).to_vector<float>();
+  for (const Tensor& t : {p1, p2})
+    for (float v : t.to(loom::kCPU).to_vector<float>()) out.push_back(v);
+  return out;
 }
 
 TEST_F(CudaTest, KernelsAlikeShareAFunctionWithTheirOwnTables) {

@@ -139,11 +139,9 @@ class KernelEmitter {
     if (single_block_)
       o_ << "__device__ __forceinline__ void " << kernel_symbol(index_);
     else
-      o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") "
-         << (shared_ ? shared_symbol(index_) : kernel_symbol(index_));
+      o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << symbol();
     o_ << "(" << kKernelParams << ") {\n";
     emit_buffer_pointers(kernel_buffers());
-    if (shared_) o_ << "  const long long* nd = (const long long*)(bufs + " << p_.buffers.size() << ");\n";
     // After an earlier kernel of the run failed on bad data, write nothing:
     // donated buffers must keep their values (runtime/output_plan.h). (A
     // single-block program's steps need no check: loom_program reads the
@@ -173,7 +171,7 @@ class KernelEmitter {
     // Split-K: this kernel writes partial sums to the workspace (its fifth
     // parameter) and kernel_symbol(i)_reduce adds them up and runs the
     // epilogue.
-    o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << kernel_symbol(index_)
+    o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << symbol()
        << "(" << kKernelParams << (split ? std::string(", ") + t + "* ws" : std::string()) << ") {\n";
     std::vector<bool> used = kernel_buffers();
     if (split) {  // only the operands: the reduce kernel runs the epilogue
@@ -207,7 +205,7 @@ class KernelEmitter {
     if (split) {
       o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
       o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL" << ops << ");\n}\n";
-      o_ << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") " << kernel_symbol(index_)
+      o_ << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") " << symbol()
          << "_reduce(" << kKernelParams << ", const " << t << "* ws) {\n";
       emit_gemm_prologue(kernel_buffers());
       hoisted(need, "  ");
@@ -329,7 +327,10 @@ class KernelEmitter {
     for (size_t b = 0; b < used.size(); ++b)
       if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
     o_ << "  (void)fs; (void)is;\n";
+    // A shared function's node table follows the launch's buffer table.
+    if (shared_) o_ << "  const long long* nd = (const long long*)(bufs + " << p_.buffers.size() << "); (void)nd;\n";
   }
+  std::string symbol() const { return shared_ ? shared_symbol(index_) : kernel_symbol(index_); }
 
   // The used buffers' pointers, then the whole block returns if an earlier
   // kernel failed (one read of the error word per block).
@@ -961,18 +962,25 @@ bool single_block(const ir::KernelProgram& p) {
 
 std::string build_id() { return std::string("cuda codegen ") + __DATE__ " " __TIME__ + ", " + ir::lower_build_id(); }
 
-ir::SharedKernels share_kernels(const ir::KernelProgram& p) {
-  return ir::share_kernels(
-      p,
-      [&](const ir::Kernel& k) {
-        std::string key;
-        for (const ir::Access& a : k.accesses) {
-          const ir::BufferInfo& b = p.buffers[a.buffer];
-          key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
-        }
-        return key;
-      },
-      [](const ir::Kernel& k) { return !k.contraction; });
+namespace {
+// The tile configuration GEMM kernel i is emitted with.
+GemmConfig config_of(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, size_t i) {
+  GemmConfig c = i < gemm.size() ? gemm[i] : GemmConfig{};
+  return c.valid() ? c : gemm_heuristic(gemm_problem(p, p.kernels[i], false), 132);
+}
+}  // namespace
+
+ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm) {
+  return ir::share_kernels(p, [&](const ir::Kernel& k) {
+    std::string key;
+    for (const ir::Access& a : k.accesses) {
+      const ir::BufferInfo& b = p.buffers[a.buffer];
+      key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
+    }
+    if (k.contraction)
+      for (uint64_t w : config_of(p, gemm, static_cast<size_t>(&k - p.kernels.data())).key()) key += ";" + std::to_string(w);
+    return key;
+  });
 }
 
 std::string shared_symbol(size_t j) { return "loom_f" + std::to_string(j); }
@@ -1016,21 +1024,17 @@ std::string emit_source(const ir::KernelProgram& p, const ir::SharedKernels& sha
   const bool any_gemm = std::any_of(p.kernels.begin(), p.kernels.end(), [](const ir::Kernel& k) { return k.contraction.has_value(); });
   if (any_gemm) out << gemm_template_source();
   for (size_t i = 0; i < p.kernels.size(); ++i) {
-    if (!p.kernels[i].contraction) {
-      const uint32_t f = shared.function[i];
-      const ir::LocalKernel& l = shared.local[i];
-      if (shared.first[f] == i) KernelEmitter(l.program, l.kernel(), f, out, {}, false, /*shared=*/true).emit();
-      continue;
-    }
-    GemmConfig c = i < gemm.size() ? gemm[i] : GemmConfig{};
-    if (!c.valid()) c = gemm_heuristic(gemm_problem(p, p.kernels[i], false), 132);
-    KernelEmitter(p, p.kernels[i], i, out, c).emit();
+    const uint32_t f = shared.function[i];
+    const ir::LocalKernel& l = shared.local[i];
+    if (shared.first[f] != i) continue;  // emitted with the first kernel it runs
+    const GemmConfig c = p.kernels[i].contraction ? config_of(p, gemm, i) : GemmConfig{};
+    KernelEmitter(l.program, l.kernel(), f, out, c, false, /*shared=*/true).emit();
   }
   return out.str();
 }
 
 std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, bool allow_single_block) {
-  return emit_source(p, share_kernels(p), gemm, allow_single_block);
+  return emit_source(p, share_kernels(p, gemm), gemm, allow_single_block);
 }
 
 }  // namespace loom::jit::cuda

@@ -81,26 +81,27 @@ bool single_block(const ir::KernelProgram& p);
 inline constexpr long long kErrorIntegerDivisionByZero = 1;
 inline constexpr long long kErrorIndexOutOfRange = 2;
 
-// Generated kernels alike share one function, shared_symbol(j) (GEMM
-// kernels keep their own: each has its tuned configuration): equal
-// ir::LocalKernel keys and the same 32-byte alignment of each temporary
-// (what can_use_lanes reads). A shared function's launch gets the kernel's
-// own tables (runtime/cuda/cuda_executable.cpp): `bufs` points at its local
-// buffer addresses, followed by its node table (the canonical node of
-// each local node number, for the error word), and `fs` / `is` at its
-// local scalars. Unused by a single-block program (one kernel in all).
-ir::SharedKernels share_kernels(const ir::KernelProgram& p);
+// Kernels alike share one function, shared_symbol(j) (a split GEMM's
+// reduce kernel: shared_symbol(j)_reduce): equal ir::LocalKernel keys, the
+// same 32-byte alignment of each temporary (what can_use_lanes and
+// gemm_problem read) and, for GEMM kernels, the same tile configuration
+// (gemm[i], else the heuristic). A shared function's launch gets the
+// kernel's own tables (runtime/cuda/cuda_executable.cpp): `bufs` points at
+// its local buffer addresses, followed by its node table (the canonical
+// node of each local node number, for the error word), and `fs` / `is` at
+// its local scalars. Unused by a single-block program (one kernel in all).
+ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm = {});
 
-// The CUDA C of all kernels of `p`: a GEMM kernel i named kernel_symbol(i),
-// the others as functions shared_symbol(j) of `shared`. A GEMM kernel i
-// (ir::Kernel::contraction) uses gemm[i] (runtime/cuda/gemm_tune.h picks
-// it); without one, gemm_heuristic for 132 SMs. Its launch is gemm_threads
-// / gemm_grid / gemm_shared_bytes, not launch_dims. With
-// `allow_single_block` (and single_block(p)), the single-block form, each
-// kernel a step kernel_symbol(i).
+// The CUDA C of the functions of `shared`, shared_symbol(j) each, emitted
+// from the first kernel each runs. A GEMM kernel i (ir::Kernel::contraction)
+// uses gemm[i] (runtime/cuda/gemm_tune.h picks it); without one,
+// gemm_heuristic for 132 SMs. Its launch is gemm_threads / gemm_grid /
+// gemm_shared_bytes, not launch_dims. With `allow_single_block` (and
+// single_block(p)), the single-block form, each kernel a step
+// kernel_symbol(i).
 std::string emit_source(const ir::KernelProgram& p, const ir::SharedKernels& shared,
                         const std::vector<GemmConfig>& gemm = {}, bool allow_single_block = true);
-// The same with share_kernels(p).
+// The same with share_kernels(p, gemm).
 std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm = {},
                         bool allow_single_block = true);
 std::string kernel_symbol(size_t i);

@@ -54,8 +54,8 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
       const std::vector<uint64_t> words = c.key();
       key.insert(key.end(), words.begin(), words.end());
     }
-    // Generated kernels alike share one function (GEMM kernels do not).
-    if (!single_block) module.shared = jit::cuda::share_kernels(program);
+    // Kernels alike share one function (GEMM kernels: with the same tile configuration).
+    if (!single_block) module.shared = jit::cuda::share_kernels(program, module.gemm);
     const std::string source = single_block ? jit::cuda::emit_source(program, module.gemm, true)
                                             : jit::cuda::emit_source(program, module.shared, module.gemm, false);
     dump_file(folder, "kernels.cu", source);
@@ -70,14 +70,13 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
     }
     for (size_t i = 0; i < program.kernels.size(); ++i) {
       CUfunction f = nullptr;
-      const std::string symbol = program.kernels[i].contraction ? jit::cuda::kernel_symbol(i)
-                                                                : jit::cuda::shared_symbol(module.shared.function[i]);
+      const std::string symbol = jit::cuda::shared_symbol(module.shared.function[i]);
       check(driver().cuModuleGetFunction(&f, module.module, symbol.c_str()), "cuModuleGetFunction",
             program.kernels[i].name);
       module.kernels.push_back(f);
       CUfunction r = nullptr;  // split-K's reduce kernel
       if (program.kernels[i].contraction && module.gemm[i].split > 1)
-        check(driver().cuModuleGetFunction(&r, module.module, (jit::cuda::kernel_symbol(i) + "_reduce").c_str()),
+        check(driver().cuModuleGetFunction(&r, module.module, (symbol + "_reduce").c_str()),
               "cuModuleGetFunction", program.kernels[i].name);
       module.reduce.push_back(r);
     }

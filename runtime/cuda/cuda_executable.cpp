@@ -85,7 +85,6 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
   // (jit/cuda/codegen.h share_kernels).
   tables_at_.assign(program_.kernels.size(), -1);
   for (size_t i = 0; i < module_.shared.local.size(); ++i) {
-    if (program_.kernels[i].contraction) continue;
     const ir::LocalKernel& l = module_.shared.local[i];
     tables_at_[i] = static_cast<int64_t>(arg_words_);
     arg_words_ += l.buffers.size() + l.nodes.size() + 2 * l.scalars.size();
@@ -149,6 +148,7 @@ void CudaExecutable::plan_launches() {
       l.grid[2] = static_cast<uint32_t>(g.batch);
       l.workspace = c.split > 1 ? split_gemms++ % kWorkspaceSlots : -1;
       l.step = step_at;
+      l.tables = tables_at_[step.index];
       l.block[0] = static_cast<uint32_t>(jit::cuda::gemm_threads(c));
       l.shared = static_cast<uint32_t>(jit::cuda::gemm_shared_bytes(c, g));
       // Always: the kernel's static shared memory counts against the same
@@ -169,6 +169,7 @@ void CudaExecutable::plan_launches() {
         r.block[0] = jit::cuda::kGemmReduceThreads;
         r.workspace = l.workspace;
         r.step = step_at;
+        r.tables = l.tables;
         r.label = l.label + " (reduce)";
         launches_.push_back(r);
       }
