@@ -117,27 +117,43 @@ namespace {
 // them: one graph whose lowering gives each partial sum a buffer a few at a
 // time, one round each (80 calls: about 80 rounds). A cap of 64 rounds once
 // left kernels missing and the run read buffers nothing wrote (a crash).
+// `backend` "cuda": the model and data on the GPU.
 std::vector<std::vector<float>> accumulated_gradients(const std::string& backend, int calls) {
-  const std::string previous = loom::set_backend(backend);
+  const bool gpu = backend == "cuda";
+  const std::string previous = loom::set_backend(gpu ? "llvm" : backend);
   loom::manual_seed(0);
   auto model = nn::Sequential(nn::Linear(4, 8), nn::ReLU(), nn::Linear(8, 3));
   Tensor x = loom::randn({5, 4});
   Tensor y = loom::randint(0, 3, {5});
+  if (gpu) {
+    model->to(loom::kCUDA);
+    x = x.to(loom::kCUDA), y = y.to(loom::kCUDA);
+  }
   for (int i = 0; i < calls; ++i) F::cross_entropy(model->forward(x), y).backward();
   std::vector<std::vector<float>> grads;
-  for (const Tensor& p : model->parameters()) grads.push_back(p.grad().to_vector<float>());
+  for (const Tensor& p : model->parameters()) grads.push_back(p.grad().to(loom::kCPU).to_vector<float>());
   loom::set_backend(previous);
   return grads;
 }
 
+void expect_same_gradients(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t p = 0; p < got.size(); ++p) {
+    ASSERT_EQ(got[p].size(), want[p].size());
+    for (size_t i = 0; i < got[p].size(); ++i)
+      EXPECT_NEAR(got[p][i], want[p][i], 1e-4 * (1 + std::abs(want[p][i]))) << "parameter " << p << " element " << i;
+  }
+}
+
 TEST(Training, GradientsAccumulatedOverManyUnsyncedBackwardCallsMatchReference) {
-  const auto llvm = accumulated_gradients("llvm", 80);
-  const auto reference = accumulated_gradients("reference", 80);
-  ASSERT_EQ(llvm.size(), reference.size());
-  for (size_t p = 0; p < llvm.size(); ++p)
-    for (size_t i = 0; i < llvm[p].size(); ++i)
-      EXPECT_NEAR(llvm[p][i], reference[p][i], 1e-4 * (1 + std::abs(reference[p][i])))
-          << "parameter " << p << " element " << i;
+  expect_same_gradients(accumulated_gradients("llvm", 80), accumulated_gradients("reference", 80));
+}
+
+// The same on the GPU: hundreds of kernels, most of them sharing a few
+// functions (jit/cuda share_kernels), each with its tables.
+TEST(Training, GradientsAccumulatedOverManyUnsyncedBackwardCallsOnCuda) {
+  if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
+  expect_same_gradients(accumulated_gradients("cuda", 80), accumulated_gradients("llvm", 80));
 }
 
 }  // namespace
