@@ -26,7 +26,7 @@ struct Counters {
   std::atomic<int64_t> disk_cache_writes{0};
   std::atomic<int64_t> disk_cache_rejected{0};
   std::atomic<int64_t> jit_compiles{0};      // graphs compiled by LLVM/NVRTC (not loaded from disk)
-  std::atomic<int64_t> kernels_compiled{0};  // generated kernels in those graphs (llvm: distinct functions)
+  std::atomic<int64_t> kernels_compiled{0};  // generated kernels in those graphs (distinct functions)
   std::atomic<int64_t> jit_compile_ns{0};    // time in LLVM/NVRTC only
   std::atomic<int64_t> nvrtc_compiles{0};    // NVRTC programs compiled (graphs and the library module)
   std::atomic<int64_t> nvrtc_compile_ns{0};

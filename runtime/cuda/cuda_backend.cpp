@@ -60,9 +60,10 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
                                             : jit::cuda::emit_source(program, module.shared, module.gemm, false);
     dump_file(folder, "kernels.cu", source);
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
-    module.module = load_module(cached_cubin(source, index, key, what, folder,
-                                             static_cast<int64_t>(program.kernels.size())),
-                                index, what);
+    // Metrics count what NVRTC compiles: one kernel, or the distinct functions.
+    const size_t compiled = single_block ? 1 : module.shared.first.size();
+    module.module =
+        load_module(cached_cubin(source, index, key, what, folder, static_cast<int64_t>(compiled)), index, what);
     if (single_block) {
       check(driver().cuModuleGetFunction(&module.single_block, module.module, jit::cuda::kSingleBlockSymbol),
             "cuModuleGetFunction", what);

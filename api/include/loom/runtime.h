@@ -46,7 +46,7 @@ struct Metrics {
   int64_t disk_cache_writes = 0;
   int64_t disk_cache_rejected = 0; // corrupt or stale files found, deleted, never loaded
   int64_t jit_compiles = 0;        // graphs compiled by LLVM or NVRTC (0 when all came from the disk cache)
-  int64_t kernels_compiled = 0;    // generated kernels in those graphs (llvm: kernels alike share one function and count once)
+  int64_t kernels_compiled = 0;    // generated kernels in those graphs (kernels alike share one function and count once)
   int64_t jit_compile_ns = 0;      // time inside LLVM (optimize + codegen + link) or NVRTC
   int64_t jit_compile_ns_per_kernel_median = 0;  // median over compiles of time / kernels
   int64_t nvrtc_compiles = 0;      // CUDA programs compiled by NVRTC (0 when all came from the disk cache)
