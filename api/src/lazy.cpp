@@ -324,16 +324,17 @@ namespace {
 // No SLP vectorization here: GCC copied `s` (written just before by wrap()
 // as two 8-byte stores) with one 16-byte load, which the CPU cannot forward
 // from those stores; the stall was most of this function's time.
+void drop_dead(PendingList& list) {
+  std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
+}
 [[gnu::optimize("no-tree-slp-vectorize")]] void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
   list.storages.emplace_back(s);
   // Drop dead entries now and then so a long unsynced loop stays bounded.
-  if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) {
-    std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
-  }
+  if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) drop_dead(list);
 }
 // The nodes a sync would run now: what the live pending tensors need.
 int64_t live_pending_nodes(PendingList& list) {
-  std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
+  drop_dead(list);
   std::vector<ir::NodePtr> keep;
   std::vector<const ir::Node*> raw;
   for (auto& weak : list.storages)

@@ -106,13 +106,14 @@ bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
 
 class KernelEmitter {
  public:
-  // `shared`: p and k are a kernel's local form (ir::LocalKernel), emitted
-  // as the shared function shared_symbol(index), whose failures name
-  // their node through the launch's node table (`nd`).
+  // A kernel of its own (not `single_block`): p and k are a kernel's local
+  // form (ir::LocalKernel), emitted as the shared function
+  // shared_symbol(index), whose failures name their node through the
+  // launch's node table (`nd`). A single-block step: kernel_symbol(index)
+  // of the whole program, its nodes as constants.
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
-                GemmConfig gemm = {}, bool single_block = false, bool shared = false)
-      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block),
-        shared_(shared) {
+                GemmConfig gemm = {}, bool single_block = false)
+      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block) {
     // Values that are the same for every element of a phase (scalars, row
     // results and what is computed from them only) are computed once per
     // thread before the element loop: kernels have no __restrict__ (a
@@ -137,7 +138,7 @@ class KernelEmitter {
     // In a single-block program (see single_block()) the kernel is a step of
     // loom_program: the same grid-stride loop, with a grid of one block.
     if (single_block_)
-      o_ << "__device__ __forceinline__ void " << kernel_symbol(index_);
+      o_ << "__device__ __forceinline__ void " << symbol();
     else
       o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << symbol();
     o_ << "(" << kKernelParams << ") {\n";
@@ -169,8 +170,7 @@ class KernelEmitter {
     o_ << "\n// " << k_.name << ": gemm [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k << ", "
        << gemm_.str() << "\n";
     // Split-K: this kernel writes partial sums to the workspace (its fifth
-    // parameter) and kernel_symbol(i)_reduce adds them up and runs the
-    // epilogue.
+    // parameter) and <symbol>_reduce adds them up and runs the epilogue.
     o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << symbol()
        << "(" << kKernelParams << (split ? std::string(", ") + t + "* ws" : std::string()) << ") {\n";
     std::vector<bool> used = kernel_buffers();
@@ -328,9 +328,9 @@ class KernelEmitter {
       if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
     o_ << "  (void)fs; (void)is;\n";
     // A shared function's node table follows the launch's buffer table.
-    if (shared_) o_ << "  const long long* nd = (const long long*)(bufs + " << p_.buffers.size() << "); (void)nd;\n";
+    if (!single_block_) o_ << "  const long long* nd = (const long long*)(bufs + " << p_.buffers.size() << "); (void)nd;\n";
   }
-  std::string symbol() const { return shared_ ? shared_symbol(index_) : kernel_symbol(index_); }
+  std::string symbol() const { return single_block_ ? kernel_symbol(index_) : shared_symbol(index_); }
 
   // The used buffers' pointers, then the whole block returns if an earlier
   // kernel failed (one read of the error word per block).
@@ -821,7 +821,7 @@ class KernelEmitter {
         default: return a;
       }
     }
-    const std::string node = shared_ ? "nd[" + std::to_string(fail_node) + "]" : std::to_string(fail_node);
+    const std::string node = single_block_ ? std::to_string(fail_node) : "nd[" + std::to_string(fail_node) + "]";
     switch (op) {
       case Op::Add: return call("loom_add");
       case Op::Sub: return call("loom_sub");
@@ -853,8 +853,7 @@ class KernelEmitter {
   std::ostringstream& o_;
   KernelPlan plan_;
   GemmConfig gemm_;
-  bool single_block_;          // a step of loom_program, not a kernel of its own
-  bool shared_;                // a shared function, emitted from a kernel's local form
+  bool single_block_;          // a step of loom_program, not a kernel (a shared function) of its own
   bool lane_ = false;          // emitting inside a pointwise lane loop
   bool preloaded_ = false;     // a GEMM epilogue: loads come from its `loaded` struct
   int phase_ = -1;
@@ -1028,13 +1027,15 @@ std::string emit_source(const ir::KernelProgram& p, const ir::SharedKernels& sha
     const ir::LocalKernel& l = shared.local[i];
     if (shared.first[f] != i) continue;  // emitted with the first kernel it runs
     const GemmConfig c = p.kernels[i].contraction ? config_of(p, gemm, i) : GemmConfig{};
-    KernelEmitter(l.program, l.kernel(), f, out, c, false, /*shared=*/true).emit();
+    KernelEmitter(l.program, l.kernel(), f, out, c).emit();
   }
   return out.str();
 }
 
 std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, bool allow_single_block) {
-  return emit_source(p, share_kernels(p, gemm), gemm, allow_single_block);
+  // A single-block program shares nothing (its steps are one kernel).
+  const bool one_block = allow_single_block && single_block(p);
+  return emit_source(p, one_block ? ir::SharedKernels{} : share_kernels(p, gemm), gemm, allow_single_block);
 }
 
 }  // namespace loom::jit::cuda

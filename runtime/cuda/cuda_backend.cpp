@@ -56,8 +56,7 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
     }
     // Kernels alike share one function (GEMM kernels: with the same tile configuration).
     if (!single_block) module.shared = jit::cuda::share_kernels(program, module.gemm);
-    const std::string source = single_block ? jit::cuda::emit_source(program, module.gemm, true)
-                                            : jit::cuda::emit_source(program, module.shared, module.gemm, false);
+    const std::string source = jit::cuda::emit_source(program, module.shared, module.gemm, single_block);
     dump_file(folder, "kernels.cu", source);
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
     // Metrics count what NVRTC compiles: one kernel, or the distinct functions.

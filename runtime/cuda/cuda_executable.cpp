@@ -176,11 +176,9 @@ void CudaExecutable::plan_launches() {
       continue;
     }
     if (step.kind == ir::Step::Generated) {
-      // A shared function is launched as it was emitted: from the local form.
-      const bool shared = tables_at_[step.index] >= 0;
-      const ir::LocalKernel* local = shared ? &module_.shared.local[step.index] : nullptr;
-      const jit::cuda::KernelPlan plan = shared ? jit::cuda::plan_kernel(local->program, local->kernel())
-                                                : jit::cuda::plan_kernel(program_, program_.kernels[step.index]);
+      // Launched as its function was emitted: from the kernel's local form.
+      const ir::LocalKernel& local = module_.shared.local[step.index];
+      const jit::cuda::KernelPlan plan = jit::cuda::plan_kernel(local.program, local.kernel());
       if (plan.empty) continue;
       const jit::cuda::LaunchDims dims = jit::cuda::launch_dims(plan);
       Launch l;
