@@ -540,7 +540,18 @@ class Lowering {
       if (failed_) return 0;
       auto key = std::make_pair(i, std::vector<int64_t>(map.begin(), map.end()));
       if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+      // LLVM's and NVRTC's time grows with the square of a kernel's body
+      // (a chain of 8,000 adds: 5.7 s as one kernel), and this recursion's
+      // depth with the longest chain it inlines. The first inlined value
+      // met that deep, or whose exprs take the body past the bound, is
+      // stored and read back instead, which costs little at that size; its
+      // own kernel, built next round, splits again if still too large.
+      const bool splittable = !is_root && l_.reason_[i].empty() && l_.absorbed_[i] != static_cast<int32_t>(root_);
+      if (splittable && depth_ >= kMaxKernelExprs) return too_large(i);
+      ++depth_;
       uint32_t e = make_expr(i, map, is_root);
+      --depth_;
+      if (splittable && k.exprs.size() > kMaxKernelExprs) return too_large(i);
       memo_[key] = e;
       return e;
     }
@@ -870,11 +881,18 @@ class Lowering {
     void fail(uint32_t i, const std::string& why) {
       if (!failed_) failed_ = NeedsBuffer{i, why};
     }
+    // Out of line: expr() recurses once per inlined node, so its frame stays small.
+    [[gnu::noinline, gnu::cold]] uint32_t too_large(uint32_t i) {
+      fail(i, "kernel size bound: the kernel of %" + std::to_string(root_) + " would hold more than " +
+                  std::to_string(kMaxKernelExprs) + " expressions or inline a chain that long");
+      return 0;
+    }
 
     Lowering& l_;
     uint32_t root_;
     std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
     std::optional<NeedsBuffer> failed_;
+    size_t depth_ = 0;  // expr() calls in progress: the chain being inlined
     bool rows_fixed_ = false;  // a reduction root, or the first reduction met, decided the rows
     bool rows_added_ = false;  // extend_rows gave a pointwise root rows
     std::vector<std::pair<uint32_t, DimMap>> absorbed_uses_;  // absorbed nodes met, at their map
@@ -1114,7 +1132,7 @@ class Lowering {
   }
   // B reads something A stores, only where A stores it, and A reads nothing B writes.
   bool joinable(const Kernel& a, const Kernel& b) const {
-    if (!over_rows_of(a, b)) return false;
+    if (!over_rows_of(a, b) || !within_size_bound(a, b)) return false;
     const auto a_writes = written(a), b_writes = written(b), a_reads = read_buffers(a);
     for (uint32_t w : b_writes)
       if (std::find(a_reads.begin(), a_reads.end(), w) != a_reads.end() ||
@@ -1305,8 +1323,13 @@ class Lowering {
         return true;
     return false;
   }
+  // Joined or merged, two kernels stay within kMaxKernelExprs (lower.h).
+  static bool within_size_bound(const Kernel& a, const Kernel& b) {
+    return a.exprs.size() + b.exprs.size() <= kMaxKernelExprs;
+  }
   static bool can_merge(const Kernel& a, const Kernel& b) {
-    if (!(a.loop == b.loop) || a.outer != b.outer || a.contraction || b.contraction) return false;
+    if (!(a.loop == b.loop) || a.outer != b.outer || a.contraction || b.contraction || !within_size_bound(a, b))
+      return false;
     // Only kernels without reduce phases: their phase structure is one store.
     for (const Kernel* k : {&a, &b})
       for (const Phase& ph : k->phases)

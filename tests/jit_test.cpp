@@ -248,6 +248,36 @@ TEST_F(JitTest, KernelsAlikeCompileToOneFunction) {
   for (size_t i = 0; i < llvm.size(); ++i) EXPECT_NEAR(llvm[i], reference[i], 1e-5) << i;
 }
 
+// A chain far longer than a kernel may hold (ir::kMaxKernelExprs) runs as
+// a few kernels, all alike and so one function, and computes what the
+// host computes: the same float operations in the same order. As one
+// kernel this chain took 16 s to compile, and the lowering's recursion
+// nearly ran out of stack.
+TEST_F(JitTest, AChainOfTenThousandOpsRunsAsKernelsUnderTheBound) {
+  const int64_t saved = loom::max_pending_nodes();
+  loom::set_max_pending_nodes(30000);
+  const std::vector<float> xs = {0.5f, -1.25f, 3.0f, 0.001f, -7.5f, 2.0f, 0.0f, 1e-3f};
+  loom::Tensor x = loom::tensor(xs, loom::kFloat);
+  loom::sync();
+  const loom::Metrics m0 = loom::metrics();
+  loom::Tensor y = x;
+  constexpr int kSteps = 5000;  // two nodes a step
+  for (int i = 0; i < kSteps; ++i) y = y * 0.999f + x;
+  const std::vector<float> got = y.to_vector<float>();
+  const loom::Metrics m1 = loom::metrics();
+  loom::set_max_pending_nodes(saved);
+  EXPECT_GE(m1.kernels_launched - m0.kernels_launched, 10);
+  // The first piece, the last and the pieces between (alike: one function);
+  // none with a warm disk cache.
+  EXPECT_LE(m1.kernels_compiled - m0.kernels_compiled, 4);
+  ASSERT_EQ(got.size(), xs.size());
+  for (size_t e = 0; e < xs.size(); ++e) {
+    float want = xs[e];
+    for (int i = 0; i < kSteps; ++i) want = static_cast<float>(want * 0.999f) + xs[e];
+    EXPECT_NEAR(got[e], want, 1e-5 * std::fabs(want) + 1e-6) << e;
+  }
+}
+
 // A failed check in one of several kernels sharing a function names that
 // kernel's op and line, not the first sharer's.
 TEST_F(JitTest, AFailureInASharedFunctionNamesItsOwnKernel) {

@@ -26,6 +26,24 @@ TEST(Lower, PointwiseChainIsOneKernel) {
   EXPECT_EQ(p.kernels[0].loop.n, 1);
 }
 
+// A kernel holds at most kMaxKernelExprs expressions: a longer chain is
+// cut into kernels under the bound, each cut a buffer whose reason names
+// the bound, and kernels are not joined back past it.
+TEST(Lower, LongChainsSplitAtTheKernelSizeBound) {
+  auto x = loom::randn({64});
+  loom::sync();
+  const size_t bound = loom::ir::kMaxKernelExprs;
+  auto y = x;
+  for (size_t i = 0; i < 3 * bound; ++i) y = y + x;
+  KernelProgram p = lower_outputs({y});
+  EXPECT_GE(generated(p), 3u);
+  EXPECT_LE(generated(p), 5u);
+  for (const auto& k : p.kernels) EXPECT_LE(k.exprs.size(), bound + 16);  // the root's own exprs come on top
+  size_t cuts = 0;
+  for (const auto& b : p.boundaries) cuts += b.reason.find("kernel size bound") != std::string::npos;
+  EXPECT_EQ(cuts, generated(p) - 1) << loom::ir::to_string(p);
+}
+
 TEST(Lower, SoftmaxIsOneRowKernel) {
   auto x = loom::randn({64, 128});
   loom::sync();
