@@ -11,6 +11,7 @@
 // create a buffer: they are the strides of an Access and the Cast exprs of a
 // body.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -288,6 +289,19 @@ inline std::vector<bool> phase_exprs(const Kernel& k, const Phase& ph) {
     for (int o = 0; o < operand_count(k.exprs[e]); ++o) todo.push_back(operand(k.exprs[e], o));
   }
   return need;
+}
+
+// The exprs a code generator emits for kernel k: each phase's loop
+// evaluates what phase_exprs names, so a value several phases need is
+// emitted (and computed) once per phase. This, not exprs.size(), is the
+// body LLVM and NVRTC compile.
+inline size_t emitted_exprs(const Kernel& k) {
+  size_t n = 0;
+  for (const Phase& ph : k.phases) {
+    const std::vector<bool> need = phase_exprs(k, ph);
+    n += static_cast<size_t>(std::count(need.begin(), need.end(), true));
+  }
+  return n;
 }
 
 // Removes the accesses no load, store or product reads or writes through

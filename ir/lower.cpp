@@ -532,6 +532,8 @@ class Lowering {
       ph.reduce_op = op;
       ph.value = value;
       k.phases.push_back(std::move(ph));
+      const std::vector<bool> need = phase_exprs(k, k.phases.back());
+      emitted_ += static_cast<size_t>(std::count(need.begin(), need.end(), true));
       return push(Expr{ExprKind::RowValue, Op::Cast, dt, static_cast<uint32_t>(k.phases.size() - 1)});
     }
 
@@ -546,12 +548,12 @@ class Lowering {
       // met that deep, or whose exprs take the body past the bound, is
       // stored and read back instead, which costs little at that size; its
       // own kernel, built next round, splits again if still too large.
-      const bool splittable = !is_root && l_.reason_[i].empty() && l_.absorbed_[i] != static_cast<int32_t>(root_);
-      if (splittable && depth_ >= kMaxKernelExprs) return too_large(i);
+      const bool may_split = !is_root && splittable(i);
+      if (may_split && depth_ >= kMaxKernelExprs) return too_large(i);
       ++depth_;
       uint32_t e = make_expr(i, map, is_root);
       --depth_;
-      if (splittable && k.exprs.size() > kMaxKernelExprs) return too_large(i);
+      if (may_split && k.exprs.size() > kMaxKernelExprs) return too_large(i);
       memo_[key] = e;
       return e;
     }
@@ -841,7 +843,17 @@ class Lowering {
       }
       uint32_t value = expr(in, in_map, false);
       if (failed_) return 0;
-      return add_reduce(nd.op, value, nd.dtype);
+      const uint32_t row_value = add_reduce(nd.op, value, nd.dtype);
+      // Each phase evaluates its value's whole expression again, so phases
+      // that each read the one before (y = y - y.mean() + x, n times) emit
+      // a body that grows with their square though the exprs grow linearly
+      // (n = 100: 16 s of LLVM). Past the bound, the reduced value is stored
+      // and this phase and every later one read it back.
+      if (emitted_ > kMaxKernelExprs) {
+        if (splittable(in)) return too_large(in);
+        if (splittable(i)) return too_large(i);
+      }
+      return row_value;
     }
 
     // A pointwise root over a reduction's result that is not broadcast along
@@ -881,9 +893,14 @@ class Lowering {
     void fail(uint32_t i, const std::string& why) {
       if (!failed_) failed_ = NeedsBuffer{i, why};
     }
+    // Whether inlined node i may get a buffer of its own instead (not this
+    // kernel's root, not already given one, not a value it must store).
+    bool splittable(uint32_t i) const {
+      return i != root_ && l_.reason_[i].empty() && l_.absorbed_[i] != static_cast<int32_t>(root_);
+    }
     // Out of line: expr() recurses once per inlined node, so its frame stays small.
     [[gnu::noinline, gnu::cold]] uint32_t too_large(uint32_t i) {
-      fail(i, "kernel size bound: the kernel of %" + std::to_string(root_) + " would hold more than " +
+      fail(i, "kernel size bound: the kernel of %" + std::to_string(root_) + " would hold or emit more than " +
                   std::to_string(kMaxKernelExprs) + " expressions or inline a chain that long");
       return 0;
     }
@@ -893,6 +910,7 @@ class Lowering {
     std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
     std::optional<NeedsBuffer> failed_;
     size_t depth_ = 0;  // expr() calls in progress: the chain being inlined
+    size_t emitted_ = 0;  // exprs the reduce phases so far evaluate (ir::emitted_exprs)
     bool rows_fixed_ = false;  // a reduction root, or the first reduction met, decided the rows
     bool rows_added_ = false;  // extend_rows gave a pointwise root rows
     std::vector<std::pair<uint32_t, DimMap>> absorbed_uses_;  // absorbed nodes met, at their map
@@ -911,16 +929,26 @@ class Lowering {
   void find_candidates() {
     candidates_.clear();
     std::vector<std::vector<bool>> after;  // after[j][i]: kernel j waits for kernel i (temporaries only)
+    // Per buffer, the kernels that read it (in step order) and whether a
+    // library call does: once, not a walk of every kernel per output.
+    std::vector<std::vector<const Kernel*>> readers_of(p_.buffers.size());
+    for (const Kernel& k : p_.kernels) {
+      std::vector<uint32_t> reads = read_buffers(k);
+      std::sort(reads.begin(), reads.end());
+      reads.erase(std::unique(reads.begin(), reads.end()), reads.end());
+      for (uint32_t b : reads) readers_of[b].push_back(&k);
+    }
+    std::vector<bool> library_read(p_.buffers.size(), false);
+    for (const LibraryCall& c : p_.library_calls)
+      for (uint32_t b : c.inputs) library_read[b] = true;
     for (uint32_t o = 0; o < n_; ++o) {
       const bool output = reason_[o] == kGraphOutput;
       const bool temp_reduction = !output && !reason_[o].empty() && op_family(node(o).op) == Family::Reduce &&
                                   buffer_of_[o] >= 0 && p_.buffers[buffer_of_[o]].kind == BufferKind::Temp;
       if (!(output || temp_reduction) || absorbed_[o] >= 0 || rejected_[o] || is_library(node(o).op)) continue;  // MatMul too
       const uint32_t b = static_cast<uint32_t>(buffer_of_[o]);
-      if (library_reads(b)) continue;
-      std::vector<const Kernel*> readers;  // in step order
-      for (const Kernel& k : p_.kernels)
-        if (reads_any(k, {b})) readers.push_back(&k);
+      if (library_read[b]) continue;
+      const std::vector<const Kernel*>& readers = readers_of[b];
       if (readers.empty() || (output && readers.size() != 1) || readers[0]->root == o) continue;
       const Kernel& r = *readers[0];
       if (readers.size() > 1) {
@@ -1025,26 +1053,32 @@ class Lowering {
   // phase stores per row and B a kernel over its rows (over_rows_of): a
   // bias gradient's sum and the optimizer's updates of the bias. A
   // temporary that only B read is then stored by no one.
+  //
+  // A joinable A writes what B reads, so it can only be the nearest earlier
+  // step touching B's buffers: per buffer, the last step so far that reads
+  // it and that writes it name that step without walking the steps between
+  // (4,000 independent kernels: each walked all before it).
   void vertical() {
     std::vector<bool> gone(p_.steps.size(), false);
+    constexpr int64_t kNone = -1;
+    std::vector<int64_t> last_read(p_.buffers.size(), kNone), last_written(p_.buffers.size(), kNone);
     for (size_t sb = 0; sb < p_.steps.size(); ++sb) {
-      if (p_.steps[sb].kind != Step::Generated) continue;
-      Kernel& b = p_.kernels[p_.steps[sb].index];
-      if (!store_only(b) || b.contraction) continue;
-      const auto b_reads = read_buffers(b), b_writes = written(b);
-      for (size_t sa = sb; sa-- > 0;) {
-        if (gone[sa]) continue;
-        const Step& st = p_.steps[sa];
-        if (st.kind == Step::Generated) {
-          Kernel& a = p_.kernels[st.index];
-          if (joinable(a, b)) {
-            join(a, b);
-            gone[sb] = true;
-            break;
-          }
+      const StepBuffers bb = ir::step_buffers(p_, p_.steps[sb]);
+      int64_t at = static_cast<int64_t>(sb);  // where B's work runs: sb, or the A it joins
+      if (p_.steps[sb].kind == Step::Generated) {
+        Kernel& b = p_.kernels[p_.steps[sb].index];
+        int64_t sa = kNone;
+        for (uint32_t r : bb.reads) sa = std::max(sa, last_written[r]);
+        for (uint32_t w : bb.writes) sa = std::max({sa, last_read[w], last_written[w]});
+        if (store_only(b) && !b.contraction && sa != kNone && p_.steps[sa].kind == Step::Generated &&
+            joinable(p_.kernels[p_.steps[sa].index], b)) {
+          join(p_.kernels[p_.steps[sa].index], b);
+          gone[sb] = true;
+          at = sa;
         }
-        if (touches(st, b_reads, b_writes)) break;
       }
+      for (uint32_t r : bb.reads) last_read[r] = std::max(last_read[r], at);
+      for (uint32_t w : bb.writes) last_written[w] = std::max(last_written[w], at);
     }
     std::vector<Step> steps;
     std::vector<Kernel> kernels;
@@ -1112,10 +1146,6 @@ class Lowering {
     return k.outer == 0 && k.phases.size() == 1 && k.phases[0].kind == Phase::Store && !k.phases[0].per_row;
   }
   static std::vector<uint32_t> read_buffers(const Kernel& k) { return kernel_buffers(k).reads; }
-  // Whether step `st` writes a buffer in `reads` or reads or writes one in `writes`.
-  bool touches(const Step& st, const std::vector<uint32_t>& reads, const std::vector<uint32_t>& writes) const {
-    return conflict(ir::step_buffers(p_, st), StepBuffers{reads, writes});
-  }
   // B's loops are A's (a store-only A), or A's rows: a row kernel whose
   // last phase stores per row (a bias gradient's sum over the batch, then
   // the optimizer's update of the bias, row by row). A reduction the split
@@ -1325,7 +1355,9 @@ class Lowering {
   }
   // Joined or merged, two kernels stay within kMaxKernelExprs (lower.h).
   static bool within_size_bound(const Kernel& a, const Kernel& b) {
-    return a.exprs.size() + b.exprs.size() <= kMaxKernelExprs;
+    return a.exprs.size() + b.exprs.size() <= kMaxKernelExprs &&
+           a.accesses.size() + b.accesses.size() <= kMaxMergedAccesses &&
+           (a.phases.size() + b.phases.size() <= 2 || emitted_exprs(a) + emitted_exprs(b) <= kMaxKernelExprs);
   }
   static bool can_merge(const Kernel& a, const Kernel& b) {
     if (!(a.loop == b.loop) || a.outer != b.outer || a.contraction || b.contraction || !within_size_bound(a, b))

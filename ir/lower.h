@@ -84,6 +84,17 @@ inline constexpr int64_t kShortProductMaxK = 16;
 // the square of a body: on a 2-core EPYC, a chain of 1,000 adds compiled in
 // 0.16-0.19 s as one kernel, 2,000 in 0.38-0.44 s, 8,000 in 5.7-6.1 s.
 inline constexpr size_t kMaxKernelExprs = 1024;
+// A reduction's phases are emitted one loop each, every loop evaluating
+// what its phase needs (ir::emitted_exprs): a row kernel's phases stay
+// within kMaxKernelExprs in all, the phase crossing it reading its value
+// from a buffer.
+// The most memory accesses a joined or merged kernel holds. LLVM's
+// instruction scheduler compares every pair of loads and stores it cannot
+// prove apart (any two buffers may be one, for in-place updates): 600
+// in-place updates x.mul_(2).add_(1) of [8] tensors, merged within
+// kMaxKernelExprs only, compiled in 9.0 s; at most 256 accesses a kernel,
+// 3.3 s; 128, 1.26 s; 64, 0.33 s; 32, 0.24 s (2-core EPYC).
+inline constexpr size_t kMaxMergedAccesses = 64;
 
 KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions& options = {});
 

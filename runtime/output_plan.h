@@ -43,10 +43,28 @@ class OutputPlan {
   const ir::KernelProgram& program_;
   bool library_stops_on_failure_;
   std::vector<uint32_t> inputs_;  // the Input buffers' ids (a donation check looks at these only)
-  std::vector<std::pair<uint32_t, uint32_t>> in_place_ok_;  // (output buffer, input buffer)
+  // (output buffer, input buffer) where the output's writer reads the
+  // input and may still write the output over it; sorted.
+  std::vector<std::pair<uint32_t, uint32_t>> in_place_ok_;
+  std::vector<int64_t> last_use_;  // per buffer, the last step that uses it, -1 if none
   // Per buffer, the step that writes it (kNoStep: none, kTwoWriters: more than one).
   static constexpr size_t kNoStep = ~size_t{0}, kTwoWriters = ~size_t{0} - 1;
   std::vector<size_t> writer_;
+  // Per buffer, where steps use it, in step order: a kernel's access index
+  // or a library call's input index (slot).
+  struct Use {
+    size_t step;
+    uint32_t slot;
+  };
+  std::vector<std::vector<Use>> uses_;
+  // Per buffer, where its writer stores it (the last store's access and
+  // phase), and whether it stores it at two positions.
+  struct Store {
+    const ir::Access* access = nullptr;
+    uint32_t phase = 0;
+    bool two_positions = false;
+  };
+  std::vector<Store> store_;
   int64_t last_failing_step_ = -1;  // the last step that can fail on bad data, -1 if none
 };
 

@@ -278,6 +278,35 @@ TEST_F(JitTest, AChainOfTenThousandOpsRunsAsKernelsUnderTheBound) {
   }
 }
 
+// y = y - y.mean() + x, 100 times: every mean reads the chain so far, so
+// one row kernel would evaluate it once per phase (16 s of LLVM for 100
+// steps, minutes for 200). Split at the bound, it computes what the host
+// computes in double, within float rounding.
+TEST_F(JitTest, ChainedMeansRunAsKernelsUnderTheBound) {
+  constexpr int kSteps = 100, kN = 16;
+  std::vector<std::vector<float>> xs(kSteps, std::vector<float>(kN));
+  for (int i = 0; i < kSteps; ++i)
+    for (int e = 0; e < kN; ++e) xs[i][e] = static_cast<float>(std::sin(0.37 * i + 1.3 * e));
+  std::vector<loom::Tensor> ts;
+  for (const auto& v : xs) ts.push_back(loom::tensor(v, loom::kFloat));
+  loom::sync();
+  const loom::Metrics m0 = loom::metrics();
+  loom::Tensor y = ts[0];
+  for (int i = 1; i < kSteps; ++i) y = y - y.mean() + ts[i];
+  const std::vector<float> got = y.to_vector<float>();
+  const loom::Metrics m1 = loom::metrics();
+  EXPECT_GE(m1.kernels_launched - m0.kernels_launched, 3);
+  std::vector<double> want(xs[0].begin(), xs[0].end());
+  for (int i = 1; i < kSteps; ++i) {
+    double mean = 0;
+    for (double v : want) mean += v;
+    mean /= kN;
+    for (int e = 0; e < kN; ++e) want[e] = want[e] - mean + xs[i][e];
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (int e = 0; e < kN; ++e) EXPECT_NEAR(got[e], want[e], 1e-4) << e;
+}
+
 // A failed check in one of several kernels sharing a function names that
 // kernel's op and line, not the first sharer's.
 TEST_F(JitTest, AFailureInASharedFunctionNamesItsOwnKernel) {

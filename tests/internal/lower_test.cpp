@@ -44,6 +44,24 @@ TEST(Lower, LongChainsSplitAtTheKernelSizeBound) {
   EXPECT_EQ(cuts, generated(p) - 1) << loom::ir::to_string(p);
 }
 
+// Each reduce phase evaluates its value anew, so phases that each read
+// the one before emit a body growing with their square: 100 of them took
+// 16 s of LLVM as one kernel. Past the bound the reduced value is stored.
+TEST(Lower, ChainedRowReductionsSplitAtTheEmittedSizeBound) {
+  std::vector<loom::Tensor> xs;
+  for (int i = 0; i < 100; ++i) xs.push_back(loom::randn({64}));
+  loom::sync();
+  auto y = xs[0];
+  for (size_t i = 1; i < xs.size(); ++i) y = y - y.mean() + xs[i];
+  KernelProgram p = lower_outputs({y});
+  EXPECT_GE(generated(p), 3u) << loom::ir::to_string(p);
+  size_t cuts = 0;
+  for (const auto& b : p.boundaries) cuts += b.reason.find("kernel size bound") != std::string::npos;
+  EXPECT_GE(cuts, 2u) << loom::ir::to_string(p);
+  // Within the bound plus the store phase and the phase that crossed it.
+  for (const auto& k : p.kernels) EXPECT_LE(loom::ir::emitted_exprs(k), 2 * loom::ir::kMaxKernelExprs);
+}
+
 TEST(Lower, SoftmaxIsOneRowKernel) {
   auto x = loom::randn({64, 128});
   loom::sync();
