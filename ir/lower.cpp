@@ -693,8 +693,10 @@ class Lowering {
       bmap[n - 2] = -1, bmap[n - 1] = n - 1;
       int64_t a_k = 0, b_k = 0;
       std::vector<uint32_t> a_chain, b_chain;
-      c.a = operand_access(l_.operand_base(i, ins[0], &a_chain), amap, n - 1, a_k);
-      c.b = operand_access(l_.operand_base(i, ins[1], &b_chain), bmap, n - 2, b_k);
+      const uint32_t a_base = l_.operand_base(i, ins[0], &a_chain), b_base = l_.operand_base(i, ins[1], &b_chain);
+      if (!in_memory(a_base) || !in_memory(b_base)) return 0;
+      c.a = operand_access(a_base, amap, n - 1, a_k);
+      c.b = operand_access(b_base, bmap, n - 2, b_k);
       c.a_k = a_k, c.b_k = b_k;
       if (!a_chain.empty()) c.a_value = fused_producers(a_chain, 0, nd.dtype);
       if (!b_chain.empty()) c.b_value = fused_producers(b_chain, 1, nd.dtype);
@@ -728,7 +730,8 @@ class Lowering {
       const auto ins = l_.g_.inputs_of(i);
       const int d = static_cast<int>(nd.attr[0]);
       const Node& x = l_.node(ins[0]);
-      const BufferView xb = buffer_view(ins[0]);  // boundaries() gave x, or the source it views, a buffer
+      if (!in_memory(ins[0])) return 0;
+      const BufferView xb = buffer_view(ins[0]);
       Dims along = nd.shape;  // out's position on every dim but d
       along[d] = 1;
       const uint32_t access = add_access(xb.buffer, xb.offset, xb.strides, along, map);
@@ -790,6 +793,22 @@ class Lowering {
       int64_t offset = 0;
       Dims strides;
     };
+    // Whether buffer_view(in) may be asked: `in` has a buffer, or is a view
+    // (not of a constant) of a node that has one. boundaries() made it so
+    // for what it saw, but a product's operand base moves when a node of
+    // its producer chain gets a buffer later (from its own round, or one
+    // met later in graph order): sign(sign(x)) with x = index_select(...)
+    // read x, then the outer sign, once the inner one was scattered into.
+    // Else the kernel fails and asks for a buffer as boundaries() would
+    // have (Lowering::need_readable).
+    bool in_memory(uint32_t in) {
+      const Node& nd = l_.node(in);
+      if (!l_.reason_[in].empty()) return true;
+      const bool view = nd.op == Op::AsStrided && l_.node(l_.g_.inputs_of(in)[0]).op != Op::Full;
+      if (view && !l_.reason_[l_.g_.inputs_of(in)[0]].empty()) return true;
+      fail(view ? l_.g_.inputs_of(in)[0] : in, view ? "viewed by matrix product or gather" : "read from memory by matrix product or gather");
+      return false;
+    }
     BufferView buffer_view(uint32_t in) const {
       const Node& nd = l_.node(in);
       BufferView v;

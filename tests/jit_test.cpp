@@ -327,6 +327,42 @@ TEST_F(JitTest, ManyInPlaceUpdatesInOneGraphAreAllDonated) {
   }
 }
 
+// A product's operand is read through the cheap producers over a library
+// output (sign(sign(x[idx])): the packing applies both signs). Writing into
+// the inner sign through a view gives it a buffer after boundaries() chose
+// that chain; the product then read the outer sign, which had none, through
+// another node's buffer at stride 0 (random graph seed 51615: every row of
+// the product the same). Found by the differential test.
+TEST_F(JitTest, ProductOperandWhoseProducerChainGainsABufferLater) {
+  const std::vector<float> xs = {0.5f, -1.f, 2.f, -0.25f, 0.f, 3.f,  -2.f, 1.f, 0.75f,
+                                 -3.f, 0.5f, 1.5f, 1.f,   2.f, -1.f, 0.f,  -0.5f, 2.5f};
+  loom::Tensor x = loom::tensor(xs, loom::kFloat).reshape({3, 6});
+  loom::Tensor idx = loom::tensor(std::vector<int64_t>{2, 0, 1}, loom::kLong);
+  loom::sync();
+  loom::Tensor y, z;
+  {
+    // Only y and z stay alive, y first: the product comes before the
+    // scatter in the graph, as in the seed's program.
+    loom::Tensor inner = x.index_select(0, idx).sign();
+    y = loom::linear(inner.sign(), x);
+    inner.transpose(0, 1).sub_(1.5);
+    z = inner * 2;
+  }
+  const std::vector<float> got = y.to_vector<float>();
+  const std::vector<float> got_z = z.to_vector<float>();
+  auto sgn = [](float v) { return static_cast<float>((v > 0) - (v < 0)); };
+  const int64_t rows[3] = {2, 0, 1};
+  ASSERT_EQ(got.size(), 9u);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 3; ++j) {
+      float want = 0;
+      for (int k = 0; k < 6; ++k) want += sgn(xs[rows[i] * 6 + k]) * xs[j * 6 + k];
+      EXPECT_FLOAT_EQ(got[i * 3 + j], want) << i << "," << j;
+    }
+  for (int i = 0; i < 3; ++i)
+    for (int k = 0; k < 6; ++k) EXPECT_FLOAT_EQ(got_z[i * 6 + k], 2 * (sgn(xs[rows[i] * 6 + k]) - 1.5f));
+}
+
 // A failed check in one of several kernels sharing a function names that
 // kernel's op and line, not the first sharer's.
 TEST_F(JitTest, AFailureInASharedFunctionNamesItsOwnKernel) {
