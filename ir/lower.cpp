@@ -2,7 +2,7 @@
 #include "ir/lower.h"
 
 #include <algorithm>
-#include <map>
+#include <unordered_map>
 #include <optional>
 #include <sstream>
 
@@ -118,11 +118,13 @@ class Lowering {
     // (a gradient summed over 90 unsynced backward calls took 66 rounds).
     for (int round = 0;; ++round) {
       std::vector<NeedsBuffer> needs;
-      build_all(needs);
+      const size_t given = build_all(needs);
       if (needs.empty()) needs = recompute_check();
       // No progress (an absorbed value its consumer cannot compute): stop;
       // run() then rejects the absorption.
-      const bool progress = std::any_of(needs.begin(), needs.end(), [&](const NeedsBuffer& nb) { return reason_[nb.node].empty(); });
+      const bool progress = given > 0 || std::any_of(needs.begin(), needs.end(), [&](const NeedsBuffer& nb) {
+                              return reason_[nb.node].empty();
+                            });
       if (!needs.empty() && !progress) {
         absorb_ok_ = false;  // kernels are missing: run() rejects this trial absorption
         return std::move(p_);
@@ -335,7 +337,16 @@ class Lowering {
   }
 
   // ---------------------------------------------------------------- pass 2
-  void build_all(std::vector<NeedsBuffer>& needs) {
+  // Builds every step; returns how many nodes it gave a buffer on the way.
+  // A kernel asking for a buffer gets it at once and is built again, so
+  // one round finds all it needs: a chain whose values each need a buffer
+  // only once the one below has one (softmaxes over alternate dims, each
+  // kernel reaching the bottom of the chain before the reductions that
+  // fail) took a round, rebuilding every kernel, per value (200: 18 s).
+  // Kernels built earlier in the round may have inlined such a node: a
+  // round with needs is always followed by another.
+  size_t build_all(std::vector<NeedsBuffer>& needs) {
+    size_t given = 0;
     p_ = KernelProgram{};
     buffer_of_.assign(n_, -1);
     inlined_by_.assign(n_, {});
@@ -369,14 +380,25 @@ class Lowering {
         p_.library_calls.push_back(std::move(call));
         continue;
       }
-      KernelBuilder kb(*this, i);
-      if (auto nb = kb.build()) {
+      std::optional<KernelBuilder> kb;
+      std::optional<NeedsBuffer> nb;
+      for (;;) {
+        kb.emplace(*this, i);
+        nb = kb->build();
+        if (!nb || !reason_[nb->node].empty()) break;
+        reason_[nb->node] = nb->reason;
+        add_buffer(nb->node, BufferKind::Temp, temps++);
+        needs.push_back(*nb);
+        ++given;
+      }
+      if (nb) {
         needs.push_back(*nb);
         continue;
       }
       p_.steps.push_back({Step::Generated, static_cast<uint32_t>(p_.kernels.size())});
-      p_.kernels.push_back(std::move(kb.k));
+      p_.kernels.push_back(std::move(kb->k));
     }
+    return given;
   }
 
   void add_buffer(uint32_t i, BufferKind kind, uint32_t index) {
@@ -489,7 +511,7 @@ class Lowering {
         }
         Phase store;
         store.per_row = true;
-        store.stores.push_back({buffer_access(i, map), memo_.at({i, std::vector<int64_t>(map.begin(), map.end())})});
+        store.stores.push_back({buffer_access(i, map), memo_.at(ExprKey{i, map})});
         k.phases.push_back(std::move(store));
       }
     }
@@ -540,7 +562,7 @@ class Lowering {
     // The expression for node i's element at the loop position `map` gives.
     uint32_t expr(uint32_t i, const DimMap& map, bool is_root) {
       if (failed_) return 0;
-      auto key = std::make_pair(i, std::vector<int64_t>(map.begin(), map.end()));
+      const ExprKey key{i, map};
       if (auto it = memo_.find(key); it != memo_.end()) return it->second;
       // LLVM's and NVRTC's time grows with the square of a kernel's body
       // (a chain of 8,000 adds: 5.7 s as one kernel), and this recursion's
@@ -926,7 +948,21 @@ class Lowering {
 
     Lowering& l_;
     uint32_t root_;
-    std::map<std::pair<uint32_t, std::vector<int64_t>>, uint32_t> memo_;
+    // Node i's value at loop position `map`, once per kernel. Hashed, with
+    // the map held inline: the lowering's hottest lookup.
+    struct ExprKey {
+      uint32_t node;
+      DimMap map;
+      bool operator==(const ExprKey& o) const { return node == o.node && map == o.map; }
+    };
+    struct ExprKeyHash {
+      size_t operator()(const ExprKey& x) const {
+        uint64_t h = x.node * 0x9E3779B97F4A7C15ull ^ x.map.n;
+        for (int64_t d : x.map) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001B3ull;
+        return static_cast<size_t>(h ^ (h >> 29));
+      }
+    };
+    std::unordered_map<ExprKey, uint32_t, ExprKeyHash> memo_;
     std::optional<NeedsBuffer> failed_;
     size_t depth_ = 0;  // expr() calls in progress: the chain being inlined
     size_t emitted_ = 0;  // exprs the reduce phases so far evaluate (ir::emitted_exprs)

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "api/src/record.h"
@@ -17,7 +18,8 @@ namespace loom_test {
 // With LOOM_TEST_PRINT set (or after a failure) the graph, the pass log and
 // the program are printed.
 inline loom::ir::KernelProgram lower_outputs(const std::vector<loom::Tensor>& outs,
-                                              const loom::ir::LowerOptions& options = {}) {
+                                              const loom::ir::LowerOptions& options = {},
+                                              std::string* passes = nullptr) {
   std::vector<loom::ir::NodePtr> keep;
   std::vector<const loom::ir::Node*> raw;
   for (const auto& t : outs) {
@@ -28,6 +30,7 @@ inline loom::ir::KernelProgram lower_outputs(const std::vector<loom::Tensor>& ou
   loom::ir::build_graph(raw, g);
   loom::ir::LowerLog log;
   loom::ir::KernelProgram p = loom::ir::lower(g, &log, options);
+  if (passes) *passes = log.passes;
   if (::testing::Test::HasFailure() || std::getenv("LOOM_TEST_PRINT"))
     std::cerr << loom::ir::to_string(g) << log.passes << loom::ir::to_string(p);
   return p;
