@@ -1512,6 +1512,15 @@ std::string compare(const OutValues& got, const OutValues& want, const OutValues
     const double rtol = f32 ? 1e-4 : 1e-9, atol = f32 ? 1e-5 : 1e-10, k = 8;
     for (size_t e = 0; e < want.f.size(); ++e) {
       const double g = got.f[e], w = want.f[e], p = pert.f[e];
+      // The reference accumulates float32 sums and products in double; a
+      // float32 backend whose partial products pass FLT_MAX gets an inf, or
+      // a nan where infs of both signs meet, as PyTorch would (seed 54942:
+      // a matmul of int64 values near 9e18 cast to float, products near
+      // 1e38). Where the reference's result is that large or infinite, a
+      // non-finite one is float32 arithmetic, not an error. (No generated
+      // op overflows otherwise: exp's and pow's operands are clamped.)
+      const bool f32_overflow = f32 && !std::isfinite(g) && !std::isnan(w) && std::abs(w) > 0x1p100;
+      if (f32_overflow) continue;
       if (std::isnan(w) || std::isnan(g)) {
         if (std::isnan(w) != std::isnan(g)) report(e, fmt(g), fmt(w), "");
         continue;
