@@ -10,7 +10,10 @@
 #   bench.log      loom-bench --device cuda beside peers.py --device cuda
 #                  (and linear_peer.py when BENCH_ONLY names G1)
 #   coldstart.log  a second process with a warm disk cache: NVRTC compiles
-# Steps to run are chosen by $STEPS (default: all of them).
+#   diff<i>.log    (step "diff", not in the default) the differential test on
+#                  cuda over DIFF_PROCS processes of DIFF_PER seeds each from
+#                  DIFF_FIRST (default 14 x 200 from 100001)
+# Steps to run are chosen by $STEPS (default: all but diff).
 set -uo pipefail
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -55,5 +58,14 @@ for step in $STEPS; do
         echo "warm:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5,W4 --metrics; } \
         > "$OUT/coldstart.log" 2>&1
       grep -E "cold:|warm:|nvrtc|W5|W4" "$OUT/coldstart.log" ;;
+    diff)
+      procs=${DIFF_PROCS:-14} per=${DIFF_PER:-200} first=${DIFF_FIRST:-100001}
+      for i in $(seq 0 $((procs - 1))); do
+        LOOM_CACHE_DIR=/tmp/loom-diff$i LOOM_DIFF_GRAPHS=$per LOOM_DIFF_SEED=$((first + i * per)) \
+          "$bin/loom_tests" --gtest_filter=Differential.RandomGraphsCudaVsReference > "$OUT/diff$i.log" 2>&1 &
+      done
+      wait
+      grep -h "\[ differential \]" "$OUT"/diff*.log
+      grep -h -A14 "Failure" "$OUT"/diff*.log | head -120 ;;
   esac
 done
