@@ -937,10 +937,13 @@ std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
 bool single_block(const ir::KernelProgram& p) {
   if (p.steps.size() < 2) return false;
   int64_t work = 0;
+  size_t accesses = 0, exprs = 0;
   for (const ir::Step& st : p.steps) {
     if (st.kind != ir::Step::Generated) return false;
     const ir::Kernel& k = p.kernels[st.index];
     if (!is_pointwise(k)) return false;
+    accesses += k.accesses.size(), exprs += k.exprs.size();
+    if (accesses > kSingleBlockMaxAccesses || exprs > ir::kMaxKernelExprs) return false;
     const int64_t numel = prod(k.loop, 0, k.loop.n);
     if (numel > kSingleBlockMaxElements) return false;
     int64_t per_element = 1;

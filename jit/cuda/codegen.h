@@ -59,7 +59,8 @@ LaunchDims launch_dims(const KernelPlan& plan);
 // generated pointwise kernel or float/double product over at most
 // kSingleBlockMaxElements elements, kSingleBlockMaxWork elements (times K
 // for a product) in all, and no thread summing more than
-// kSingleBlockMaxChain terms of a product. It runs as one kernel, kSingleBlockSymbol, of one
+// kSingleBlockMaxChain terms of a product, with at most
+// kSingleBlockMaxAccesses memory accesses. It runs as one kernel, kSingleBlockSymbol, of one
 // block of kSingleBlockThreads: the steps in program order, a barrier
 // between them. A whole step of such a program computes in less time than
 // launching one more kernel takes (W5 on an H100: a captured graph of one
@@ -70,6 +71,11 @@ inline constexpr int kSingleBlockThreads = 256;
 inline constexpr int64_t kSingleBlockMaxElements = 4096;
 inline constexpr int64_t kSingleBlockMaxWork = int64_t{1} << 17;
 inline constexpr int64_t kSingleBlockMaxChain = 64;  // terms of K one thread sums
+// The one kernel's body stays small: NVRTC's time grows faster than its
+// loads and stores (600 in-place updates of [8] tensors, ~1,200 accesses
+// in one single-block kernel: 10.6 s to compile on an H200's host), and
+// within ir::kMaxKernelExprs expressions in all.
+inline constexpr size_t kSingleBlockMaxAccesses = 128;
 inline constexpr const char* kSingleBlockSymbol = "loom_program";
 bool single_block(const ir::KernelProgram& p);
 

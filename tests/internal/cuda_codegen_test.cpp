@@ -555,6 +555,14 @@ TEST(CudaCodegen, SmallProgramsRunAsOneBlock) {
   EXPECT_FALSE(jc::single_block(lower_outputs({loom::relu(loom::matmul(big, bw)) + 1}, gemm_on())));
   EXPECT_FALSE(jc::single_block(lower_outputs({loom::tanh(s0)}, gemm_on())));
   EXPECT_FALSE(jc::single_block(lower_outputs({loom::tanh(s0).sum() + s0}, gemm_on())));
+  // Nor a body of many loads and stores (NVRTC's time grows faster than
+  // they do): 40 small independent updates are one block, 200 are not.
+  std::vector<loom::Tensor> xs, ys;
+  for (int i = 0; i < 200; ++i) xs.push_back(loom::randn({8}));
+  loom::sync();
+  for (int i = 0; i < 200; ++i) ys.push_back(xs[i] * 2 + 1);
+  EXPECT_TRUE(jc::single_block(lower_outputs(std::vector<loom::Tensor>(ys.begin(), ys.begin() + 40), gemm_on())));
+  EXPECT_FALSE(jc::single_block(lower_outputs(ys, gemm_on())));
 }
 
 }  // namespace
