@@ -291,16 +291,19 @@ inline std::vector<bool> phase_exprs(const Kernel& k, const Phase& ph) {
   return need;
 }
 
+// How many exprs phase `ph` of kernel k evaluates.
+inline size_t phase_expr_count(const Kernel& k, const Phase& ph) {
+  const std::vector<bool> need = phase_exprs(k, ph);
+  return static_cast<size_t>(std::count(need.begin(), need.end(), true));
+}
+
 // The exprs a code generator emits for kernel k: each phase's loop
 // evaluates what phase_exprs names, so a value several phases need is
 // emitted (and computed) once per phase. This, not exprs.size(), is the
 // body LLVM and NVRTC compile.
 inline size_t emitted_exprs(const Kernel& k) {
   size_t n = 0;
-  for (const Phase& ph : k.phases) {
-    const std::vector<bool> need = phase_exprs(k, ph);
-    n += static_cast<size_t>(std::count(need.begin(), need.end(), true));
-  }
+  for (const Phase& ph : k.phases) n += phase_expr_count(k, ph);
   return n;
 }
 

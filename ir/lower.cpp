@@ -287,10 +287,14 @@ class Lowering {
   // a view of a computed value through its source's buffer, anything else
   // through its own.
   void need_readable(uint32_t in, const char* viewed, const char* read) {
-    if (node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full)
-      need(g_.inputs_of(in)[0], viewed);
-    else
-      need(in, read);
+    const uint32_t owner = memory_owner(in);
+    need(owner, owner == in ? read : viewed);
+  }
+  // The node whose buffer a reader from memory of `in` reads: a view's
+  // source (unless a constant), or `in` itself.
+  uint32_t memory_owner(uint32_t in) const {
+    const bool view = node(in).op == Op::AsStrided && node(g_.inputs_of(in)[0]).op != Op::Full;
+    return view ? g_.inputs_of(in)[0] : in;
   }
 
   // Whether view node i reads its source dim for dim: every source dim
@@ -554,8 +558,7 @@ class Lowering {
       ph.reduce_op = op;
       ph.value = value;
       k.phases.push_back(std::move(ph));
-      const std::vector<bool> need = phase_exprs(k, k.phases.back());
-      emitted_ += static_cast<size_t>(std::count(need.begin(), need.end(), true));
+      emitted_ += phase_expr_count(k, k.phases.back());
       return push(Expr{ExprKind::RowValue, Op::Cast, dt, static_cast<uint32_t>(k.phases.size() - 1)});
     }
 
@@ -824,11 +827,9 @@ class Lowering {
     // Else the kernel fails and asks for a buffer as boundaries() would
     // have (Lowering::need_readable).
     bool in_memory(uint32_t in) {
-      const Node& nd = l_.node(in);
-      if (!l_.reason_[in].empty()) return true;
-      const bool view = nd.op == Op::AsStrided && l_.node(l_.g_.inputs_of(in)[0]).op != Op::Full;
-      if (view && !l_.reason_[l_.g_.inputs_of(in)[0]].empty()) return true;
-      fail(view ? l_.g_.inputs_of(in)[0] : in, view ? "viewed by matrix product or gather" : "read from memory by matrix product or gather");
+      const uint32_t owner = l_.memory_owner(in);
+      if (!l_.reason_[in].empty() || !l_.reason_[owner].empty()) return true;
+      fail(owner, owner == in ? "read from memory by matrix product or gather" : "viewed by matrix product or gather");
       return false;
     }
     BufferView buffer_view(uint32_t in) const {

@@ -83,11 +83,10 @@ inline constexpr int64_t kShortProductMaxK = 16;
 // joined (pass 4a) or merged (4b) only within it. Compile time grows with
 // the square of a body: on a 2-core EPYC, a chain of 1,000 adds compiled in
 // 0.16-0.19 s as one kernel, 2,000 in 0.38-0.44 s, 8,000 in 5.7-6.1 s.
+// A row kernel's body is what its phases emit (ir::emitted_exprs: each
+// phase's loop evaluates what it needs again): past the bound, the phase
+// crossing it reads its reduced value from a buffer.
 inline constexpr size_t kMaxKernelExprs = 1024;
-// A reduction's phases are emitted one loop each, every loop evaluating
-// what its phase needs (ir::emitted_exprs): a row kernel's phases stay
-// within kMaxKernelExprs in all, the phase crossing it reading its value
-// from a buffer.
 // The most memory accesses a joined or merged kernel holds. LLVM's
 // instruction scheduler compares every pair of loads and stores it cannot
 // prove apart (any two buffers may be one, for in-place updates): 600

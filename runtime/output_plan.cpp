@@ -6,83 +6,53 @@
 
 namespace loom::runtime {
 
-OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_failure)
-    : program_(program), library_stops_on_failure_(library_stops_on_failure) {
-  const auto& steps = program_.steps;
-  const size_t nb = program_.buffers.size();
-  writer_.assign(nb, kNoStep);
-  uses_.resize(nb);
-  store_.assign(nb, Store{});
-  for (size_t s = 0; s < steps.size(); ++s) {
-    auto wrote = [&](uint32_t b) { writer_[b] = writer_[b] == kNoStep ? s : kTwoWriters; };
-    if (steps[s].kind == ir::Step::Library) {
-      const ir::LibraryCall& c = program_.library_calls[steps[s].index];
-      wrote(c.output);
-      for (uint32_t j = 0; j < c.inputs.size(); ++j) uses_[c.inputs[j]].push_back({s, j});
-    } else {
-      const ir::Kernel& k = program_.kernels[steps[s].index];
-      for (uint32_t a = 0; a < k.accesses.size(); ++a) uses_[k.accesses[a].buffer].push_back({s, a});
-      std::vector<uint32_t> stored;
-      for (uint32_t p = 0; p < k.phases.size(); ++p)
-        for (auto [a, e] : k.phases[p].stores) {
-          const uint32_t b = k.accesses[a].buffer;
-          stored.push_back(b);
-          Store& st = store_[b];
-          const ir::Access& at = k.accesses[a];
-          if (st.access && (st.access->offset != at.offset || !(st.access->strides == at.strides)))
-            st.two_positions = true;
-          st.access = &at, st.phase = p;
-        }
-      std::sort(stored.begin(), stored.end());
-      stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
-      for (uint32_t b : stored) wrote(b);
-    }
-    if (ir::can_fail(program_, steps[s])) last_failing_step_ = static_cast<int64_t>(s);
-  }
-  last_use_.assign(nb, -1);
-  for (uint32_t i = 0; i < nb; ++i) {
-    if (!uses_[i].empty()) last_use_[i] = static_cast<int64_t>(uses_[i].back().step);
-    if (program_.buffers[i].kind == ir::BufferKind::Input) inputs_.push_back(i);
-  }
-  // An input no step uses from an output's writer on may always take that
-  // output (donated() checks last_use_); one used there, only if the
-  // writer itself reads it (can_write_in_place), so only the inputs each writer reads are
-  // checked here, not every output against every input (4,000 outputs of
-  // x_i * 2 + 1: 16 million pairs).
-  for (uint32_t o = 0; o < nb; ++o) {
-    if (program_.buffers[o].kind != ir::BufferKind::Output || writer_[o] >= kTwoWriters) continue;
-    for (uint32_t i : ir::step_buffers(program_, steps[writer_[o]]).reads)
-      if (program_.buffers[i].kind == ir::BufferKind::Input && can_write_in_place(o, i)) in_place_ok_.push_back({o, i});
-  }
-  std::sort(in_place_ok_.begin(), in_place_ok_.end());
-  in_place_ok_.erase(std::unique(in_place_ok_.begin(), in_place_ok_.end()), in_place_ok_.end());
-}
+namespace {
 
-// Safe when no step after the one that writes `out` reads `in`, and that
-// step reads each element of `in` exactly where it writes it (x.add_(1), an
-// optimizer update; the forward pass read the parameter in an earlier
-// step); or when a scatter updates its own base. A per-row store qualifies
-// too (a bias updated after its gradient's sum, in the same row kernel):
-// its access does not move along the row, so each row reads and writes its
-// own element, and its earlier phases read it before the row's store.
-// Only the steps that use `in` are looked at (uses_), so the check of every
-// output against every input stays linear in the program (4,000 outputs of
-// x_i * 2 + 1: 30 s when each pair walked every step).
-bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
-  const size_t writer = writer_[out];
-  if (writer == kNoStep || writer == kTwoWriters) return false;
-  for (const Use& u : uses_[in]) {
+// Where each buffer is used and stored, for the in-place checks of one
+// program: built by OutputPlan's constructor, dropped after it.
+struct BufferUses {
+  // Per buffer, where steps use it, in step order: a kernel's access index
+  // or a library call's input index (slot).
+  struct Use {
+    size_t step;
+    uint32_t slot;
+  };
+  std::vector<std::vector<Use>> uses;
+  // Per buffer, where its writer stores it (the last store's access and
+  // phase), and whether it stores it at two positions.
+  struct Store {
+    const ir::Access* access = nullptr;
+    uint32_t phase = 0;
+    bool two_positions = false;
+  };
+  std::vector<Store> store;
+};
+
+// Whether `out`, written by step `writer` alone, may be written over input
+// `in`: no step after `writer` reads `in`, and `writer` reads each element
+// of `in` exactly where it writes it (x.add_(1), an optimizer update; the
+// forward pass read the parameter in an earlier step); or a scatter
+// updates its own base. A per-row store qualifies too (a bias updated after
+// its gradient's sum, in the same row kernel): its access does not move
+// along the row, so each row reads and writes its own element, and its
+// earlier phases read it before the row's store. Only the steps that use
+// `in` are looked at, so checking every output stays linear in the
+// program (4,000 outputs of x_i * 2 + 1: 30 s when each pair walked every
+// step).
+bool can_write_in_place(const ir::KernelProgram& program, const BufferUses& bu, size_t writer, uint32_t out,
+                        uint32_t in) {
+  for (const BufferUses::Use& u : bu.uses[in]) {
     if (u.step < writer) continue;
-    const ir::Step& step = program_.steps[u.step];
+    const ir::Step& step = program.steps[u.step];
     if (step.kind == ir::Step::Library) {
-      const ir::LibraryCall& c = program_.library_calls[step.index];
+      const ir::LibraryCall& c = program.library_calls[step.index];
       const bool own_base = u.slot == 0 && c.output == out && (c.op == ir::Op::ScatterStrided || c.op == ir::Op::ScatterAdd);
       if (!own_base) return false;
       continue;
     }
-    const ir::Kernel& k = program_.kernels[step.index];
+    const ir::Kernel& k = program.kernels[step.index];
     // Only the writer may read `in`, and only where it stores `out`.
-    const Store& st = store_[out];
+    const BufferUses::Store& st = bu.store[out];
     if (u.step != writer || st.two_positions) return false;
     const ir::Access& a = k.accesses[u.slot];
     if (a.offset != st.access->offset || !(a.strides == st.access->strides)) return false;
@@ -97,6 +67,62 @@ bool OutputPlan::can_write_in_place(uint32_t out, uint32_t in) const {
     }
   }
   return true;
+}
+
+}  // namespace
+
+OutputPlan::OutputPlan(const ir::KernelProgram& program, bool library_stops_on_failure)
+    : program_(program), library_stops_on_failure_(library_stops_on_failure) {
+  const auto& steps = program_.steps;
+  const size_t nb = program_.buffers.size();
+  writer_.assign(nb, kNoStep);
+  BufferUses bu;
+  bu.uses.resize(nb);
+  bu.store.assign(nb, BufferUses::Store{});
+  for (size_t s = 0; s < steps.size(); ++s) {
+    auto wrote = [&](uint32_t b) { writer_[b] = writer_[b] == kNoStep ? s : kTwoWriters; };
+    if (steps[s].kind == ir::Step::Library) {
+      const ir::LibraryCall& c = program_.library_calls[steps[s].index];
+      wrote(c.output);
+      for (uint32_t j = 0; j < c.inputs.size(); ++j) bu.uses[c.inputs[j]].push_back({s, j});
+    } else {
+      const ir::Kernel& k = program_.kernels[steps[s].index];
+      for (uint32_t a = 0; a < k.accesses.size(); ++a) bu.uses[k.accesses[a].buffer].push_back({s, a});
+      std::vector<uint32_t> stored;
+      for (uint32_t p = 0; p < k.phases.size(); ++p)
+        for (auto [a, e] : k.phases[p].stores) {
+          const uint32_t b = k.accesses[a].buffer;
+          stored.push_back(b);
+          BufferUses::Store& st = bu.store[b];
+          const ir::Access& at = k.accesses[a];
+          if (st.access && (st.access->offset != at.offset || !(st.access->strides == at.strides)))
+            st.two_positions = true;
+          st.access = &at, st.phase = p;
+        }
+      std::sort(stored.begin(), stored.end());
+      stored.erase(std::unique(stored.begin(), stored.end()), stored.end());
+      for (uint32_t b : stored) wrote(b);
+    }
+    if (ir::can_fail(program_, steps[s])) last_failing_step_ = static_cast<int64_t>(s);
+  }
+  last_use_.assign(nb, -1);
+  for (uint32_t i = 0; i < nb; ++i) {
+    if (!bu.uses[i].empty()) last_use_[i] = static_cast<int64_t>(bu.uses[i].back().step);
+    if (program_.buffers[i].kind == ir::BufferKind::Input) inputs_.push_back(i);
+  }
+  // An input no step uses from an output's writer on may always take that
+  // output (donated() checks last_use_); one used there, only if the writer
+  // itself reads it (can_write_in_place), so only the inputs each writer
+  // reads are checked here, not every output against every input (4,000
+  // outputs of x_i * 2 + 1: 16 million pairs).
+  for (uint32_t o = 0; o < nb; ++o) {
+    if (program_.buffers[o].kind != ir::BufferKind::Output || writer_[o] >= kTwoWriters) continue;
+    for (uint32_t i : ir::step_buffers(program_, steps[writer_[o]]).reads)
+      if (program_.buffers[i].kind == ir::BufferKind::Input && can_write_in_place(program_, bu, writer_[o], o, i))
+        in_place_ok_.push_back({o, i});
+  }
+  std::sort(in_place_ok_.begin(), in_place_ok_.end());
+  in_place_ok_.erase(std::unique(in_place_ok_.begin(), in_place_ok_.end()), in_place_ok_.end());
 }
 
 BufferPtr OutputPlan::donated(uint32_t b, const RunArgs& args, int32_t* input) const {

@@ -38,8 +38,6 @@ class OutputPlan {
   void results(std::vector<BufferPtr>& owned, Device device, std::vector<BufferPtr>& result) const;
 
  private:
-  bool can_write_in_place(uint32_t out, uint32_t in) const;
-
   const ir::KernelProgram& program_;
   bool library_stops_on_failure_;
   std::vector<uint32_t> inputs_;  // the Input buffers' ids (a donation check looks at these only)
@@ -50,21 +48,6 @@ class OutputPlan {
   // Per buffer, the step that writes it (kNoStep: none, kTwoWriters: more than one).
   static constexpr size_t kNoStep = ~size_t{0}, kTwoWriters = ~size_t{0} - 1;
   std::vector<size_t> writer_;
-  // Per buffer, where steps use it, in step order: a kernel's access index
-  // or a library call's input index (slot).
-  struct Use {
-    size_t step;
-    uint32_t slot;
-  };
-  std::vector<std::vector<Use>> uses_;
-  // Per buffer, where its writer stores it (the last store's access and
-  // phase), and whether it stores it at two positions.
-  struct Store {
-    const ir::Access* access = nullptr;
-    uint32_t phase = 0;
-    bool two_positions = false;
-  };
-  std::vector<Store> store_;
   int64_t last_failing_step_ = -1;  // the last step that can fail on bad data, -1 if none
 };
 

@@ -264,28 +264,28 @@ class Generator {
     if (!perturb_ || !is_float(t.dtype())) return t;
     return t * jitter_factor(t);
   }
-  // gelu(x) = x/2 (1 + erf(x/sqrt 2)), or with tanh: for x < 0 the 1 + erf
-  // cancels, and erf, within an ulp or two of -1 on every backend, leaves
-  // an absolute error of about |x|/2 times a few ulp of 1, which is most of
-  // the value near x = -5 (seed 105185: cuda and the reference 6% apart;
-  // PyTorch's formula, so its too). The perturbed run adds that error.
-  Tensor jitter_gelu(const Tensor& v, const Tensor& x) {
+  // A noisy value whose error is also absolute: `ulps` ulp of 1 (times
+  // `scale` where given) more, of either sign, in the perturbed run.
+  //  - gelu(x) = x/2 (1 + erf(x/sqrt 2)), or with tanh: for x < 0 the
+  //    1 + erf cancels, and erf, within an ulp or two of -1 on every
+  //    backend, leaves about |x|/2 times a few ulp of 1, most of the value
+  //    near x = -5 (seed 105185: cuda and the reference 6% apart; PyTorch's
+  //    formula, so its too): scale x, 2 ulps (x/2 times 4).
+  //  - the log of a float sum of n terms near 1 (logsumexp, log_softmax
+  //    where one term dominates): the sum's rounding, a few ulp of 1 for
+  //    each level of a pairwise or vector-lane sum, all of a log_softmax
+  //    near 0 (seed 201637: -2.08e-4, llvm and the reference 4 ulp of 1
+  //    apart): log_sum_ulps(n).
+  Tensor jitter_absolute(const Tensor& v, double ulps, const Tensor& scale = {}) {
     if (!perturb_ || !is_float(v.dtype())) return v;
     const double ulp1 = v.dtype() == kFloat ? 0x1p-23 : 0x1p-52;
     const double delta = v.dtype() == kFloat ? kDelta32 : kDelta64;
-    return jitter(v) + x * ((jitter_factor(v) - 1) * (0.5 * 4 * ulp1 / delta));
+    const Tensor relative = jitter(v);
+    const Tensor error = (jitter_factor(v) - 1) * (ulps * ulp1 / delta);  // ulps ulp of 1 times u in [-1, 1]
+    return relative + (scale.defined() ? scale * error : error);
   }
-  // log of a float sum of n terms near 1 (logsumexp, log_softmax where one
-  // term dominates): the sum's rounding, a few ulp of 1 for each level of
-  // a pairwise or vector-lane sum, is an absolute error of the log, all of
-  // a log_softmax near 0 (seed 201637: -2.08e-4, llvm and the reference 4
-  // ulp of 1 apart). The perturbed run adds 2 (1 + log2 n) ulp of 1.
-  Tensor jitter_log_sum(const Tensor& v, int64_t n) {
-    if (!perturb_ || !is_float(v.dtype())) return v;
-    const double ulp1 = v.dtype() == kFloat ? 0x1p-23 : 0x1p-52;
-    const double delta = v.dtype() == kFloat ? kDelta32 : kDelta64;
-    const double levels = 1 + std::ceil(std::log2(static_cast<double>(std::max<int64_t>(n, 1))));
-    return jitter(v) + (jitter_factor(v) - 1) * (2.0 * levels * ulp1 / delta);
+  static double log_sum_ulps(int64_t n) {
+    return 2 * (1 + std::ceil(std::log2(static_cast<double>(std::max<int64_t>(n, 1)))));
   }
   Tensor jitter_factor(const Tensor& t) {
     const double delta = t.dtype() == kFloat ? kDelta32 : kDelta64;
@@ -577,7 +577,7 @@ class Generator {
         Tensor f = floating(x, sf);
         const bool tanh = coin(0.3);
         Tensor v = k == 5 ? loom::gelu(f, tanh ? "tanh" : "none") : loom::silu(f);
-        add(k == 5 ? jitter_gelu(v, f) : jitter(v), noisy_op(v.dtype(), x.noise),
+        add(k == 5 ? jitter_absolute(v, 2, f) : jitter(v), noisy_op(v.dtype(), x.noise),
             k == 5 ? "gelu(" + sf + (tanh ? ", \"tanh\")" : ")") : "silu(" + sf + ")");
         return true;
       }
@@ -1138,7 +1138,7 @@ class Generator {
       case 7: {  // logsumexp
         Tensor f = floating(x, sx);
         Tensor out = jitter(f).logsumexp(dims, keep);
-        add(jitter_log_sum(out, f.numel() / std::max<int64_t>(out.numel(), 1)), noisy_op(out.dtype(), x.noise),
+        add(jitter_absolute(out, log_sum_ulps(f.numel() / std::max<int64_t>(out.numel(), 1))), noisy_op(out.dtype(), x.noise),
             sx + ".logsumexp(" + ds + ", " + ks + ")");
         return true;
       }
@@ -1236,7 +1236,7 @@ class Generator {
       out = log ? in.log_softmax(d, to) : in.softmax(d, to);
       extra = ", dtype=" + dt_name(to);
     }
-    add(log ? jitter_log_sum(out, x.t.size(d)) : jitter(out), noisy_op(out.dtype(), x.noise),
+    add(log ? jitter_absolute(out, log_sum_ulps(x.t.size(d))) : jitter(out), noisy_op(out.dtype(), x.noise),
         std::string(log ? "log_softmax(" : "softmax(") + x.name + ", " + std::to_string(d) + extra + ")");
     return true;
   }
