@@ -93,6 +93,27 @@ TEST(CudaCodegen, SoftmaxRowStaysInRegisters) {
   EXPECT_EQ(d.block, 256u);
 }
 
+// W3's weight and bias are read only by its store phase; they are loaded
+// with the row in phase 0 (plan_early_loads), so every load of the kernel
+// comes before its first reduction.
+TEST(CudaCodegen, LaterPhasesLoadsIssueWithTheRow) {
+  auto x = loom::randn({64, 4096}), g = loom::randn({4096}), b = loom::randn({4096});
+  loom::sync();
+  auto mu = x.mean({-1}, true);
+  auto var = (x - mu).pow(2).mean({-1}, true);
+  KernelProgram p = lower_outputs({(x - mu) * loom::rsqrt(var + 1e-5) * g + b});
+  ASSERT_EQ(p.kernels.size(), 1u);
+  const std::string src = jc::emit_source(p);
+  const size_t first_reduce = src.find("loom_group_reduce(acc");
+  ASSERT_NE(first_reduce, std::string::npos) << src;
+  size_t loads = 0;
+  for (size_t at = src.find("loom_vload4(ld"); at != std::string::npos; at = src.find("loom_vload4(ld", at + 1)) {
+    EXPECT_LT(at, first_reduce) << src;
+    ++loads;
+  }
+  EXPECT_EQ(loads, 3u) << src;  // x, g and b, each once
+}
+
 TEST(CudaCodegen, ShortRowsShareABlock) {
   auto x = loom::randn({1000, 10});
   loom::sync();
