@@ -64,16 +64,26 @@ __device__ __forceinline__ void vload4(float* v, const float* p) {
 __device__ __forceinline__ void vstore4(float* p, const float* v) { *(float4*)p = make_float4(v[0], v[1], v[2], v[3]); }
 __device__ __forceinline__ float fmax_nan(float a, float b) { return a != a ? a : (a > b ? a : b); }
 
+// This thread's place: its lane within the row's G threads, its row, and
+// the row's elements (row 0's for an inactive thread past the last row).
+template <int N, int G, int RB>
+struct RowPlace {
+  int lane;
+  long long row;
+  bool active;
+  const float* xr;
+  __device__ RowPlace(const float* x, long long rows)
+      : lane(threadIdx.x % G), row((long long)blockIdx.x * RB + threadIdx.x / G), active(row < rows),
+        xr(x + (active ? row : 0) * N) {}
+};
+
 // N: row length (a multiple of 4 G); PT = N / (4 G) steps a thread.
 template <int N, int G, int RB, int MODE>
 __global__ void __launch_bounds__(G * RB) layer_norm(const float* x, const float* w, const float* b, float* y,
                                                     long long rows, float count, float eps) {
   constexpr int PT = N / (4 * G);
   __shared__ __align__(16) float smem[128];
-  const int lane = threadIdx.x % G;
-  const long long row = (long long)blockIdx.x * RB + threadIdx.x / G;
-  const bool active = row < rows;
-  const float* xr = x + (active ? row : 0) * N;
+  const auto [lane, row, active, xr] = RowPlace<N, G, RB>(x, rows);
   float s[PT * 4], ws[(MODE & kEarlyAffine) ? PT * 4 : 1], bs[(MODE & kEarlyAffine) ? PT * 4 : 1];
   float acc = 0;
 #pragma unroll
@@ -119,10 +129,7 @@ template <int N, int G, int RB, int MODE>
 __global__ void __launch_bounds__(G * RB) softmax(const float* x, float* y, long long rows) {
   constexpr int PT = N / (4 * G);
   __shared__ __align__(16) float smem[128];
-  const int lane = threadIdx.x % G;
-  const long long row = (long long)blockIdx.x * RB + threadIdx.x / G;
-  const bool active = row < rows;
-  const float* xr = x + (active ? row : 0) * N;
+  const auto [lane, row, active, xr] = RowPlace<N, G, RB>(x, rows);
   float s[PT * 4];
   float acc = __int_as_float(0xff800000u);
 #pragma unroll
