@@ -90,14 +90,19 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   }
 
   // Blocks from the caches: a KC x NR strip of B, reused by every A panel
-  // of the block, is L1's size (the A panel streaming past it comes from
-  // L2 with the hardware prefetcher's help: on Zen 4, KC = 256 for float
-  // ran W6 ~10% faster than a KC leaving L1 room for both, 136); an
-  // MC x KC block of A takes half of L2; a KC x NC panel of B a quarter of
-  // L3 (shared by the threads).
+  // of the block, takes an eighth of L2, and the A panel streaming past it
+  // comes from L2 too (with the hardware prefetcher's help; a tile's loads
+  // are a few bytes a cycle, far below what L2 gives). A deep KC means few
+  // K blocks, so few passes over the partial sums in C. Zen 4 (1 MiB L2,
+  // float, 12 x 32 tiles; CPU time of six W6 products, three rounds):
+  // KC 1024 9.44-9.64 s, 512 9.44-9.68, 2048 9.76-9.96, 256 (a strip the
+  // size of L1, before) 9.72-9.99; W6 ~192 -> ~203 GFLOP/s, G1 687-697 ->
+  // 660-675 ms. (KC 256 in turn ran W6 ~10% faster than 136.) An MC x KC
+  // block of A takes half of L2; a KC x NC panel of B a quarter of L3
+  // (shared by the threads).
   const CacheSizes& cs = host_caches();
   const int64_t mr = g.shape.mr, nr = g.shape.nr;
-  g.kc = std::clamp<int64_t>(cs.l1 / (nr * e) / 8 * 8, 64, 512);
+  g.kc = std::clamp<int64_t>(cs.l2 / 8 / (nr * e) / 8 * 8, 64, 1024);
   if (const char* v = std::getenv("LOOM_GEMM_KC")) g.kc = std::atoll(v);  // tuning experiments
   // K split evenly: no thin last block paying a full pass over the
   // partial sums for a few k (K = 1000, KC 256: 3 x 252 + 244, not

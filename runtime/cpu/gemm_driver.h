@@ -1,7 +1,7 @@
 // GEMM kernels on the CPU: the loops around the generated tile function
 // (jit/llvm/gemm.h), in the BLIS order. For each NC-wide column panel and
 // KC-deep block of K, B's block is packed into NR-wide strips (kept in L3,
-// a strip in L1 while it is used); for each MC-row block, A's block is
+// a strip in L2 while it is used); for each MC-row block, A's block is
 // packed into MR-row panels (L2); then every MR x NR tile calls the tile
 // function, which adds the earlier K blocks' partial sums and, on the last
 // block, runs the kernel's epilogue. Packing reads the operands through
