@@ -335,12 +335,16 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
   } else {  // one K block: no partial sums
     part = nullptr, ldp = 0;
   }
-  // MC balanced over the threads: a whole number of blocks per thread.
-  int64_t mblocks = (g.m + g.mc - 1) / g.mc;
+  // MC balanced over the threads: a whole number of blocks per thread, and
+  // the MR-row panels spread evenly over the blocks (their sizes differ by
+  // one panel at most: 256 rows in 4 blocks are 60, 72, 60 and 64 rows, not
+  // 72, 72, 72 and 40).
+  const int64_t panels = (g.m + mr - 1) / mr;
+  int64_t mb = (g.m + g.mc - 1) / g.mc;
   const int64_t threads = parallel ? x.threads : 1;
-  if (threads > 1 && mblocks >= threads) mblocks = (mblocks + threads - 1) / threads * threads;
-  const int64_t mc = std::min(g.m, (g.m + mblocks - 1) / mblocks + mr - 1) / mr * mr;  // M > MR here (plan_gemm)
-  const int64_t mb = (g.m + mc - 1) / mc;
+  if (threads > 1 && mb >= threads) mb = (mb + threads - 1) / threads * threads;
+  mb = std::min(mb, panels);
+  auto block_row = [&](int64_t ib) { return std::min(g.m, panels * ib / mb * mr); };
   const int64_t nc_max = std::min(g.nc, (g.n + nr - 1) / nr * nr);
   const int64_t kc_max = std::min(g.kc, g.k);
   Scratch bpanel(static_cast<size_t>(nc_max * kc_max) * sizeof(T));
@@ -364,7 +368,7 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
       const int64_t flags = (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) | (pc + kc >= g.k ? jit::llvm_cpu::kGemmLast : 0);
       auto task = [&](int64_t task_index) {
         const int64_t ib = task_index / groups, gi = task_index % groups;
-        const int64_t ic = ib * mc, mcur = std::min(mc, g.m - ic);
+        const int64_t ic = block_row(ib), mcur = block_row(ib + 1) - ic;
         const int64_t s0 = strips * gi / groups, s1 = strips * (gi + 1) / groups;
         if (s0 >= s1) return;
         Scratch ablock(static_cast<size_t>((mcur + mr - 1) / mr * mr * kc) * sizeof(T));
