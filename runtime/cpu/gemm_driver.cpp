@@ -98,8 +98,10 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   // KC 1024 9.44-9.64 s, 512 9.44-9.68, 2048 9.76-9.96, 256 (a strip the
   // size of L1, before) 9.72-9.99; W6 ~192 -> ~203 GFLOP/s, G1 687-697 ->
   // 660-675 ms. (KC 256 in turn ran W6 ~10% faster than 136.) An MC x KC
-  // block of A takes half of L2; a KC x NC panel of B a quarter of L3
-  // (shared by the threads).
+  // block of A takes the rest of L2 (W6, three rounds of five, median
+  // GFLOP/s: MC 216 207.6 / 205.6 / 212.1, MC 120, half of L2, 193.6 /
+  // 202.3 / 204.8); a KC x NC panel of B a quarter of L3 (shared by the
+  // threads).
   const CacheSizes& cs = host_caches();
   const int64_t mr = g.shape.mr, nr = g.shape.nr;
   g.kc = std::clamp<int64_t>(cs.l2 / 8 / (nr * e) / 8 * 8, 64, 1024);
@@ -111,7 +113,7 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
     const int64_t blocks = (g.k + g.kc - 1) / g.kc;
     g.kc = ((g.k + blocks - 1) / blocks + 3) / 4 * 4;
   }
-  g.mc = std::max<int64_t>(mr, cs.l2 / 2 / (g.kc * e) / mr * mr);
+  g.mc = std::max<int64_t>(mr, (cs.l2 - g.kc * nr * e) / (g.kc * e) / mr * mr);
   g.nc = std::max<int64_t>(nr, cs.l3 / 4 / (g.kc * e) / nr * nr);
   g.prepare_a = c.fused_operand(0), g.prepare_b = c.fused_operand(1);
   // Packing pays when its panels are reused: skip it when A is no taller
