@@ -31,7 +31,7 @@ const char* kPrelude =
 constexpr int kLanes = 4;           // elements per thread in vectorized pointwise kernels
 constexpr int kMaxPerThread = 8;    // a row up to G x this many elements stays in registers
 constexpr int kMaxStashRegs = 48;   // registers per thread the row stash may take
-constexpr int kMaxEarlyRegs = 64;   // and the loads moved into phase 0 (plan_stash)
+constexpr int kMaxEarlyRegs = 64;   // and the loads moved into phase 0 (plan_early_loads)
 constexpr int kColumnSteps = 4;     // column groups: steps per thread before a row takes more threads
 constexpr int kColumnMinRows = 256; // column groups: rows a kernel needs for enough blocks
 // The parameters every generated kernel starts with (codegen.h), and a
