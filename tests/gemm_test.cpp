@@ -275,6 +275,25 @@ TEST_P(GemmTest, LinearBiasGeluIsOneKernel) {
   EXPECT_EQ(loom::metrics().kernels_launched - before, 1);
 }
 
+// A row of a product does not depend on the rows around it: the first m
+// rows of A times B equal, bit for bit, the first m rows of a taller
+// product's, whether the last rows form an edge tile (one row at a time,
+// or padded to a full tile when more than half of it) or a full tile.
+// Small products (A read in place), and a packed one.
+TEST_P(GemmTest, RowsDoNotDependOnTheRowsAround) {
+  if (GetParam() != "llvm") GTEST_SKIP() << "the CPU GEMM's tiles";
+  for (Mnk s : {Mnk{40, 40, 64}, Mnk{300, 520, 300}}) {
+    Operand a = make({s.m, s.k}, loom::kFloat, 11), b = make({s.k, s.n}, loom::kFloat, 12);
+    const std::vector<float> tall = loom::matmul(a.t, b.t).to_vector<float>();
+    for (int64_t m : {13, 16, 18, 19, 23, 24}) {  // edge tiles of 1, 4, 6, 7, 11, 12 rows (MR 12)
+      const std::vector<float> part = loom::matmul(a.t.slice(0, 0, m), b.t).to_vector<float>();
+      ASSERT_EQ(part.size(), static_cast<size_t>(m * s.n));
+      for (int64_t i = 0; i < m * s.n; ++i)
+        ASSERT_EQ(part[i], tall[i]) << "m " << m << " of " << s.m << ", element " << i;
+    }
+  }
+}
+
 LOOM_INSTANTIATE_BACKENDS(GemmTest);
 
 }  // namespace

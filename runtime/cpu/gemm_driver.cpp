@@ -292,14 +292,20 @@ void run_direct(const Ctx& x) {
   // register chain over all of K (a dot product of 35640 terms) loses
   // ~K ulp where blocks lose ~(KC + K/KC).
   const int64_t b_ks = pack ? nr : g.b_sk;
-  auto rows = [&](int64_t r) {  // r: (batch, row tile)
+  // Few row tiles (a short product, a small batch): the column tiles are
+  // split into groups too, so every thread gets work.
+  const double work = static_cast<double>(g.batch) * g.m * g.n * std::max<int64_t>(g.k, 1);
+  const int64_t threads = work >= (1 << 18) ? x.threads : 1;
+  const int64_t groups = g.batch * mt < 2 * threads ? std::min(nt, (2 * threads + g.batch * mt - 1) / (g.batch * mt)) : 1;
+  auto rows = [&](int64_t task) {  // (batch, row tile, group of column tiles)
+    const int64_t r = task / groups, gi = task % groups;
     const int64_t bi = r / mt, i = r % mt * mr;
     std::vector<T> part(g.k > g.kc ? static_cast<size_t>(mr * nr) : 0);
     GemmTile t{};
     t.a_rs = a_sm, t.a_ks = a_sk, t.b_ks = b_ks;
     t.batch = bi, t.i = i, t.rows = std::min(mr, g.m - i);
     t.partial = part.empty() ? nullptr : part.data(), t.ldp = nr;
-    for (int64_t j = 0; j < g.n; j += nr) {
+    for (int64_t j = nt * gi / groups * nr; j < nt * (gi + 1) / groups * nr && j < g.n; j += nr) {
       const T* b0 = pack ? static_cast<const T*>(bp + bi * nt * strip + j / nr * strip) : B + bi * g.b_sb + j;
       t.j = j, t.cols = std::min(nr, g.n - j);
       for (int64_t pc = 0; pc < g.k || pc == 0; pc += g.kc) {
@@ -312,9 +318,8 @@ void run_direct(const Ctx& x) {
       }
     }
   };
-  const int64_t tasks = g.batch * mt;
-  const double work = static_cast<double>(g.batch) * g.m * g.n * std::max<int64_t>(g.k, 1);
-  if (tasks > 1 && work >= (1 << 18))
+  const int64_t tasks = g.batch * mt * groups;
+  if (tasks > 1 && threads > 1)
     tbb::parallel_for(int64_t(0), tasks, rows);
   else
     for (int64_t r = 0; r < tasks; ++r) rows(r);
