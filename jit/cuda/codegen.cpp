@@ -614,7 +614,7 @@ class KernelEmitter {
       const int f = first_[e];
       const bool worth = ir::reads_memory(x) || (x.kind == ExprKind::Op && ir::costly_op(x.op));
       if (!worth || !varies_[e] || f < 0 || last[e] <= f || k_.phases[f].per_row) continue;
-      const int cost = plan_.per_thread * plan_.lanes * (element_size(x.dtype) == 8 ? 2 : 1);
+      const int cost = stash_regs(x.dtype);
       if (regs + cost > kMaxStashRegs) continue;
       regs += cost;
       stash_[e] = true;
@@ -639,13 +639,15 @@ class KernelEmitter {
       for (int ph = 0; ph < f; ++ph)
         for (auto [a, v] : k_.phases[ph].stores)
           stored_before = stored_before || k_.accesses[a].buffer == k_.accesses[x.a].buffer;
-      const int cost = plan_.per_thread * plan_.lanes * (element_size(x.dtype) == 8 ? 2 : 1);
+      const int cost = stash_regs(x.dtype);
       if (stored_before || regs + cost > kMaxEarlyRegs) continue;
       regs += cost;
       early_[e] = stash_[e] = true;
       first_[e] = 0;
     }
   }
+  // Registers a stashed value of dtype dt takes a thread: its row elements.
+  int stash_regs(ScalarType dt) const { return plan_.per_thread * plan_.lanes * (element_size(dt) == 8 ? 2 : 1); }
   bool reloaded(uint32_t e) const { return !stash_.empty() && stash_[e] && phase_ > first_[e]; }
 
   std::vector<bool> needed(const ir::Phase& ph) {

@@ -225,6 +225,13 @@ void pack_a(const T* a, int64_t sm, int64_t sk, int64_t mc, int64_t kc, int64_t 
   }
 }
 
+// Groups the column tiles (strips) of a product are split into beside its
+// `row_tasks` row blocks or tiles, so that each of `threads` threads gets
+// about two tasks: a short M or a small batch leaves threads idle otherwise.
+int64_t column_groups(int64_t row_tasks, int64_t strips, int64_t threads) {
+  return threads > 1 && row_tasks < 2 * threads ? std::min(strips, (2 * threads + row_tasks - 1) / row_tasks) : 1;
+}
+
 struct Ctx {
   const GemmPlan& g;
   GemmFn fn;
@@ -292,11 +299,9 @@ void run_direct(const Ctx& x) {
   // register chain over all of K (a dot product of 35640 terms) loses
   // ~K ulp where blocks lose ~(KC + K/KC).
   const int64_t b_ks = pack ? nr : g.b_sk;
-  // Few row tiles (a short product, a small batch): the column tiles are
-  // split into groups too, so every thread gets work.
   const double work = static_cast<double>(g.batch) * g.m * g.n * std::max<int64_t>(g.k, 1);
   const int64_t threads = work >= (1 << 18) ? x.threads : 1;
-  const int64_t groups = g.batch * mt < 2 * threads ? std::min(nt, (2 * threads + g.batch * mt - 1) / (g.batch * mt)) : 1;
+  const int64_t groups = column_groups(g.batch * mt, nt, threads);
   auto rows = [&](int64_t task) {  // (batch, row tile, group of column tiles)
     const int64_t r = task / groups, gi = task % groups;
     const int64_t bi = r / mt, i = r % mt * mr;
@@ -359,8 +364,7 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
   for (int64_t jc = 0; jc < g.n; jc += g.nc) {
     const int64_t nc = std::min(g.nc, g.n - jc);
     const int64_t strips = (nc + nr - 1) / nr;
-    // A short M leaves threads idle: split the strips into groups too.
-    const int64_t groups = threads > 1 && mb < 2 * threads ? std::min(strips, (2 * threads + mb - 1) / mb) : 1;
+    const int64_t groups = column_groups(mb, strips, threads);
     for (int64_t pc = 0; pc < g.k; pc += g.kc) {
       const int64_t kc = std::min(g.kc, g.k - pc);
       const T* bsrc = B + pc * g.b_sk + jc * g.b_sn;
