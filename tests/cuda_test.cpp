@@ -2,6 +2,8 @@
 // recovery, CUDA-graph replay and the error path of a kernel. The op suite
 // and the differential test run on the GPU through their "cuda" instances;
 // every test here skips, saying why, on a machine without one.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <thread>
 
@@ -30,6 +32,59 @@ TEST(CudaAvailability, ReportsAReasonOrADevice) {
     EXPECT_LOOM_ERROR(loom::ones({2}, loom::kCUDA), "ones", "CUDA is not available");
     EXPECT_LOOM_ERROR(loom::tensor({1.f, 2.f}).to(loom::kCUDA), "to", "CUDA is not available");
   }
+}
+
+// Events that were never recorded, or recorded without a GPU, are errors
+// naming the call and the caller's line, on any machine.
+TEST(CudaEvent, MisuseIsAClearError) {
+  loom::cuda::Event start, end;
+  EXPECT_FALSE(start.recorded());
+  EXPECT_LOOM_ERROR(start.elapsed_time(end), "cuda::Event::elapsed_time", "start event was never recorded");
+  EXPECT_LOOM_ERROR(start.synchronize(), "cuda::Event::synchronize", "never recorded");
+  if (!loom::cuda::is_available()) {
+    EXPECT_LOOM_ERROR(start.record(), "cuda::Event::record", loom::cuda::unavailable_reason());
+    EXPECT_FALSE(start.recorded());
+    return;
+  }
+  start.record();
+  EXPECT_LOOM_ERROR(start.elapsed_time(end), "cuda::Event::elapsed_time", "end event was never recorded");
+  EXPECT_LOOM_ERROR(start.record(loom::cuda::device_count()), "cuda::Event::record", "does not exist");
+}
+
+// Two events around queued work time the GPU's part of it: more than
+// nothing, no more than the host waited, and longer for eight times the work.
+TEST_F(CudaTest, EventsTimeTheWorkQueuedBetweenThem) {
+  Tensor x = loom::randn({1 << 24}, loom::kCUDA);
+  Tensor y;
+  loom::cuda::synchronize();
+  auto timed = [&](int calls) {
+    loom::cuda::Event start, end;
+    const auto t0 = std::chrono::steady_clock::now();
+    start.record();
+    for (int i = 0; i < calls; ++i) {
+      y = loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x;
+      loom::sync();  // queued, not waited for
+    }
+    end.record();
+    const float ms = start.elapsed_time(end);
+    const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_GT(ms, 0.f);
+    EXPECT_LE(ms, wall_ms * 1.01 + 0.01);
+    return ms;
+  };
+  // The first runs compile, and build a CUDA graph per set of buffers y
+  // alternates between: the GPU waits for the host there.
+  for (int i = 0; i < 3; ++i) timed(2);
+  const float one = std::min({timed(1), timed(1), timed(1)}), eight = timed(8);
+  EXPECT_GT(eight, 2 * one) << one << " ms for one call, " << eight << " for eight";
+  loom::cuda::Event again;
+  again.record();
+  again.synchronize();
+  EXPECT_EQ(again.elapsed_time(again), 0.f);
+  loom::cuda::Event moved = std::move(again);
+  EXPECT_TRUE(moved.recorded());
+  EXPECT_FALSE(again.recorded());  // NOLINT(bugprone-use-after-move): a moved-from event is empty
+  EXPECT_EQ(moved.device(), 0);
 }
 
 TEST_F(CudaTest, RoundTripKeepsValuesAndDtypes) {

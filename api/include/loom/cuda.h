@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include <loom/error.h>
+
 #pragma GCC visibility push(default)
 namespace loom::cuda {
 
@@ -42,6 +44,44 @@ struct MemoryStats {
   int64_t oom_retries = 0;           // out-of-memory recovered by freeing cached blocks
 };
 MemoryStats memory_stats(int device = 0);
+
+// A marker in loom's stream on one GPU, for timing GPU work as
+// torch.cuda.Event(enable_timing=True) does. loom records lazily, so queue
+// the work first: loom::sync() launches the pending graph, then record().
+//
+//   loom::cuda::Event start, end;
+//   start.record();
+//   for (int i = 0; i < 20; ++i) { y = f(x); loom::sync(); }  // queued, not waited for
+//   end.record();
+//   float ms = start.elapsed_time(end) / 20;  // GPU time per call
+//
+// The time between two events is the GPU's: the host's recording,
+// hashing and launching only count where the GPU sat idle waiting for them.
+class Event {
+ public:
+  Event() = default;
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+
+  // Queues the event on loom's stream of `device` (again, if recorded
+  // before): it completes once everything queued there before it has.
+  void record(int device = 0, SourceLoc loc = SourceLoc::current());
+  // Waits until it has completed.
+  void synchronize(SourceLoc loc = SourceLoc::current()) const;
+  // Milliseconds of GPU time from this event to `end`, both recorded on the
+  // same device; waits for `end`.
+  float elapsed_time(const Event& end, SourceLoc loc = SourceLoc::current()) const;
+
+  bool recorded() const { return event_ != nullptr; }
+  int device() const { return device_; }  // -1 until recorded
+
+ private:
+  void* event_ = nullptr;  // a CUevent, created by the first record()
+  int device_ = -1;
+};
 
 }  // namespace loom::cuda
 #pragma GCC visibility pop
