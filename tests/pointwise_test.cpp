@@ -163,8 +163,8 @@ TEST_P(PointwiseTest, RoundIsHalfToEven) {
 }
 
 // W1's chain over millions of elements: on a GPU, costly pointwise kernels
-// this large take two steps a thread (jit/cuda KernelPlan::steps), so the
-// last block's second step is only partly in range: [2^22 + 148] walks 4
+// this large take four steps a thread (jit/cuda KernelPlan::steps), so the
+// last block's later steps are only partly in range: [2^22 + 148] walks 4
 // lanes a step, [4099, 1025] one. Every element is checked.
 TEST_P(PointwiseTest, LargeCostlyChainsMatchEveryElement) {
   for (const std::vector<int64_t>& shape : {std::vector<int64_t>{(int64_t{1} << 22) + 148}, std::vector<int64_t>{4099, 1025}}) {

@@ -906,13 +906,20 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
     p.lanes = can_use_lanes(program, k) ? kLanes : 1;
     p.threads = prod(k.loop, 0, n) / p.lanes;
     p.empty = p.threads == 0;
-    // Costly elementwise work (W1's tanh and sigmoid): two steps a thread,
-    // the loads of both first, so one step's arithmetic does not hold back
-    // the next step's loads. H100, W1 (2^24 floats), event-timed: 54.3-55.1
-    // us with one step, 52.4-53.3 with two, 53.6-54.7 with four; a plain
-    // copy of 2^26 floats went from 184 to 188 us with two, so cheap
-    // kernels keep one, and small grids keep their blocks.
-    if (k.cost_per_element >= kCostlyElement && p.threads >= kTwoStepsMinThreads) p.steps = 2;
+    // Costly elementwise work (W1's tanh and sigmoid): four steps a thread,
+    // the loads of all first, so one step's arithmetic does not hold back
+    // the next step's loads, in blocks of 128. W1 (2^24 floats), 20 calls
+    // queued between two events, steps/block: on an H200 2/256 41.8-42.0
+    // us, 2/128 40.0, 4/256 38.5, 4/128 37.3-37.6, 8/128 38.8, 16/128 53.8;
+    // on an H100 2/256 49.7-49.8, 2/128 48.6-48.8, 4/128 49.6-50.1, 8/128
+    // 51.2. The H200's faster memory wants more loads in flight for the
+    // same arithmetic; 4/128 is the best of both. A plain copy keeps one
+    // step in blocks of 256 (2^26 floats on an H100: 184 us, 188 with two
+    // steps), and small grids keep their blocks.
+    if (k.cost_per_element >= kCostlyElement && p.threads >= kCostlyMinThreads) {
+      p.steps = kCostlySteps;
+      p.block = kCostlyBlock;
+    }
     return p;
   }
   p.pointwise = false;
@@ -955,7 +962,7 @@ LaunchDims launch_dims(const KernelPlan& plan) {
     // time): 52.1 us this way, 54.0 us with the grid capped at 32 blocks per
     // SM and threads looping; a 2^26 copy 184 vs 192 us. The kernel still
     // loops (grid-stride), for grids past the hardware's limit.
-    d.block = 256;
+    d.block = static_cast<uint32_t>(plan.block);
     const int64_t blocks = (plan.threads + d.block * plan.steps - 1) / (d.block * plan.steps);
     d.grid = static_cast<uint32_t>(std::clamp<int64_t>(blocks, 1, int64_t(0x7fffffff)));
     return d;

@@ -33,6 +33,7 @@ struct KernelPlan {
   int lanes = 1;           // elements per thread step (1, or 4 with 16-byte accesses)
   int64_t threads = 0;     // pointwise: threads' worth of work (elements / lanes)
   int steps = 1;           // pointwise: steps of `lanes` elements per thread, their loads issued together
+  int block = 256;         // pointwise: threads a block
   int group = 32;          // row: threads per row (G)
   int rows_per_block = 1;  // row: RB
   int per_thread = 0;      // row: steps (of `lanes` elements) per thread if the row stays in registers, else 0
@@ -45,9 +46,12 @@ struct KernelPlan {
 };
 KernelPlan plan_kernel(const ir::KernelProgram& p, const ir::Kernel& k);
 // Pointwise kernels of at least this ir::Kernel::cost_per_element and
-// kTwoStepsMinThreads threads take two steps a thread (KernelPlan::steps).
+// kCostlyMinThreads threads take kCostlySteps steps a thread
+// (KernelPlan::steps) in blocks of kCostlyBlock (see plan_kernel).
 constexpr double kCostlyElement = 16;
-constexpr int64_t kTwoStepsMinThreads = int64_t{1} << 20;
+constexpr int64_t kCostlyMinThreads = int64_t{1} << 20;
+constexpr int kCostlySteps = 4;
+constexpr int kCostlyBlock = 128;
 
 // Grid and block of a planned kernel (the same on every GPU).
 struct LaunchDims {

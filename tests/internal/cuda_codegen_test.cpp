@@ -138,23 +138,27 @@ TEST(CudaCodegen, LongRowsLoop) {
 // rows. A warp then takes 32 adjacent columns, one thread each, so each of
 // its loads is 128 contiguous bytes; a column's threads are 32 apart and
 // fold their partials through shared memory (KernelPlan::columns).
-// Costly pointwise kernels over many elements take two steps a thread,
-// the loads of both issued first; cheap or small ones one.
-TEST(CudaCodegen, CostlyLargePointwiseKernelsTakeTwoStepsAThread) {
+// Costly pointwise kernels over many elements take four steps a thread in
+// blocks of 128, the loads of all steps issued first; cheap or small ones
+// one step in blocks of 256.
+TEST(CudaCodegen, CostlyLargePointwiseKernelsTakeFourStepsAThread) {
   auto x = loom::randn({1 << 22});
   auto small = loom::randn({1 << 12});
   loom::sync();
   KernelProgram costly = lower_outputs({loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x});
   jc::KernelPlan plan = jc::plan_kernel(costly, costly.kernels.front());
   EXPECT_TRUE(plan.pointwise);
-  EXPECT_EQ(plan.steps, 2);
+  EXPECT_EQ(plan.steps, jc::kCostlySteps);
   EXPECT_EQ(plan.threads, (1 << 22) / 4);
-  EXPECT_EQ(jc::launch_dims(plan).grid, static_cast<uint32_t>((1 << 20) / (2 * 256)));
+  EXPECT_EQ(jc::launch_dims(plan).block, static_cast<uint32_t>(jc::kCostlyBlock));
+  EXPECT_EQ(jc::launch_dims(plan).grid, static_cast<uint32_t>((1 << 20) / (jc::kCostlySteps * jc::kCostlyBlock)));
   const std::string src = jc::emit_source(costly);
   if (std::getenv("LOOM_TEST_PRINT")) std::cerr << src;
-  EXPECT_NE(src.find("[2][4]"), std::string::npos) << src;  // both steps' loads held at once
+  EXPECT_NE(src.find("[4][4]"), std::string::npos) << src;  // every step's loads held at once
+  EXPECT_NE(src.find("__launch_bounds__(128)"), std::string::npos) << src;
   KernelProgram cheap = lower_outputs({x * 2});
   EXPECT_EQ(jc::plan_kernel(cheap, cheap.kernels.front()).steps, 1);
+  EXPECT_EQ(jc::launch_dims(jc::plan_kernel(cheap, cheap.kernels.front())).block, 256u);
   KernelProgram few = lower_outputs({loom::sigmoid(loom::tanh(small * 1.5 + 0.5) * small) + small * small});
   EXPECT_EQ(jc::plan_kernel(few, few.kernels.front()).steps, 1);
 }
