@@ -104,7 +104,8 @@ int split_reductions(KernelProgram& p, int64_t target_rows);
 // split alone still changes the disk caches' keys.
 std::string split_build_id();
 
-// When lowering was built (part of compiled objects' disk-cache key).
+// When lowering was built, each of its files (part of compiled objects'
+// disk-cache key).
 std::string lower_build_id();
 
 }  // namespace loom::ir

@@ -1,0 +1,236 @@
+// The lowering's one class, shared by the files that define its passes
+// (internal to ir/; the interface is ir/lower.h):
+//   lower.cpp          run, attempt (the pass sequence), pass 1 (boundaries),
+//                      printing
+//   lower_kernels.cpp  pass 2: build_all and KernelBuilder, one kernel from
+//                      one root node
+//   lower_fusion.cpp   absorption, pass 3 (recompute), 4a-4d (vertical,
+//                      horizontal, late updates, checks first), 5 (collapse),
+//                      6 (buffers)
+// A debugger session starts at Lowering::attempt: each pass is one call there.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/kernel.h"
+#include "ir/lower.h"
+
+namespace loom::ir::lowering {
+
+// Ops with a hand-written kernel: their inputs and output are whole buffers.
+inline bool is_library(Op op) {
+  switch (op) {
+    case Op::MatMul: case Op::Concat: case Op::IndexSelect: case Op::Gather: case Op::ScatterAdd:
+    case Op::ScatterStrided: case Op::ToDevice: case Op::RandUniform: case Op::RandNormal: case Op::Linspace:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A random tensor of a floating dtype is computed where it is used (Philox
+// at the element's counter, ir/philox.h), so dropout's mask or an
+// initializer's scaling is one kernel with no random buffer.
+inline bool fused_random(Op op, ScalarType dt) { return (op == Op::RandUniform || op == Op::RandNormal) && is_floating_point(dt); }
+
+inline bool is_elementwise(Op op) {
+  Family f = op_family(op);
+  return f == Family::Unary || f == Family::Binary || f == Family::Ternary;
+}
+
+// Which loop dim indexes each dim of a node inside a kernel (-1: the node
+// is broadcast along that dim, or the dim has size 1).
+using DimMap = Dims;
+
+// Rough per-element cost of an op, to decide recompute vs store and to size
+// parallel chunks. Transcendentals cost more than adds.
+inline double op_cost(Op op) {
+  switch (op) {
+    case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid:
+    case Op::Gelu: case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
+      return 8;
+    case Op::Div: case Op::Sqrt: case Op::Rsqrt: case Op::Reciprocal: case Op::Fmod: case Op::Remainder:
+      return 3;
+    case Op::Clamp:  // a maximum and a minimum
+      return 2;
+    case Op::RandUniform:  // ten Philox rounds
+      return 12;
+    case Op::RandNormal:  // and Box-Muller in double
+      return 40;
+    case Op::MatMul:  // never recomputed: a product read by two kernels gets a buffer
+      return 1e9;
+    default:
+      return 1;
+  }
+}
+
+inline constexpr const char* kGraphOutput = "graph output";
+// Producers of a GEMM's operand at most this costly (op_cost) are applied
+// as the GEMM reads the operand: a negation, a scaling, a ReLU, a clamp, a
+// division, not an exp (recomputed for each tile of C that reads it).
+inline constexpr double kCheapProducerCost = 3;
+
+struct NeedsBuffer {
+  uint32_t node;
+  std::string reason;
+};
+
+// When each file of the lowering was built: part of lower_build_id (ir/lower.h),
+// so that a change to any of them changes the disk caches' keys.
+std::string lower_kernels_build_id();
+std::string lower_fusion_build_id();
+
+class Lowering {
+ public:
+  Lowering(const Graph& g, const LowerOptions& options)
+      : g_(g), opt_(options), n_(static_cast<uint32_t>(g.size())), absorbed_(n_, -1), rejected_(n_, false) {}
+
+  // Every pass, then absorption trials (lower.cpp).
+  KernelProgram run(LowerLog* log);
+
+ private:
+  KernelProgram attempt(std::string* passes);  // every pass once, with the current absorptions
+
+  // ---------------------------------------------------------------- shared by the passes
+  static void note(std::string* passes, const std::string& line) {
+    if (passes) *passes += line + "\n";
+  }
+  size_t count_buffers() const {
+    return std::count_if(reason_.begin(), reason_.end(), [](const std::string& r) { return !r.empty(); });
+  }
+  const Node& node(uint32_t i) const { return *g_.nodes[i]; }
+  // A floating-point product is a GEMM kernel when the backend takes them.
+  bool gemm(uint32_t i) const {
+    return node(i).op == Op::MatMul && opt_.gemm_kernels && is_floating_point(node(i).dtype) && !narrow_product(i) &&
+           !short_product(i);
+  }
+  // A product inlined as K multiply-adds (LowerOptions::short_products_inline).
+  bool short_product(uint32_t i) const {
+    const int64_t k = float_product_2d(i) ? node(g_.inputs_of(i)[0]).shape[1] : 0;
+    return opt_.short_products_inline && k >= 1 && k <= kShortProductMaxK;
+  }
+  // A product computed as a row kernel (LowerOptions::narrow_products_as_rows).
+  bool narrow_product(uint32_t i) const {
+    return opt_.narrow_products_as_rows && float_product_2d(i) && node(i).shape[1] <= kNarrowProductMaxN &&
+           node(g_.inputs_of(i)[0]).shape[1] >= kNarrowProductMinK;
+  }
+  // A [M, K] x [K, N] product of float32 or float64 (no batch; bfloat16 keeps its GEMM).
+  bool float_product_2d(uint32_t i) const {
+    const Node& nd = node(i);
+    return nd.op == Op::MatMul && nd.shape.n == 2 && (nd.dtype == kFloat || nd.dtype == kDouble);
+  }
+  // A product this lowering generates code for: a GEMM, a row kernel or
+  // inlined multiply-adds (else a library call).
+  bool generated_product(uint32_t i) const { return gemm(i) || narrow_product(i) || short_product(i); }
+  bool library(uint32_t i) const {
+    return is_library(node(i).op) && !generated_product(i) && !fused_random(node(i).op, node(i).dtype) &&
+           !fused_gather(i);
+  }
+  // A gather computed where it is used (ExprKind::Gather): x[i, t[i]] is a
+  // load of x at a position its index tensor moves, so cross_entropy's
+  // pick of the target's log-probability is part of the kernel that sums
+  // it. (A 0-d index reads element 0 unchecked, as the reference does: the
+  // library kernel keeps that case.)
+  bool fused_gather(uint32_t i) const { return node(i).op == Op::Gather && node(i).shape.n > 0; }
+  // A producer a GEMM applies to its operand's elements as it reads them
+  // (ir::Contraction::a_value): a cheap op on one input of the product's
+  // dtype and the same shape (scalar operands allowed: x * 0.5, a clamp's
+  // bounds), not a graph input or constant.
+  bool fusible_producer(uint32_t i, ScalarType dt) const {
+    const Node& nd = node(i);
+    const auto ins = g_.inputs_of(i);
+    const bool one_input = nd.op == Op::Clamp || op_family(nd.op) == Family::Unary || has_scalar_operand(nd);
+    return one_input && ins.size() == 1 && is_elementwise(nd.op) && nd.dtype == dt && node(ins[0]).dtype == dt &&
+           node(ins[0]).shape == nd.shape && op_cost(nd.op) <= kCheapProducerCost;
+  }
+  // Operand `in` of GEMM `product` with its fusible producers walked through (lower.cpp).
+  uint32_t operand_base(uint32_t product, uint32_t in, std::vector<uint32_t>* chain = nullptr) const;
+  void need(uint32_t i, const std::string& why) {
+    if (reason_[i].empty()) reason_[i] = why;
+  }
+
+  // ---------------------------------------------------------------- pass 1, boundaries (lower.cpp)
+  void boundaries();
+  void need_readable(uint32_t in, const char* viewed, const char* read);
+  uint32_t memory_owner(uint32_t in) const;
+  bool dim_view(uint32_t i, Dims* view_dim = nullptr) const;
+  bool contiguous_view_of(uint32_t i, uint32_t& src) const;
+
+  // ---------------------------------------------------------------- pass 2, kernels (lower_kernels.cpp)
+  size_t build_all(std::vector<NeedsBuffer>& needs);
+  void add_buffer(uint32_t i, BufferKind kind, uint32_t index);
+  class KernelBuilder;  // one kernel from one root node: lower_kernels.cpp
+
+  // ---------------------------------------------------------------- absorption (lower_fusion.cpp)
+  void find_candidates();
+  std::vector<std::vector<bool>> kernel_waits() const;
+  bool library_reads(uint32_t b) const;
+  bool stored_by_consumer_only(uint32_t i) const;
+
+  // ---------------------------------------------------------------- pass 3, recompute (lower_fusion.cpp)
+  std::vector<NeedsBuffer> recompute_check();
+  double subtree_cost(uint32_t i) const;
+  static constexpr double kMaxRecomputeCost = 12;
+
+  // ---------------------------------------------------------------- pass 4a, vertical (lower_fusion.cpp)
+  void vertical();
+  void drop_unread_temporaries();
+  static bool store_only(const Kernel& k);
+  static std::vector<uint32_t> read_buffers(const Kernel& k) { return kernel_buffers(k).reads; }
+  bool over_rows_of(const Kernel& a, const Kernel& b) const;
+  bool joinable(const Kernel& a, const Kernel& b) const;
+  static int64_t stored_value(const Kernel& a, const Access& x);
+  static void join(Kernel& a, const Kernel& b);
+
+  // ---------------------------------------------------------------- pass 4b, horizontal (lower_fusion.cpp)
+  void horizontal();
+
+  // ---------------------------------------------------------------- pass 4c, late updates (lower_fusion.cpp)
+  int late_updates();
+  void steps_last(const std::vector<bool>& last);
+
+  // ---------------------------------------------------------------- pass 4d, checks first (lower_fusion.cpp)
+  int checks_first();
+
+  // What steps read and write, and when two kernels may become one
+  // (passes 4a-4d, lower_fusion.cpp).
+  bool may_update(uint32_t out, uint32_t in) const;
+  static bool overlap(const std::vector<uint32_t>& xs, const std::vector<uint32_t>& ys);
+  std::vector<StepBuffers> all_step_buffers() const;
+  static bool conflict(const StepBuffers& x, const StepBuffers& y);
+  static std::vector<uint32_t> written(const Kernel& k) { return kernel_buffers(k).writes; }
+  static bool reads_any(const Kernel& k, const std::vector<uint32_t>& bufs);
+  static bool within_size_bound(const Kernel& a, const Kernel& b);
+  static bool can_merge(const Kernel& a, const Kernel& b);
+  static void merge(Kernel& a, const Kernel& b);
+
+  // ---------------------------------------------------------------- pass 5, collapse (lower_fusion.cpp)
+  static int collapse(Kernel& k);
+  static void erase_dim(Dims& dims, int d);
+
+  // ---------------------------------------------------------------- pass 6, buffers (lower_fusion.cpp)
+  void plan_buffers();
+
+  // ---------------------------------------------------------------- state
+  const Graph& g_;
+  const LowerOptions opt_;
+  const uint32_t n_;
+  KernelProgram p_;
+  std::vector<std::string> reason_;  // non-empty: the node owns a buffer, for this reason
+  std::vector<int32_t> buffer_of_;
+  std::vector<std::vector<uint32_t>> inlined_by_;  // kernels (by root) that inline the node
+  // Absorption (run): node -> root of the kernel that computes and stores it
+  // per row (-1: none); outputs tried and not kept; whether this attempt
+  // stored every absorbed node as planned; the next outputs to try.
+  std::vector<int32_t> absorbed_;
+  std::vector<bool> rejected_;
+  bool absorb_ok_ = true;
+  using Candidate = std::pair<uint32_t, uint32_t>;  // (output node, root of its reader's kernel)
+  std::vector<Candidate> candidates_;
+};
+
+}  // namespace loom::ir::lowering
