@@ -349,10 +349,27 @@ class KernelEmitter {
     b_.CreateCondBr(aligned, nt, after);
     b_.SetInsertPoint(nt);
     streaming_ = true;
-    loop(d, hi, step, [&] { body(step); });
+    loop(d, hi, step, [&] {
+      prefetch_ahead(step);
+      body(step);
+    });
     streaming_ = false;
     b_.CreateBr(after);
     b_.SetInsertPoint(after);
+  }
+
+  // Prefetches the elements kAheadBytes past this w-lane step of the
+  // hinted accesses (MemoryHints::ahead): one prefetch per cache line.
+  void prefetch_ahead(int w) {
+    for (uint32_t a : hints_.ahead) {
+      const ir::Access& acc = k_.accesses[a];
+      const ScalarType dt = p_.buffers[acc.buffer].dtype;
+      const int64_t esize = static_cast<int64_t>(element_size(dt));
+      Value* ahead = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), b_.getInt64(kAheadBytes / esize)));
+      for (int64_t line = 0; line < w * esize; line += 64)
+        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
+                           {b_.CreateConstGEP1_64(b_.getInt8Ty(), ahead, line), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+    }
   }
 
   // Prefetches the next row's elements of the hinted accesses (see
@@ -1193,6 +1210,8 @@ KernelFunctions share_functions(const ir::KernelProgram& p) {
     for (bool s : h.stream) key += s ? 'S' : '.';
     key += ';' + std::to_string(h.prefetch_phase);
     for (uint32_t a : h.prefetch) key += ',' + std::to_string(a);
+    key += ';';
+    for (uint32_t a : h.ahead) key += ',' + std::to_string(a);
     return key;
   });
 }

@@ -36,6 +36,19 @@ MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k) {
     }
   }
 
+  // Prefetch ahead: a pointwise kernel (one store phase over all its loops)
+  // that streams a store reads its large contiguous inputs ahead.
+  const bool streams = std::find(h.stream.begin(), h.stream.end(), true) != h.stream.end();
+  if (streams && k.phases.size() == 1 && k.phases[0].kind == ir::Phase::Store && !k.phases[0].per_row &&
+      !k.contraction)
+    for (const ir::Expr& e : k.exprs) {
+      if (e.kind != ir::ExprKind::Load) continue;
+      const ir::Access& acc = k.accesses[e.a];
+      if (inner_stride(acc) == 1 && buffer_bytes(p, acc.buffer) >= kPrefetchBytes &&
+          std::find(h.ahead.begin(), h.ahead.end(), e.a) == h.ahead.end())
+        h.ahead.push_back(e.a);
+    }
+
   // Prefetch: a row kernel whose first phase reads rows from memory and
   // which has a later phase over the row to overlap the next row's reads with.
   if (k.outer == 0 || k.outer >= k.loop.n || k.phases.empty() || k.phases[0].kind != ir::Phase::Reduce) return h;

@@ -35,6 +35,35 @@ TEST(MemoryHints, ALargeOutputNobodyReadsIsStreamed) {
   EXPECT_EQ(lc::memory_hints(p, p.kernels[0]).prefetch_phase, -1);  // not a row kernel
 }
 
+// A streaming pointwise kernel reads its large inputs kAheadBytes ahead
+// (MemoryHints::ahead): W1's x, both operands of a large add; not a small
+// input broadcast along the rows, not a row kernel, not a kernel whose
+// output stays in the caches.
+TEST(MemoryHints, StreamingPointwiseKernelsPrefetchTheirInputsAhead) {
+  auto x = loom::randn({kBig});
+  auto x2 = loom::randn({kBig});
+  auto m = loom::randn({kBig / 1024 + 1, 1024});
+  auto bias = loom::randn({1024});
+  auto small = loom::randn({1 << 10});
+  loom::sync();
+  KernelProgram w1 = lower_outputs({loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x});
+  ASSERT_EQ(w1.kernels.size(), 1u);
+  EXPECT_EQ(lc::memory_hints(w1, w1.kernels[0]).ahead.size(), 1u);  // x, loaded once
+  KernelProgram two = lower_outputs({x + x2});
+  EXPECT_EQ(lc::memory_hints(two, two.kernels[0]).ahead.size(), 2u);
+  KernelProgram biased = lower_outputs({m + bias});
+  ASSERT_EQ(biased.kernels.size(), 1u);
+  EXPECT_EQ(lc::memory_hints(biased, biased.kernels[0]).ahead.size(), 1u);  // m only: the bias stays in L1
+  KernelProgram few = lower_outputs({small * 2});
+  EXPECT_TRUE(lc::memory_hints(few, few.kernels[0]).ahead.empty());
+  KernelProgram rows = lower_outputs({loom::softmax(m, -1)});
+  EXPECT_TRUE(lc::memory_hints(rows, rows.kernels[0]).ahead.empty());  // a row kernel: its own next-row prefetch
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> mod = lc::emit_module(w1, lc::share_functions(w1), ctx, lc::host_target());
+  if (lc::host_target().triple.rfind("x86_64", 0) == 0 && lc::host_target().vector_width > 1)
+    EXPECT_NE(lc::module_text(*mod).find("llvm.prefetch"), std::string::npos);
+}
+
 TEST(MemoryHints, SmallOrReReadOutputsAreNotStreamed) {
   auto small = loom::randn({1 << 10});
   auto x = loom::randn({kBig});
