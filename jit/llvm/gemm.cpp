@@ -1,7 +1,7 @@
 // The GEMM tile function's body (see gemm.h): the K loop of broadcast-FMAs
 // over MR x NV accumulator vectors, then partial sums or the epilogue.
 //
-// Accumulators and loop counters are allocas, as in codegen.cpp: mem2reg
+// Accumulators and loop counters are allocas, as in kernel_emitter.cpp: mem2reg
 // keeps the 24 accumulators in registers through the K loop. A full packed
 // tile's sums go from the registers to the partial sums or the epilogue
 // (unrolled, MR x NV vectors); edge tiles and the unpacked path go through

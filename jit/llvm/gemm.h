@@ -62,7 +62,7 @@ using GemmFn = void (*)(const GemmTile* tile, void* const* buffers, const double
 
 // The epilogue at one position: the kernel's store phase with the product's
 // value `product` (w lanes along N from column j). Emitted by KernelEmitter
-// (codegen.cpp), which owns every expression.
+// (kernel_emitter.cpp, emit_expr.cpp), which owns every expression.
 using GemmEpilogue = std::function<void(llvm::Value* batch, llvm::Value* i, llvm::Value* j, llvm::Value* product, int w)>;
 // An operand's fused producers on `w` lanes of its elements `x` (`which`:
 // 0 for A, 1 for B); null for an operand without any.

@@ -1,4 +1,4 @@
-// One counted loop in LLVM IR, shared by the kernel emitter (codegen.cpp)
+// One counted loop in LLVM IR, shared by the kernel emitter (kernel_emitter.cpp)
 // and the GEMM tile emitter (gemm.cpp).
 #pragma once
 #include <cstdint>

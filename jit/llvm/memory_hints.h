@@ -1,6 +1,6 @@
 // How a generated kernel should treat memory beyond plain loads and stores:
 // which stores bypass the caches and which loads of the next row to
-// prefetch. Pure decisions on the loop IR; jit/llvm/codegen.cpp emits them.
+// prefetch. Pure decisions on the loop IR; jit/llvm/kernel_emitter.cpp emits them.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,0 +1,513 @@
+// KernelEmitter (jit/llvm/kernel_emitter.h): what one step of a loop
+// computes: loads, gathers and stores, the expressions of the loop IR with
+// their math (jit/llvm/math.h), the row stash, and the types and bfloat16
+// conversions they use.
+#include "jit/llvm/kernel_emitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <functional>
+#include <limits>
+#include <map>
+
+#include <loom/error.h>
+
+#include "jit/llvm/gemm.h"
+#include "jit/llvm/ir_loops.h"
+#include "jit/llvm/math.h"
+#include "jit/llvm/runtime_calls.h"
+
+namespace loom::jit::llvm_cpu::detail {
+
+// ---------------------------------------------------------------- memory
+// Element offset of access `a` at the current loop indices (lane 0).
+Value* KernelEmitter::offset(const ir::Access& a) {
+  Value* off = b_.getInt64(a.offset);
+  for (uint8_t d = 0; d < a.strides.n; ++d)
+    if (a.strides[d]) off = b_.CreateAdd(off, b_.CreateMul(b_.CreateLoad(b_.getInt64Ty(), idx_[d]), b_.getInt64(a.strides[d])));
+  return off;
+}
+
+Value* KernelEmitter::load(uint32_t ai, ScalarType dt, int w) {
+  const ir::Access& a = k_.accesses[ai];
+  Type* mt = memory_type(dt);
+  Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
+  Value* v;
+  const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
+  if (w == 1) {
+    v = b_.CreateLoad(mt, base);
+  } else if (inner == 1) {
+    v = b_.CreateAlignedLoad(llvm::FixedVectorType::get(mt, w), base, llvm::Align(element_size(dt)));
+  } else if (inner == 0) {
+    v = b_.CreateVectorSplat(w, b_.CreateLoad(mt, base));
+  } else {
+    v = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, w));
+    for (int l = 0; l < w; ++l)
+      v = b_.CreateInsertElement(v, b_.CreateLoad(mt, b_.CreateConstGEP1_64(mt, base, l * inner)), uint64_t(l));
+  }
+  if (dt == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  if (dt == kBFloat16) v = bf16_widen(v);
+  return v;
+}
+
+// A fused gather's w elements: access x.a at the loop position, each lane
+// moved by its index (in range: an IndexCheck's value) times x.imm. One
+// masked gather (vpgatherqps on AVX-512 / AVX2) for a vector step.
+Value* KernelEmitter::gather(const ir::Expr& x, Value* index, int w) {
+  const ir::Access& a = k_.accesses[x.a];
+  Type* mt = memory_type(x.dtype);
+  Value* base = b_.CreateGEP(mt, base_[x.a], offset(a));
+  Value* moved = b_.CreateMul(index, splat(b_.getInt64(x.imm), w));
+  Value* v;
+  if (w == 1) {
+    v = b_.CreateLoad(mt, b_.CreateGEP(mt, base, moved));
+  } else {
+    const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
+    std::vector<llvm::Constant*> lanes;
+    for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l * inner));
+    Value* at = b_.CreateAdd(moved, llvm::ConstantVector::get(lanes));
+    v = b_.CreateMaskedGather(llvm::FixedVectorType::get(mt, w), b_.CreateGEP(mt, base, at),
+                              llvm::Align(element_size(x.dtype)));
+  }
+  if (x.dtype == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
+  if (x.dtype == kBFloat16) v = bf16_widen(v);
+  return v;
+}
+
+void KernelEmitter::store(uint32_t ai, Value* v, ScalarType dt, int w) {
+  const ir::Access& a = k_.accesses[ai];
+  Type* mt = memory_type(dt);
+  if (dt == kBool) v = b_.CreateZExt(v, w == 1 ? mt : static_cast<Type*>(llvm::FixedVectorType::get(mt, w)));
+  if (dt == kBFloat16) v = bf16_narrow(v);
+  Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
+  const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
+  if (w == 1) {
+    b_.CreateStore(v, base);
+  } else if (inner == 1 && streaming_ && hints_.stream[ai] && dt != kBFloat16) {
+    llvm::StoreInst* st = b_.CreateAlignedStore(v, base, llvm::Align(64));
+    st->setMetadata(llvm::LLVMContext::MD_nontemporal,
+                    llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
+  } else if (inner == 1) {
+    b_.CreateAlignedStore(v, base, llvm::Align(element_size(dt)));
+  } else {
+    for (int l = 0; l < w; ++l)
+      b_.CreateStore(b_.CreateExtractElement(v, uint64_t(l)), b_.CreateConstGEP1_64(mt, base, l * inner));
+  }
+}
+
+// ---------------------------------------------------------------- expressions
+std::vector<Value*> KernelEmitter::eval(const std::vector<bool>& need, int w) {
+  std::vector<Value*> v(k_.exprs.size(), nullptr);
+  for (size_t e = 0; e < k_.exprs.size(); ++e) {
+    if (!need[e]) continue;
+    if (reloaded(e)) {
+      v[e] = stash_access(e, w, nullptr);
+      continue;
+    }
+    v[e] = eval_one(k_.exprs[e], v, w);
+    if (stash_[e] && stash_first_[e] == phase_) stash_access(e, w, v[e]);
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------- row stash
+// A costly value computed in a reduce phase and used again by a later
+// phase of the same row (softmax's exp(x - max): summed, then divided) is
+// kept in a row-sized stack buffer instead of being computed twice.
+void KernelEmitter::plan_stash() {
+  const size_t n = k_.exprs.size();
+  stash_.assign(n, false);
+  stash_first_.assign(n, -1);
+  if (k_.outer == 0 && k_.loop.n) return;  // whole-tensor rows do not fit a stack buffer
+  if (column_) return;  // rows side by side (column_phases): computed again, a lane each
+  int64_t row = 1;
+  for (int d = k_.outer; d < k_.loop.n; ++d) row *= k_.loop[d];
+  if (row > kMaxStashRow) return;
+  std::vector<bool> row_dependent(n, false);
+  for (size_t e = 0; e < n; ++e) {
+    const ir::Expr& x = k_.exprs[e];
+    if (ir::reads_memory(x) || x.kind == ExprKind::Iota) row_dependent[e] = true;
+    for (int o = 0; o < ir::operand_count(x); ++o) row_dependent[e] = row_dependent[e] || row_dependent[ir::operand(x, o)];
+  }
+  std::vector<int> last(n, -1);
+  for (size_t p = 0; p < k_.phases.size(); ++p) {
+    const ir::Phase& ph = k_.phases[p];
+    std::vector<bool> need(n, false);
+    if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
+    for (auto [a, e] : ph.stores) mark(e, need);
+    for (size_t e = 0; e < n; ++e) {
+      if (!need[e]) continue;
+      if (stash_first_[e] < 0) stash_first_[e] = static_cast<int>(p);
+      if (!ph.per_row) last[e] = static_cast<int>(p);
+    }
+  }
+  for (size_t e = 0; e < n; ++e) {
+    const ir::Expr& x = k_.exprs[e];
+    const int first = stash_first_[e];
+    stash_[e] = x.kind == ExprKind::Op && ir::costly_op(x.op) && x.dtype != kBool && row_dependent[e] && first >= 0 &&
+                last[e] > first && k_.phases[first].kind == ir::Phase::Reduce &&
+                k_.phases[first].reduce_op != Op::ArgMax && k_.phases[first].reduce_op != Op::ArgMin;
+    if (stash_[e]) stash_buf_[e] = b_.CreateAlloca(scalar_type(x.dtype), b_.getInt64(row), "stash" + std::to_string(e));
+  }
+}
+
+// Stores `v` into (or, with v null, loads from) e's stash at the row position.
+Value* KernelEmitter::stash_access(uint32_t e, int w, Value* v) {
+  Value* pos = b_.getInt64(0);
+  int64_t stride = 1;
+  for (int d = k_.loop.n - 1; d >= k_.outer; --d) {
+    pos = b_.CreateAdd(pos, b_.CreateMul(b_.CreateLoad(b_.getInt64Ty(), idx_[d]), b_.getInt64(stride)));
+    stride *= k_.loop[d];
+  }
+  Type* st = scalar_type(k_.exprs[e].dtype);
+  Value* at = b_.CreateGEP(st, stash_buf_.at(e), pos);
+  Type* ty = w == 1 ? st : static_cast<Type*>(llvm::FixedVectorType::get(st, w));
+  if (v) {
+    b_.CreateAlignedStore(v, at, llvm::Align(register_size(k_.exprs[e].dtype)));
+    return v;
+  }
+  return b_.CreateAlignedLoad(ty, at, llvm::Align(register_size(k_.exprs[e].dtype)));
+}
+
+Value* KernelEmitter::eval_one(const ir::Expr& x, const std::vector<Value*>& v, int w) {
+  Value* r = eval_value(x, v, w);
+  return x.dtype == kBFloat16 && ir::is_computed(x) ? bf16_round(r) : r;
+}
+
+Value* KernelEmitter::eval_value(const ir::Expr& x, const std::vector<Value*>& v, int w) {
+  switch (x.kind) {
+    case ExprKind::Load: return load(x.a, x.dtype, w);
+    case ExprKind::Gather: return gather(x, v[x.b], w);
+    case ExprKind::Scalar: return splat(scalar_arg(x.a, x.dtype), w);
+    case ExprKind::RowValue:
+      if (column_rows_.size() > x.a && column_rows_[x.a]) return b_.CreateLoad(vec_type(x.dtype, w), column_rows_[x.a]);
+      return splat(b_.CreateLoad(scalar_type(x.dtype), row_[x.a]), w);
+    case ExprKind::Iota: {
+      if (x.a == ~0u) return splat(b_.getInt64(0), w);
+      Value* i = splat(b_.CreateLoad(b_.getInt64Ty(), idx_[x.a]), w);
+      if (w > 1 && static_cast<int>(x.a) == lane_dim()) {
+        std::vector<llvm::Constant*> lanes;
+        for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l));
+        i = b_.CreateAdd(i, llvm::ConstantVector::get(lanes));
+      }
+      return i;
+    }
+    case ExprKind::Contract: return contract_;
+    case ExprKind::Operand: return operand_;
+    case ExprKind::Const: {
+      Type* t = scalar_type(x.dtype);
+      return splat(is_floating_point(x.dtype) ? llvm::ConstantFP::get(t, static_cast<double>(x.imm))
+                                              : llvm::ConstantInt::get(t, static_cast<uint64_t>(x.imm), true),
+                   w);
+    }
+    case ExprKind::Op: break;
+  }
+  if (x.op == Op::RandUniform || x.op == Op::RandNormal) return random(x, v[x.a], v[x.b], w);
+  if (x.op == Op::Exp && minus_row_max(x.a)) return emit_exp_nonpositive(b_, v[x.a]);
+  const ir::Family f = ir::op_family(x.op);
+  if (f == ir::Family::Unary) return unary(x.op, v[x.a], k_.exprs[x.a].dtype, x.dtype);
+  if (f == ir::Family::Ternary) return b_.CreateSelect(v[x.a], v[x.b], v[x.c]);
+  // An op that can fail names its own node in the error word (ir::Expr::imm).
+  return binary(x.op, v[x.a], v[x.b], k_.exprs[x.a].dtype, ir::can_fail_op(x.op) ? static_cast<uint32_t>(x.imm) : k_.root);
+}
+
+// Whether expr e is `v - m` with m the max of v over this row, as softmax,
+// log_softmax and logsumexp lower: every element the kernel evaluates v at
+// is one the Reduce phase folded, so e <= 0 or NaN (math.h:
+// emit_exp_nonpositive). float and double only: bfloat16 rounds e.
+bool KernelEmitter::minus_row_max(uint32_t e) const {
+  const ir::Expr& s = k_.exprs[e];
+  if (s.kind != ExprKind::Op || s.op != Op::Sub || (s.dtype != kFloat && s.dtype != kDouble)) return false;
+  const ir::Expr& m = k_.exprs[s.b];
+  if (m.kind != ExprKind::RowValue) return false;
+  const ir::Phase& p = k_.phases[m.a];
+  return p.kind == ir::Phase::Reduce && p.reduce_op == Op::Max && p.value == s.a;
+}
+
+// w random values, one call for the step (runtime_calls.h): counters
+// and results pass through stack slots made once in the entry block.
+Value* KernelEmitter::random(const ir::Expr& x, Value* counter, Value* seed, int w) {
+  auto* i64 = b_.getInt64Ty();
+  Type* st = scalar_type(x.dtype);
+  llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+  Value* counters = entry.CreateAlloca(i64, b_.getInt64(w), "counters");
+  Value* out = entry.CreateAlloca(st, b_.getInt64(w), "random");
+  b_.CreateAlignedStore(counter, counters, llvm::Align(8));
+  if (w > 1) seed = b_.CreateExtractElement(seed, uint64_t{0});
+  const int32_t kind = (x.op == Op::RandNormal ? kRandomNormal : 0) | (x.dtype == kDouble ? kRandomDouble : 0);
+  auto callee = m_.getOrInsertFunction(kRandomCall, llvm::FunctionType::get(b_.getVoidTy(), {i64, b_.getPtrTy(), i64, b_.getInt32Ty(), b_.getPtrTy()}, false));
+  b_.CreateCall(callee, {seed, counters, b_.getInt64(w), b_.getInt32(kind), out});
+  Type* ty = w == 1 ? st : static_cast<Type*>(llvm::FixedVectorType::get(st, w));
+  return b_.CreateAlignedLoad(ty, out, llvm::Align(register_size(x.dtype)));
+}
+
+Value* KernelEmitter::scalar_arg(uint32_t slot, ScalarType dt) {
+  Value* f = b_.CreateLoad(b_.getDoubleTy(), b_.CreateConstGEP1_64(b_.getDoubleTy(), fs_, slot));
+  Value* i = b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), is_, slot));
+  switch (dt) {
+    case kBool: return b_.CreateOr(b_.CreateFCmpUNE(f, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)),
+                                   b_.CreateICmpNE(i, b_.getInt64(0)));
+    case kInt: return b_.CreateTrunc(i, b_.getInt32Ty());
+    case kLong: return i;
+    case kFloat: return b_.CreateFPTrunc(f, b_.getFloatTy());
+    case kDouble: return f;
+    case kBFloat16: return b_.CreateFPTrunc(f, b_.getFloatTy());
+  }
+  return f;
+}
+
+Value* KernelEmitter::unary(Op op, Value* x, ScalarType in, ScalarType out) {
+  if (op == Op::Cast) return cast(x, in, out);
+  if (op == Op::LogicalNot) return b_.CreateNot(x);
+  Type* ty = x->getType();
+  if (in == kBool) return x;  // abs, relu, sign, floor ... of bool are the identity
+  if (!is_floating_point(in)) {
+    Value* zero = llvm::Constant::getNullValue(ty);
+    switch (op) {
+      case Op::Neg: return b_.CreateNeg(x);
+      case Op::Abs: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::abs, x, b_.getFalse());
+      case Op::Relu: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
+      case Op::Sign:
+        return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, zero), ty), b_.CreateZExt(b_.CreateICmpSLT(x, zero), ty));
+      default: return x;  // floor, ceil, round of an integer
+    }
+  }
+  auto c = [&](double d) { return llvm::ConstantFP::get(ty, d); };
+  switch (op) {
+    case Op::Neg: return b_.CreateFNeg(x);
+    case Op::Abs: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+    case Op::Exp: return emit_exp(b_, x);
+    case Op::Log: return emit_log(b_, x);
+    case Op::Log1p: return emit_log1p(b_, x);
+    case Op::Expm1: return emit_expm1(b_, x);
+    case Op::Sqrt: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+    case Op::Rsqrt: return b_.CreateFDiv(c(1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x));
+    case Op::Sin: return emit_sin(b_, x);
+    case Op::Cos: return emit_cos(b_, x);
+    case Op::Tanh: return emit_tanh(b_, x);
+    case Op::Sigmoid: return emit_sigmoid(b_, x);
+    case Op::Relu: return b_.CreateSelect(b_.CreateFCmpUGT(x, c(0.0)), x, c(0.0));  // NaN stays NaN
+    case Op::Gelu:
+      return b_.CreateFMul(b_.CreateFMul(c(0.5), x), b_.CreateFAdd(c(1.0), emit_erf(b_, b_.CreateFMul(x, c(0.70710678118654752440)))));
+    case Op::GeluTanh: {
+      Value* x3 = b_.CreateFMul(b_.CreateFMul(x, x), x);
+      Value* inner = b_.CreateFMul(c(0.79788456080286535588), b_.CreateFAdd(x, b_.CreateFMul(c(0.044715), x3)));
+      return b_.CreateFMul(b_.CreateFMul(c(0.5), x), b_.CreateFAdd(c(1.0), emit_tanh(b_, inner)));
+    }
+    case Op::Silu: return b_.CreateFMul(x, emit_sigmoid(b_, x));
+    case Op::Erf: return emit_erf(b_, x);
+    case Op::Floor: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+    case Op::Ceil: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+    case Op::Round: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::rint, x);  // half to even
+    case Op::Sign:
+      return b_.CreateSelect(b_.CreateFCmpOGT(x, c(0.0)), c(1.0), b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0)), c(-1.0), c(0.0)));
+    case Op::Reciprocal: return b_.CreateFDiv(c(1.0), x);
+    default: return x;
+  }
+}
+
+Value* KernelEmitter::cast(Value* x, ScalarType in, ScalarType out) {
+  if (in == out) return x;
+  Type* to = x->getType()->isVectorTy()
+                 ? static_cast<Type*>(llvm::FixedVectorType::get(scalar_type(out), llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements()))
+                 : scalar_type(out);
+  if (out == kBool)
+    return is_floating_point(in) ? b_.CreateFCmpUNE(x, llvm::Constant::getNullValue(x->getType()))
+                                 : b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
+  if (in == kBool) return is_floating_point(out) ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
+  if (is_floating_point(in) && is_floating_point(out)) return b_.CreateFPCast(x, to);
+  if (is_floating_point(in)) return b_.CreateFPToSI(x, to);
+  if (is_floating_point(out)) return b_.CreateSIToFP(x, to);
+  return b_.CreateSExtOrTrunc(x, to);
+}
+
+Value* KernelEmitter::binary(Op op, Value* a, Value* c, ScalarType dt, uint32_t fail_node) {
+  if (is_floating_point(dt)) return binary_fp(op, a, c);
+  if (dt == kBool) {
+    switch (op) {
+      case Op::Eq: return b_.CreateICmpEQ(a, c);
+      case Op::Ne: return b_.CreateICmpNE(a, c);
+      case Op::Lt: return b_.CreateICmpULT(a, c);
+      case Op::Le: return b_.CreateICmpULE(a, c);
+      case Op::Gt: return b_.CreateICmpUGT(a, c);
+      case Op::Ge: return b_.CreateICmpUGE(a, c);
+      case Op::Mul: case Op::Minimum: case Op::LogicalAnd: return b_.CreateAnd(a, c);
+      default: return b_.CreateOr(a, c);  // add, maximum, logical_or
+    }
+  }
+  switch (op) {
+    case Op::Add: return b_.CreateAdd(a, c);
+    case Op::Sub: return b_.CreateSub(a, c);
+    case Op::Mul: return b_.CreateMul(a, c);
+    case Op::Maximum: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, c);
+    case Op::Minimum: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, c);
+    case Op::Eq: return b_.CreateICmpEQ(a, c);
+    case Op::Ne: return b_.CreateICmpNE(a, c);
+    case Op::Lt: return b_.CreateICmpSLT(a, c);
+    case Op::Le: return b_.CreateICmpSLE(a, c);
+    case Op::Gt: return b_.CreateICmpSGT(a, c);
+    case Op::Ge: return b_.CreateICmpSGE(a, c);
+    case Op::Pow: return int_pow(a, c);
+    case Op::Fmod: case Op::Remainder: return int_mod(op, a, c, fail_node);
+    case Op::IndexCheck: return index_check(a, c, fail_node);
+    default: return a;
+  }
+}
+
+Value* KernelEmitter::binary_fp(Op op, Value* a, Value* c) {
+  switch (op) {
+    case Op::Add: return b_.CreateFAdd(a, c);
+    case Op::Sub: return b_.CreateFSub(a, c);
+    case Op::Mul: return b_.CreateFMul(a, c);
+    case Op::Div: return b_.CreateFDiv(a, c);
+    case Op::Pow: return emit_pow(b_, a, c);
+    case Op::Maximum: return fmax_nan(a, c);
+    case Op::Minimum: return fmin_nan(a, c);
+    case Op::Fmod: return b_.CreateFRem(a, c);  // exact fmod; rare enough for its libm call
+    case Op::Remainder: {
+      Value* m = b_.CreateFRem(a, c);
+      Value* zero = llvm::Constant::getNullValue(a->getType());
+      Value* adjust = b_.CreateAnd(b_.CreateFCmpUNE(m, zero),
+                                   b_.CreateXor(b_.CreateFCmpOLT(c, zero), b_.CreateFCmpOLT(m, zero)));
+      return b_.CreateSelect(adjust, b_.CreateFAdd(m, c), m);
+    }
+    case Op::Eq: return b_.CreateFCmpOEQ(a, c);
+    case Op::Ne: return b_.CreateFCmpUNE(a, c);
+    case Op::Lt: return b_.CreateFCmpOLT(a, c);
+    case Op::Le: return b_.CreateFCmpOLE(a, c);
+    case Op::Gt: return b_.CreateFCmpOGT(a, c);
+    case Op::Ge: return b_.CreateFCmpOGE(a, c);
+    default: return a;
+  }
+}
+
+// An index that must lie in [0, n): kept, and the error flag raised if
+// any lane's does not. A lane out of range becomes 0, so a fused gather
+// (ExprKind::Gather) reads inside its buffer while the run fails.
+// The first bad index (the lowest bad lane) and its bound are kept for
+// the message (KernelError).
+Value* KernelEmitter::index_check(Value* i, Value* n, uint32_t fail_node) {
+  Value* zero = llvm::Constant::getNullValue(i->getType());
+  Value* bad_lane = b_.CreateOr(b_.CreateICmpSLT(i, zero), b_.CreateICmpSGE(i, n));
+  Value *bad = bad_lane, *index = i, *size = n;
+  if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(i->getType())) {
+    bad = b_.CreateOrReduce(bad_lane);
+    Value* mask = b_.CreateBitCast(bad_lane, b_.getIntNTy(vt->getNumElements()));
+    Value* lane = b_.CreateIntrinsic(llvm::Intrinsic::cttz, {mask->getType()}, {mask, b_.getTrue()});
+    lane = b_.CreateSelect(bad, lane, llvm::ConstantInt::get(mask->getType(), 0));
+    index = b_.CreateExtractElement(i, lane), size = b_.CreateExtractElement(n, lane);
+  }
+  Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+  Value* first = b_.CreateAnd(bad, b_.CreateICmpEQ(e, b_.getInt32(0)));
+  auto keep = [&](llvm::AllocaInst* slot, Value* v) {
+    b_.CreateStore(b_.CreateSelect(first, b_.CreateSExtOrTrunc(v, b_.getInt64Ty()), b_.CreateLoad(b_.getInt64Ty(), slot)), slot);
+  };
+  keep(bad_index_, index);
+  keep(bad_size_, size);
+  b_.CreateStore(b_.CreateSelect(bad, b_.getInt32(error_word(kErrorIndexOutOfRange, fail_node)), e), err_acc_);
+  return b_.CreateSelect(bad_lane, zero, i);
+}
+
+// Integer fmod/remainder; a zero divisor yields 0 and raises the error flag.
+Value* KernelEmitter::int_mod(Op op, Value* a, Value* d, uint32_t fail_node) {
+  Type* ty = a->getType();
+  Value* zero = llvm::Constant::getNullValue(ty);
+  Value* one = llvm::ConstantInt::get(ty, 1);
+  Value* minus1 = llvm::ConstantInt::getSigned(ty, -1);
+  Value* is0 = b_.CreateICmpEQ(d, zero);
+  Value* ism1 = b_.CreateICmpEQ(d, minus1);
+  Value* safe = b_.CreateSelect(b_.CreateOr(is0, ism1), one, d);
+  Value* r = b_.CreateSRem(a, safe);
+  r = b_.CreateSelect(b_.CreateOr(is0, ism1), zero, r);
+  if (op == Op::Remainder) {
+    Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, zero), b_.CreateXor(b_.CreateICmpSLT(d, zero), b_.CreateICmpSLT(r, zero)));
+    r = b_.CreateSelect(adjust, b_.CreateAdd(r, d), r);
+  }
+  Value* any0 = ty->isVectorTy() ? b_.CreateOrReduce(is0) : is0;
+  Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+  b_.CreateStore(b_.CreateSelect(any0, b_.getInt32(error_word(kErrorIntegerDivisionByZero, fail_node)), e), err_acc_);
+  return r;
+}
+
+// Integer power by squaring, unrolled over the exponent's bits; negative
+// exponents give PyTorch's 1, -1 or 0.
+Value* KernelEmitter::int_pow(Value* base, Value* e) {
+  Type* ty = base->getType();
+  const unsigned bits = ty->getScalarSizeInBits();
+  Value* zero = llvm::Constant::getNullValue(ty);
+  Value* one = llvm::ConstantInt::get(ty, 1);
+  Value* result = one;
+  Value* p = base;
+  for (unsigned bit = 0; bit + 1 < bits; ++bit) {
+    Value* set = b_.CreateICmpNE(b_.CreateAnd(b_.CreateLShr(e, llvm::ConstantInt::get(ty, bit)), one), zero);
+    result = b_.CreateSelect(set, b_.CreateMul(result, p), result);
+    p = b_.CreateMul(p, p);
+  }
+  Value* odd = b_.CreateICmpNE(b_.CreateAnd(e, one), zero);
+  Value* neg_result = b_.CreateSelect(b_.CreateICmpEQ(base, one), one,
+                                      b_.CreateSelect(b_.CreateICmpEQ(base, llvm::ConstantInt::getSigned(ty, -1)),
+                                                      b_.CreateSelect(odd, llvm::ConstantInt::getSigned(ty, -1), one), zero));
+  return b_.CreateSelect(b_.CreateICmpSLT(e, zero), neg_result, result);
+}
+
+// ---------------------------------------------------------------- types
+Type* KernelEmitter::scalar_type(ScalarType dt) {
+  switch (dt) {
+    case kBool: return b_.getInt1Ty();
+    case kInt: return b_.getInt32Ty();
+    case kLong: return b_.getInt64Ty();
+    case kFloat: return b_.getFloatTy();
+    case kDouble: return b_.getDoubleTy();
+    case kBFloat16: return b_.getFloatTy();  // computed in float32, rounded per op (bf16_round)
+  }
+  return b_.getFloatTy();
+}
+
+Type* KernelEmitter::memory_type(ScalarType dt) {
+  return dt == kBool ? b_.getInt8Ty() : dt == kBFloat16 ? b_.getInt16Ty() : scalar_type(dt);
+}
+
+// ---------------------------------------------------------------- bfloat16
+// A bfloat16 value lives in a float register holding a number that
+// bfloat16 represents exactly: a load widens (the bits are the float's
+// high half), every op's result is rounded to nearest even, a store keeps
+// the high half. Rounding per op is what the reference backend (and
+// PyTorch eager) does, so a fused chain gives the unfused bits.
+Type* KernelEmitter::int_like(Value* v, Type* scalar) {
+  auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(v->getType());
+  return vt ? static_cast<Type*>(llvm::FixedVectorType::get(scalar, vt->getNumElements())) : scalar;
+}
+
+Value* KernelEmitter::bf16_widen(Value* bits) {
+  Type* i32 = int_like(bits, b_.getInt32Ty());
+  return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(bits, i32), llvm::ConstantInt::get(i32, 16)), int_like(bits, b_.getFloatTy()));
+}
+
+// The float's bits rounded to the nearest bfloat16, in the high half
+// (ties to even; a NaN becomes a quiet NaN of the same sign).
+Value* KernelEmitter::bf16_rounded_bits(Value* f) {
+  Type* i32 = int_like(f, b_.getInt32Ty());
+  auto k = [&](uint32_t c) { return llvm::ConstantInt::get(i32, c); };
+  Value* u = b_.CreateBitCast(f, i32);
+  Value* odd = b_.CreateAnd(b_.CreateLShr(u, k(16)), k(1));
+  Value* r = b_.CreateAnd(b_.CreateAdd(u, b_.CreateAdd(k(0x7fff), odd)), k(0xffff0000u));
+  Value* nan = b_.CreateFCmpUNO(f, f);
+  return b_.CreateSelect(nan, b_.CreateOr(b_.CreateAnd(u, k(0xffff0000u)), k(0x00400000u)), r);
+}
+
+Value* KernelEmitter::bf16_narrow(Value* f) {
+  return b_.CreateTrunc(b_.CreateLShr(bf16_rounded_bits(f), llvm::ConstantInt::get(int_like(f, b_.getInt32Ty()), 16)),
+                        int_like(f, b_.getInt16Ty()));
+}
+
+Type* KernelEmitter::vec_type(ScalarType dt, int w) {
+  return w == 1 ? scalar_type(dt) : static_cast<Type*>(llvm::FixedVectorType::get(scalar_type(dt), w));
+}
+
+std::string emit_expr_build_id() { return std::string("emit expr ") + __DATE__ " " __TIME__; }
+
+}  // namespace loom::jit::llvm_cpu::detail
