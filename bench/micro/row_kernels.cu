@@ -1,5 +1,5 @@
 // Row-kernel microbenchmark (docs/PERFORMANCE.md, session 22): W2's softmax
-// and W3's layer norm written the way jit/cuda/codegen.cpp emits a row
+// and W3's layer norm written the way jit/cuda/kernel_emitter.cpp emits a row
 // kernel (a row kept in registers, G threads a row, RB rows a block, one
 // group reduction per reduce phase), with the knobs that codegen could turn:
 //   G, RB            threads a row, rows a block

@@ -1,5 +1,5 @@
 // The tiled matrix product that every GEMM kernel instantiates (jit/cuda/gemm.cpp
-// emits the instantiation, jit/cuda/codegen.cpp the epilogue). Compiled only
+// emits the instantiation, jit/cuda/kernel_emitter.cpp the epilogue). Compiled only
 // by NVRTC, after the prelude, never by the host compiler.
 //
 //   C[b, m, n] = sum over k of A[b, m, k] * B[b, k, n], then epi(b, m, n, C)

@@ -1,0 +1,477 @@
+// KernelEmitter (jit/cuda/kernel_emitter.h): a kernel's signature and
+// launch-independent prologue, GEMM kernels (the tiled template with this
+// kernel's epilogue), a product in a single block, pointwise kernels and
+// row kernels with their phases and reductions.
+#include "jit/cuda/kernel_emitter.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "ir/lower.h"
+
+namespace loom::jit::cuda::detail {
+
+void KernelEmitter::emit() {
+  if (k_.contraction && single_block_) return emit_block_product();
+  if (k_.contraction) return emit_gemm();
+  const LaunchDims dims = launch_dims(plan_);
+  o_ << "\n// " << k_.name << ": loop [";
+  for (int d = 0; d < k_.loop.n; ++d) o_ << (d ? ", " : "") << k_.loop[d];
+  o_ << "], outer " << int(k_.outer) << "\n";
+  // In a single-block program (see single_block()) the kernel is a step of
+  // loom_program: the same grid-stride loop, with a grid of one block.
+  if (single_block_)
+    o_ << "__device__ __forceinline__ void " << symbol();
+  else
+    o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << symbol();
+  o_ << "(" << kKernelParams << ") {\n";
+  emit_buffer_pointers(kernel_buffers());
+  // After an earlier kernel of the run failed on bad data, write nothing:
+  // donated buffers must keep their values (runtime/output_plan.h). (A
+  // single-block program's steps need no check: loom_program reads the
+  // error word after each step that can fail.)
+  if (!single_block_ && plan_.pointwise)
+    o_ << "  if (err[0] != 0) return;\n";
+  else if (!single_block_)
+    o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
+  if (plan_.pointwise) emit_pointwise();
+  else emit_rows();
+  o_ << "}\n";
+}
+
+// ---------------------------------------------------------------- GEMM
+// The template (jit/cuda/gemm.h) computes the product; its epilogue is a
+// lambda holding this kernel's Store phase, emitted by body() and store()
+// as for any pointwise kernel, at the loop indices (batch,) m, n of one
+// element of C, with the product's value in `acc`.
+void KernelEmitter::emit_gemm() {
+  const GemmProblem g = gemm_problem(p_, k_, gemm_.mma);
+  const char* t = ctype(g.dtype);   // the sums (float for bfloat16)
+  const char* mt = mtype(g.dtype);  // the operands in memory
+  const bool split = gemm_.split > 1;
+  o_ << "\n// " << k_.name << ": gemm [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k << ", "
+     << gemm_.str() << "\n";
+  // Split-K: this kernel writes partial sums to the workspace (its fifth
+  // parameter) and <symbol>_reduce adds them up and runs the epilogue.
+  o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << symbol()
+     << "(" << kKernelParams << (split ? std::string(", ") + t + "* ws" : std::string()) << ") {\n";
+  std::vector<bool> used = kernel_buffers();
+  if (split) {  // only the operands: the reduce kernel runs the epilogue
+    used.assign(used.size(), false);
+    used[g.a_buffer] = used[g.b_buffer] = true;
+  }
+  emit_gemm_prologue(used);
+  const std::string ops = operand_ops();
+  const ir::Phase& ph = k_.phases[0];
+  const std::vector<bool> need = needed(ph);
+  // The values the epilogue loads from memory, per element: the tile
+  // loads a few elements' (the lambda after the epilogue's) before it
+  // runs their arithmetic and stores (LoomGemm::run_with).
+  std::vector<uint32_t> loads;
+  for (size_t e = 0; e < k_.exprs.size() && !split; ++e)
+    if (need[e] && varies_[e] && k_.exprs[e].kind == ExprKind::Load) loads.push_back(static_cast<uint32_t>(e));
+  if (!split) {
+    // Values the same for every element (scalars) once per thread, out
+    // here: inside the lambda they would be read from the argument block
+    // again after every element's stores.
+    hoisted(need, "  ");
+    o_ << "  struct Loaded {";
+    for (uint32_t e : loads) o_ << " " << ctype(k_.exprs[e].dtype) << " x" << e << ";";
+    o_ << " };\n";
+  }
+  o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
+     << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
+  o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "((const " << mt << "*)b" << g.a_buffer << " + " << g.a_off
+     << "LL, (const " << mt << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, "
+     << t << " acc" << (split ? "" : ", const Loaded& loaded") << ") {\n";
+  if (split) {
+    o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
+    o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL" << ops << ");\n}\n";
+    o_ << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") " << symbol()
+       << "_reduce(" << kKernelParams << ", const " << t << "* ws) {\n";
+    emit_gemm_prologue(kernel_buffers());
+    hoisted(need, "  ");
+    o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << g.batch << "LL, " << g.m << "LL, " << g.n
+       << "LL,\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
+  }
+  const std::string indices = element_indices("        ");
+  o_ << indices;
+  preloaded_ = !split;  // the body reads its loads from `loaded`
+  body(need, "        ");
+  preloaded_ = false;
+  for (auto [a, e] : ph.stores) store(a, e, "        ");
+  o_ << "      }";
+  if (split) {
+    o_ << ");\n}\n";
+    return;
+  }
+  o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << indices << "        Loaded loaded;\n";
+  for (uint32_t e : loads) o_ << "        loaded.x" << e << " = " << value(k_.exprs[e], e) << ";\n";
+  o_ << "        return loaded;\n      }" << (ops.empty() ? "" : ", 0LL" + ops) << ");\n}\n";
+}
+
+// The operands' fused producers (ir::Contraction::a_value / b_value) as
+// lambdas op_a / op_b of an element `opx`, their scalars read once
+// before; returns the arguments that pass them to the template (empty
+// when neither operand has any).
+std::string KernelEmitter::operand_ops() {
+  const ir::Contraction& c = *k_.contraction;
+  if (!c.fused_operand(0) && !c.fused_operand(1)) return "";
+  std::string args;
+  for (int w = 0; w < 2; ++w) {
+    const char* name = w == 0 ? "op_a" : "op_b";
+    args += std::string(", ") + (c.fused_operand(w) ? name : "LoomRawOperand{}");
+    if (!c.fused_operand(w)) continue;
+    const uint32_t root = c.value(w);
+    const char* t = ctype(k_.exprs[root].dtype);
+    std::vector<bool> need(k_.exprs.size(), false);
+    mark(root, need);
+    hoisted(need, "  ");
+    o_ << "  auto " << name << " = [&](" << t << " opx) -> " << t << " {\n";
+    body(need, "    ");
+    o_ << "    return x" << root << ";\n  };\n";
+  }
+  return args;
+}
+
+// ---------------------------------------------------------------- product in a single block
+// A step of a single-block program. Few outputs (W5: 64) would leave
+// most of the block idle and each thread a chain of K dependent sums
+// waiting on its loads, so P = kSingleBlockThreads / outputs threads
+// (a power of two, at most 32: lanes of one warp) share an element of C:
+// each sums every P-th term of its K in order, the P partial sums are
+// added by warp shuffles, and the first of them runs the epilogue.
+void KernelEmitter::emit_block_product() {
+  const GemmProblem g = gemm_problem(p_, k_, false);
+  const char* t = ctype(g.dtype);
+  const int64_t outputs = g.batch * g.m * g.n;
+  const int P = block_product_lanes(outputs);
+  const int64_t total = (outputs * P + kSingleBlockThreads - 1) / kSingleBlockThreads * kSingleBlockThreads;
+  o_ << "\n// " << k_.name << ": product [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k
+     << ", a step of a single-block program, " << P << " threads per element\n";
+  o_ << "__device__ __forceinline__ void " << kernel_symbol(index_) << "(" << kKernelParams << ") {\n";
+  emit_buffer_pointers(kernel_buffers());
+  o_ << "  (void)err;\n";
+  const ir::Contraction& c = *k_.contraction;
+  operand_ops();
+  // Every thread runs the same iterations (whole warps shuffle together).
+  o_ << "  for (long long base = 0; base < " << total << "LL; base += " << kSingleBlockThreads << ") {\n";
+  o_ << "    const long long t = base + threadIdx.x, o = t / " << P << ";\n";
+  o_ << "    const int j = (int)(t % " << P << ");\n";
+  o_ << "    const bool active = o < " << outputs << "LL;\n";
+  o_ << "    const long long gn = o % " << g.n << "LL, gm = o / " << g.n << "LL % " << g.m << "LL, bz = o / "
+     << g.m * g.n << "LL;\n";
+  // The epilogue's invariant values (scalars) first: their loads overlap
+  // the product's instead of following its shuffles.
+  const ir::Phase& ph = k_.phases[0];
+  std::vector<bool> need = needed(ph);
+  hoisted(need, "    ");
+  o_ << "    " << t << " acc = 0;\n";
+  o_ << "    if (active) {\n";
+  o_ << "      const " << t << "* pa = b" << g.a_buffer << " + " << g.a_off << "LL + bz * " << g.a_b << "LL + gm * " << g.a_m
+     << "LL;\n";
+  o_ << "      const " << t << "* pb = b" << g.b_buffer << " + " << g.b_off << "LL + bz * " << g.b_b << "LL + gn * " << g.b_n
+     << "LL;\n";
+  // A fixed trip count, unrolled: every load of the chain is issued
+  // before the first sum waits.
+  const int64_t chain = (g.k + P - 1) / P;
+  o_ << "#pragma unroll\n      for (int r = 0; r < " << chain << "; ++r) {\n";
+  o_ << "        const long long q = j + (long long)r * " << P << ";\n";
+  auto operand = [&](int w, const std::string& element) {
+    return c.fused_operand(w) ? std::string(w == 0 ? "op_a(" : "op_b(") + element + ")" : element;
+  };
+  o_ << "        if (q < " << g.k << "LL) acc = " << (g.dtype == kDouble ? "fma" : "fmaf") << "("
+     << operand(0, "pa[q * " + std::to_string(g.a_k) + "LL]") << ", " << operand(1, "pb[q * " + std::to_string(g.b_k) + "LL]")
+     << ", acc);\n      }\n";
+  o_ << "    }\n";
+  for (int w = P / 2; w >= 1; w /= 2) o_ << "    acc += __shfl_xor_sync(0xffffffffu, acc, " << w << ");\n";
+  o_ << "    if (!active || j != 0) continue;\n";
+  o_ << element_indices("    ");
+  body(need, "    ");
+  for (auto [a, e] : ph.stores) store(a, e, "    ");
+  o_ << "  }\n}\n";
+}
+
+// A product's loop indices from the element (bz, gm, gn) of C.
+std::string KernelEmitter::element_indices(const char* in) const {
+  return std::string(in) + (k_.loop.n == 3 ? "const long long i0 = bz, i1 = gm, i2 = gn;\n"
+                                           : "const long long i0 = gm, i1 = gn; (void)bz;\n");
+}
+
+// Which buffers the kernel's accesses touch.
+std::vector<bool> KernelEmitter::kernel_buffers() const {
+  std::vector<bool> used(p_.buffers.size(), false);
+  for (const ir::Access& a : k_.accesses) used[a.buffer] = true;
+  return used;
+}
+
+// A typed pointer b<i> for each used buffer, from the argument block.
+void KernelEmitter::emit_buffer_pointers(const std::vector<bool>& used) {
+  for (size_t b = 0; b < used.size(); ++b)
+    if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
+  o_ << "  (void)fs; (void)is;\n";
+  // A shared function's node table follows the launch's buffer table.
+  if (!single_block_) o_ << "  const long long* nd = (const long long*)(bufs + " << p_.buffers.size() << "); (void)nd;\n";
+}
+
+// The used buffers' pointers, then the whole block returns if an earlier
+// kernel failed (one read of the error word per block).
+void KernelEmitter::emit_gemm_prologue(const std::vector<bool>& used) {
+  emit_buffer_pointers(used);
+  o_ << "  __shared__ int failed;\n  if (threadIdx.x == 0) failed = err[0] != 0;\n  __syncthreads();\n  if (failed) return;\n";
+}
+
+// ---------------------------------------------------------------- pointwise
+void KernelEmitter::emit_pointwise() {
+  const int n = k_.loop.n;
+  const int L = plan_.lanes, S = plan_.steps;
+  const bool narrow = plan_.threads * L < (int64_t(1) << 31);
+  const char* ix = narrow ? "unsigned" : "long long";
+  const ir::Phase& ph = k_.phases[0];
+  std::vector<bool> need = needed(ph);
+  hoisted(need, "  ");
+  // A thread takes S steps a block apart (each warp's accesses stay
+  // contiguous), and issues the 16-byte loads of all S before computing
+  // any: S times the bytes in flight per thread, for kernels whose
+  // arithmetic would otherwise hold the next load back.
+  o_ << "  for (long long t0 = (long long)blockIdx.x * blockDim.x * " << S << " + threadIdx.x; t0 < " << plan_.threads
+     << "LL; t0 += (long long)gridDim.x * blockDim.x * " << S << ") {\n";
+  auto indices = [&](const char* in) {
+    o_ << in << ix << " rest = (" << ix << ")t * " << L << ";\n";
+    for (int d = n - 1; d >= 1; --d)
+      o_ << in << "const long long i" << d << " = rest % " << k_.loop[d] << "u; rest /= " << k_.loop[d] << "u;\n";
+    if (n) o_ << in << "const long long i0 = rest;\n";
+    else o_ << in << "(void)rest;\n";
+  };
+  auto step_open = [&](const char* in) {
+    o_ << in << "const long long t = t0 + (long long)s * blockDim.x;\n" << in << "if (t < " << plan_.threads << "LL) {\n";
+  };
+  lane_ = L > 1;
+  // 16-byte loads of the accesses that walk the lanes contiguously.
+  bool vector_loads = false;
+  for (size_t e = 0; e < k_.exprs.size(); ++e) {
+    const ir::Expr& x = k_.exprs[e];
+    if (!need[e] || x.kind != ExprKind::Load || !lane_vector(x.a)) continue;
+    o_ << "    " << mtype(p_.buffers[k_.accesses[x.a].buffer].dtype) << " ld" << e << "_[" << S << "][4];\n";
+    vector_loads = true;
+  }
+  if (vector_loads) {
+    o_ << "#pragma unroll\n    for (int s = 0; s < " << S << "; ++s) {\n";
+    step_open("      ");
+    indices("        ");
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const ir::Expr& x = k_.exprs[e];
+      if (!need[e] || x.kind != ExprKind::Load || !lane_vector(x.a)) continue;
+      const ir::Access& a = k_.accesses[x.a];
+      o_ << "        loom_vload4(ld" << e << "_[s], b" << a.buffer << " + " << offset(a, "") << ");\n";
+    }
+    o_ << "      }\n    }\n";
+  }
+  o_ << "#pragma unroll\n    for (int s = 0; s < " << S << "; ++s) {\n";
+  step_open("      ");
+  indices("      ");
+  for (size_t e = 0; e < k_.exprs.size(); ++e) {
+    const ir::Expr& x = k_.exprs[e];
+    if (need[e] && x.kind == ExprKind::Load && lane_vector(x.a))
+      o_ << "      " << mtype(p_.buffers[k_.accesses[x.a].buffer].dtype) << "* ld" << e << " = ld" << e << "_[s];\n";
+  }
+  for (size_t st = 0; st < ph.stores.size(); ++st)
+    if (lane_vector(ph.stores[st].first))
+      o_ << "      " << mtype(p_.buffers[k_.accesses[ph.stores[st].first].buffer].dtype) << " st" << st << "[4];\n";
+  if (L > 1) o_ << "#pragma unroll\n      for (int l = 0; l < " << L << "; ++l) {\n";
+  else o_ << "      {\n        const int l = 0; (void)l;\n";
+  body(need, "        ");
+  for (size_t st = 0; st < ph.stores.size(); ++st) {
+    auto [ai, e] = ph.stores[st];
+    if (lane_vector(ai)) o_ << "        st" << st << "[l] = " << to_memory(e) << ";\n";
+    else store(ai, e, "        ");
+  }
+  o_ << "      }\n";
+  for (size_t st = 0; st < ph.stores.size(); ++st) {
+    const ir::Access& a = k_.accesses[ph.stores[st].first];
+    if (lane_vector(ph.stores[st].first))
+      o_ << "      loom_vstore4(b" << a.buffer << " + " << offset(a, "") << ", st" << st << ");\n";
+  }
+  o_ << "      }\n    }\n  }\n";
+  lane_ = false;
+}
+
+bool KernelEmitter::lane_vector(uint32_t access) const {
+  const int n = k_.loop.n;
+  return plan_.lanes > 1 && k_.accesses[access].strides[n - 1] == 1;
+}
+
+// ---------------------------------------------------------------- rows
+void KernelEmitter::emit_rows() {
+  const int n = k_.loop.n, outer = k_.outer;
+  const int G = plan_.group, RB = plan_.rows_per_block;
+  // The column groups' partials: one per thread, of at most 8 bytes.
+  const int smem = plan_.columns ? std::max(1024, 8 * G * RB) : 1024;
+  o_ << "  __shared__ __align__(16) unsigned char smem[" << smem << "]; (void)smem;\n";
+  o_ << "  const int G = " << G << ";\n";
+  if (plan_.columns) {
+    o_ << "  const int lane = threadIdx.x / " << RB << ";\n";
+    o_ << "  const long long row = (long long)blockIdx.x * " << RB << " + threadIdx.x % " << RB << ";\n";
+  } else {
+    o_ << "  const int lane = threadIdx.x % G;\n";
+    o_ << "  const long long row = (long long)blockIdx.x * " << RB << " + threadIdx.x / G;\n";
+  }
+  o_ << "  const bool active = row < " << plan_.rows << "LL;\n";
+  o_ << "  long long rest = active ? row : 0;\n";
+  for (int d = outer - 1; d >= 0; --d) o_ << "  const long long i" << d << " = rest % " << k_.loop[d] << "LL; rest /= " << k_.loop[d] << "LL;\n";
+  o_ << "  (void)rest;\n";
+  plan_stash();
+  for (size_t e = 0; e < k_.exprs.size(); ++e)
+    if (stash_[e]) o_ << "  " << ctype(k_.exprs[e].dtype) << " s" << e << "[" << plan_.per_thread * plan_.lanes << "];\n";
+  for (size_t ph = 0; ph < k_.phases.size(); ++ph) {
+    phase_ = static_cast<int>(ph);
+    emit_phase(k_.phases[ph], ph);
+  }
+  (void)n;
+}
+
+// Opens the walk over this thread's elements of the row, with the row's
+// loop indices i[outer..n) defined inside. With 4 lanes each step covers 4
+// consecutive innermost elements: the contiguous loads of the phase are
+// read with 16-byte loads, then an inner loop over `l` runs the body.
+void KernelEmitter::open_row_loop(const std::vector<bool>& need, const ir::Phase& ph, const char* in) {
+  const int n = k_.loop.n, outer = k_.outer, L = plan_.lanes;
+  if (plan_.per_thread) {
+    o_ << in << "#pragma unroll\n" << in << "for (int j = 0; j < " << plan_.per_thread << "; ++j) {\n";
+    o_ << in << "  const long long r = (lane + (long long)j * G) * " << L << ";\n";
+    o_ << in << "  if (!active || r >= " << plan_.row_length << "LL) continue;\n";
+  } else {
+    o_ << in << "for (long long r = lane * " << L << "LL; active && r < " << plan_.row_length << "LL; r += G * " << L
+       << "LL) {\n";
+    o_ << in << "  const int j = 0; (void)j;\n";
+  }
+  o_ << in << "  long long rr = r;\n";
+  for (int d = n - 1; d > outer; --d) o_ << in << "  const long long i" << d << " = rr % " << k_.loop[d] << "LL; rr /= " << k_.loop[d] << "LL;\n";
+  if (n > outer) o_ << in << "  const long long i" << outer << " = rr;\n";
+  else o_ << in << "  (void)rr;\n";
+  if (L == 1) {
+    o_ << in << "  {\n" << in << "    const int l = 0; (void)l;\n";
+    return;
+  }
+  for (size_t e = 0; e < k_.exprs.size(); ++e) {
+    const ir::Expr& x = k_.exprs[e];
+    if (!need[e] || x.kind != ExprKind::Load || !lane_vector(x.a) || reloaded(static_cast<uint32_t>(e))) continue;
+    const ir::Access& a = k_.accesses[x.a];
+    o_ << in << "  " << mtype(p_.buffers[a.buffer].dtype) << " ld" << e << "[4]; loom_vload4(ld" << e << ", b" << a.buffer
+       << " + " << offset(a, "") << ");\n";
+  }
+  for (size_t s = 0; s < ph.stores.size(); ++s)
+    if (lane_vector(ph.stores[s].first))
+      o_ << in << "  " << mtype(p_.buffers[k_.accesses[ph.stores[s].first].buffer].dtype) << " st" << s << "[4];\n";
+  o_ << in << "#pragma unroll\n" << in << "  for (int l = 0; l < 4; ++l) {\n";
+  lane_ = true;
+}
+
+// Closes the lane loop (writing the phase's 16-byte stores) and the row loop.
+void KernelEmitter::close_row_loop(const ir::Phase& ph, const char* in) {
+  o_ << in << "  }\n";
+  if (lane_)
+    for (size_t s = 0; s < ph.stores.size(); ++s) {
+      const ir::Access& a = k_.accesses[ph.stores[s].first];
+      if (lane_vector(ph.stores[s].first))
+        o_ << in << "  loom_vstore4(b" << a.buffer << " + " << offset(a, "") << ", st" << s << ");\n";
+    }
+  lane_ = false;
+  o_ << in << "}\n";
+}
+
+void KernelEmitter::stores(const ir::Phase& ph, const char* in) {
+  for (size_t s = 0; s < ph.stores.size(); ++s) {
+    auto [ai, e] = ph.stores[s];
+    if (lane_ && lane_vector(ai)) o_ << in << "st" << s << "[l] = " << to_memory(e) << ";\n";
+    else store(ai, e, in);
+  }
+}
+
+void KernelEmitter::emit_phase(const ir::Phase& ph, size_t index) {
+  std::vector<bool> need = needed(ph);
+  const std::string p = std::to_string(index);
+  if (ph.kind == ir::Phase::Store && ph.per_row) {
+    o_ << "  if (active && lane == 0) {\n";
+    hoisted(need, "    ");
+    for (int d = k_.outer; d < k_.loop.n; ++d) o_ << "    const long long i" << d << " = 0;\n";
+    o_ << "    const int j = 0, l = 0; (void)j; (void)l;\n";
+    body(need, "    ");
+    for (auto [a, e] : ph.stores) store(a, e, "    ");
+    o_ << "  }\n";
+    return;
+  }
+  if (ph.kind == ir::Phase::Store) {
+    o_ << "  {\n";
+    hoisted(need, "    ");
+    open_row_loop(need, ph, "    ");
+    body(need, "        ");
+    stores(ph, "        ");
+    close_row_loop(ph, "    ");
+    o_ << "  }\n";
+    return;
+  }
+  const ScalarType dt = k_.exprs[ph.value].dtype;
+  const std::string v = "x" + std::to_string(ph.value);
+  if (ph.reduce_op == Op::ArgMax || ph.reduce_op == Op::ArgMin) {
+    const char* is_max = ph.reduce_op == Op::ArgMax ? "true" : "false";
+    o_ << "  long long rv" << p << ";\n  {\n";
+    hoisted(need, "    ");
+    o_ << "    " << acctype(dt) << " best = 0; long long at = -1;\n";
+    open_row_loop(need, ph, "    ");
+    body(need, "        ");
+    o_ << "        const " << acctype(dt) << " v = " << v << ";\n";
+    o_ << "        if (at < 0 || loom_arg_better(v, best, " << is_max << ")) { best = v; at = i" << int(k_.outer) << " + l; }\n";
+    close_row_loop(ph, "    ");
+    o_ << "    rv" << p << " = loom_group_arg(best, at, " << is_max << ", G, smem);\n  }\n";
+    return;
+  }
+  const char* acc = acctype(dt);
+  o_ << "  " << acc << " rv" << p << ";\n  {\n";
+  hoisted(need, "    ");
+  o_ << "    " << acc << " acc = " << identity(ph.reduce_op, dt) << ";\n";
+  open_row_loop(need, ph, "    ");
+  body(need, "        ");
+  o_ << "        acc = " << combine(ph.reduce_op, dt, "acc", "(" + std::string(acc) + ")" + v) << ";\n";
+  close_row_loop(ph, "    ");
+  o_ << "    rv" << p << " = " << (plan_.columns ? "loom_column_reduce" : "loom_group_reduce") << "(acc, [](" << acc
+     << " a, " << acc << " b) { return " << combine(ph.reduce_op, dt, "a", "b") << "; }, G, "
+     << (plan_.columns ? std::to_string(plan_.rows_per_block) + ", " : "") << "smem);\n";
+  if (dt == kBFloat16) o_ << "    rv" << p << " = loom_bf16_round(rv" << p << ");  // summed in float32, rounded once\n";
+  o_ << "  }\n";
+}
+
+std::string KernelEmitter::identity(Op op, ScalarType dt) {
+  const bool f = fp(dt);
+  switch (op) {
+    case Op::Prod: case Op::All: return f ? lit(1, dt) : "1";
+    case Op::Max:
+      if (f) return dt != kDouble ? "__int_as_float((int)0xff800000u)" : "__longlong_as_double(0xfff0000000000000LL)";
+      return dt == kBool ? "0" : dt == kInt ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)";
+    case Op::Min:
+      if (f) return dt != kDouble ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
+      return dt == kBool ? "1" : dt == kInt ? "2147483647" : "9223372036854775807LL";
+    default: return f ? lit(0, dt) : "0";
+  }
+}
+
+std::string KernelEmitter::combine(Op op, ScalarType dt, const std::string& a, const std::string& b) {
+  const bool f = fp(dt), bl = dt == kBool;
+  switch (op) {
+    case Op::Sum: return f ? a + " + " + b : bl ? "(" + a + " | " + b + ")" : "loom_add(" + a + ", " + b + ")";
+    case Op::Prod: return f ? a + " * " + b : bl ? "(" + a + " & " + b + ")" : "loom_mul(" + a + ", " + b + ")";
+    case Op::Max: return f ? "loom_fmax(" + a + ", " + b + ")" : bl ? "(" + a + " | " + b + ")" : "loom_imax(" + a + ", " + b + ")";
+    case Op::Min: return f ? "loom_fmin(" + a + ", " + b + ")" : bl ? "(" + a + " & " + b + ")" : "loom_imin(" + a + ", " + b + ")";
+    case Op::All: return "(" + a + " & " + b + ")";
+    case Op::Any: return "(" + a + " | " + b + ")";
+    default: return a;
+  }
+}
+
+std::string emit_expr_build_id();  // emit_expr.cpp
+std::string kernel_emitter_build_id() {
+  return std::string("kernel emitter ") + __DATE__ " " __TIME__ + ", " + emit_expr_build_id();
+}
+
+}  // namespace loom::jit::cuda::detail

@@ -1,0 +1,219 @@
+// KernelEmitter: one kernel of the loop IR as CUDA C text (internal to
+// jit/cuda; the interface is jit/cuda/codegen.h). The structure follows the
+// LLVM generator (jit/llvm/kernel_emitter.h): phases in order, each
+// expression of the body once per element, the same NaN, integer-wrap and
+// error semantics; only the loop structure differs (threads instead of
+// loops, see codegen.h). Its members are defined by stage:
+//   kernel_emitter.cpp  the kernel, GEMM, a product in a single block,
+//                       pointwise and row kernels
+//   emit_expr.cpp       the row stash and early loads, bodies: each
+//                       expression as C, loads and stores
+// emit_source (codegen.cpp) makes one per distinct kernel and calls emit().
+#pragma once
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/kernel.h"
+#include "jit/cuda/codegen.h"
+#include "jit/cuda/gemm.h"
+
+namespace loom::jit::cuda::detail {
+
+using ir::ExprKind;
+using ir::Family;
+using ir::Op;
+
+inline constexpr int kLanes = 4;           // elements per thread in vectorized pointwise kernels
+inline constexpr int kMaxPerThread = 8;    // a row up to G x this many elements stays in registers
+inline constexpr int kMaxStashRegs = 48;   // registers per thread the row stash may take
+inline constexpr int kMaxEarlyRegs = 64;   // and the loads moved into phase 0 (plan_early_loads)
+inline constexpr int kColumnSteps = 4;     // column groups: steps per thread before a row takes more threads
+inline constexpr int kColumnMinRows = 256; // column groups: rows a kernel needs for enough blocks
+// The parameters every generated kernel starts with (codegen.h), and a
+// single-block program's steps too.
+inline const char* const kKernelParams = "void* const* bufs, const double* fs, const long long* is, long long* err";
+
+inline const char* ctype(ScalarType dt) {
+  switch (dt) {
+    case kBool: return "bool";
+    case kInt: return "int";
+    case kLong: return "long long";
+    case kFloat: return "float";
+    case kDouble: return "double";
+    case kBFloat16: return "float";  // computed in float32, rounded per op (loom_bf16_round)
+  }
+  return "float";
+}
+inline const char* mtype(ScalarType dt) { return dt == kBool ? "unsigned char" : dt == kBFloat16 ? "unsigned short" : ctype(dt); }
+// Reduction accumulators: bool folds as int (warp shuffles take no bool).
+inline const char* acctype(ScalarType dt) { return dt == kBool ? "int" : ctype(dt); }
+inline bool fp(ScalarType dt) { return is_floating_point(dt); }
+// A libm-style name for dt: expf for float, exp for double.
+inline std::string fn(const char* name, ScalarType dt) { return std::string(name) + (dt == kDouble ? "" : "f"); }
+
+inline std::string lit(double v, ScalarType dt) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return dt == kDouble ? s : "(float)" + s;
+}
+
+inline int64_t prod(const ir::Dims& d, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+inline int pow2_at_least(int64_t x) {
+  int p = 1;
+  while (p < x && p < (1 << 20)) p <<= 1;
+  return p;
+}
+
+
+// Threads that share one element of a single-block product: the block's
+// threads over the outputs, a power of two from 1 to 32 (one warp).
+inline int block_product_lanes(int64_t outputs) {
+  int p = 1;
+  while (p < 32 && outputs * p * 2 <= kSingleBlockThreads) p *= 2;
+  return p;
+}
+
+inline bool is_pointwise(const ir::Kernel& k) {
+  return k.phases.size() == 1 && k.phases[0].kind == ir::Phase::Store && !k.phases[0].per_row;
+}
+
+// Whether 4 consecutive innermost elements form one aligned 16-byte (or
+// 4-byte for bool) group in every access that walks them.
+inline bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
+  const int n = k.loop.n;
+  if (n == 0 || k.loop[n - 1] % kLanes != 0) return false;
+  for (const ir::Access& a : k.accesses) {
+    if (a.strides[n - 1] != 1) continue;
+    if (a.offset % kLanes != 0) return false;
+    for (int d = 0; d + 1 < n; ++d)
+      if (a.strides[d] % kLanes != 0) return false;
+    const ir::BufferInfo& b = p.buffers[a.buffer];
+    if (b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0) return false;
+  }
+  return true;
+}
+
+class KernelEmitter {
+ public:
+  // A kernel of its own (not `single_block`): p and k are a kernel's local
+  // form (ir::LocalKernel), emitted as the shared function
+  // shared_symbol(index), whose failures name their node through the
+  // launch's node table (`nd`). A single-block step: kernel_symbol(index)
+  // of the whole program, its nodes as constants.
+  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
+                GemmConfig gemm = {}, bool single_block = false)
+      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block) {
+    // Values that are the same for every element of a phase (scalars, row
+    // results and what is computed from them only) are computed once per
+    // thread before the element loop: kernels have no __restrict__ (a
+    // donated output aliases its input), so the compiler would otherwise
+    // reload scalars and redo divisions after every store.
+    varies_.assign(k.exprs.size(), false);
+    for (size_t e = 0; e < k.exprs.size(); ++e) {
+      const ir::Expr& x = k.exprs[e];
+      if (ir::reads_memory(x) || x.kind == ExprKind::Iota || x.kind == ExprKind::Contract || x.kind == ExprKind::Operand)
+        varies_[e] = true;
+      for (int o = 0; o < ir::operand_count(x); ++o) varies_[e] = varies_[e] || varies_[ir::operand(x, o)];
+    }
+  }
+
+  // ---------------------------------------------------------------- the kernel (kernel_emitter.cpp)
+  void emit();
+
+ private:
+  // ---------------------------------------------------------------- GEMM, a product in a single block, pointwise, rows (kernel_emitter.cpp)
+  void emit_gemm();
+
+  std::string operand_ops();
+
+  void emit_block_product();
+
+  std::string element_indices(const char* in) const;
+
+  std::vector<bool> kernel_buffers() const;
+  void emit_buffer_pointers(const std::vector<bool>& used);
+  std::string symbol() const { return single_block_ ? kernel_symbol(index_) : shared_symbol(index_); }
+
+  void emit_gemm_prologue(const std::vector<bool>& used);
+
+  void emit_pointwise();
+
+  bool lane_vector(uint32_t access) const;
+
+  void emit_rows();
+
+  void open_row_loop(const std::vector<bool>& need, const ir::Phase& ph, const char* in);
+
+  void close_row_loop(const ir::Phase& ph, const char* in);
+
+  void stores(const ir::Phase& ph, const char* in);
+
+  void emit_phase(const ir::Phase& ph, size_t index);
+
+  std::string identity(Op op, ScalarType dt);
+
+  std::string combine(Op op, ScalarType dt, const std::string& a, const std::string& b);
+
+  // ---------------------------------------------------------------- row stash (emit_expr.cpp)
+  void plan_stash();
+  void plan_early_loads();
+  // Registers a stashed value of dtype dt takes a thread: its row elements.
+  int stash_regs(ScalarType dt) const { return plan_.per_thread * plan_.lanes * (element_size(dt) == 8 ? 2 : 1); }
+  bool reloaded(uint32_t e) const { return !stash_.empty() && stash_[e] && phase_ > first_[e]; }
+
+  std::vector<bool> needed(const ir::Phase& ph);
+  void mark(uint32_t e, std::vector<bool>& need);
+
+  // ---------------------------------------------------------------- bodies (emit_expr.cpp)
+  std::string stash_slot() const { return plan_.lanes > 1 ? "[j * 4 + l]" : "[j]"; }
+
+  void hoisted(const std::vector<bool>& need, const char* in);
+
+  void body(const std::vector<bool>& need, const char* in);
+
+  std::string offset(const ir::Access& a, const std::string& lane);
+
+  std::string lane_index() const { return lane_ ? "l" : ""; }
+
+  std::string rounded(const ir::Expr& x, uint32_t e);
+
+  std::string value(const ir::Expr& x, uint32_t e);
+
+  std::string unary(Op op, const std::string& x, ScalarType in, ScalarType out);
+
+  std::string binary(Op op, const std::string& a, const std::string& b, ScalarType dt, uint32_t fail_node);
+
+  std::string to_memory(uint32_t e);
+
+  void store(uint32_t ai, uint32_t e, const char* in);
+
+  // ---------------------------------------------------------------- state
+  const ir::KernelProgram& p_;
+  const ir::Kernel& k_;
+  size_t index_;
+  std::ostringstream& o_;
+  KernelPlan plan_;
+  GemmConfig gemm_;
+  bool single_block_;          // a step of loom_program, not a kernel (a shared function) of its own
+  bool lane_ = false;          // emitting inside a pointwise lane loop
+  bool preloaded_ = false;     // a GEMM epilogue: loads come from its `loaded` struct
+  int phase_ = -1;
+  std::vector<bool> stash_;    // exprs kept in registers across phases
+  std::vector<bool> early_;    // stashed loads moved into phase 0 (plan_early_loads)
+  std::vector<int> first_;     // the phase that computes each
+  std::vector<bool> varies_;   // differs between the elements of a phase (see the constructor)
+};
+
+// When the emitter's files were built (part of build_id: the disk-cache key).
+std::string kernel_emitter_build_id();
+
+}  // namespace loom::jit::cuda::detail
