@@ -11,6 +11,7 @@
 // emit_source (codegen.cpp) makes one per distinct kernel and calls emit().
 #pragma once
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
