@@ -3,7 +3,6 @@
 // updates, checks first), 5 (collapse) and 6 (the arena). See
 // ir/lowering.h.
 #include <algorithm>
-#include <unordered_map>
 
 #include "ir/lowering.h"
 

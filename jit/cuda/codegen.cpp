@@ -5,7 +5,6 @@
 #include "jit/cuda/codegen.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 #include "ir/lower.h"

@@ -4,10 +4,8 @@
 #include "jit/cuda/kernel_emitter.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
-#include "ir/lower.h"
 
 namespace loom::jit::cuda::detail {
 

@@ -5,10 +5,8 @@
 #include "jit/cuda/kernel_emitter.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
-#include "ir/lower.h"
 
 namespace loom::jit::cuda::detail {
 
@@ -469,7 +467,6 @@ std::string KernelEmitter::combine(Op op, ScalarType dt, const std::string& a, c
   }
 }
 
-std::string emit_expr_build_id();  // emit_expr.cpp
 std::string kernel_emitter_build_id() {
   return std::string("kernel emitter ") + __DATE__ " " __TIME__ + ", " + emit_expr_build_id();
 }

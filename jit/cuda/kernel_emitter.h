@@ -214,7 +214,9 @@ class KernelEmitter {
   std::vector<bool> varies_;   // differs between the elements of a phase (see the constructor)
 };
 
-// When the emitter's files were built (part of build_id: the disk-cache key).
+// When the emitter's files were built (part of build_id: the disk-cache key):
+// kernel_emitter_build_id includes emit_expr_build_id.
 std::string kernel_emitter_build_id();
+std::string emit_expr_build_id();
 
 }  // namespace loom::jit::cuda::detail

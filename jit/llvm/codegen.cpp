@@ -5,34 +5,20 @@
 // (jit/llvm/kernel_emitter.h).
 #include "jit/llvm/codegen.h"
 
-#include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Intrinsics.h>
-#include <llvm/IR/IntrinsicsX86.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
-#include <llvm/MC/TargetRegistry.h>
 #include <llvm/Support/Host.h>
-#include <llvm/Support/TargetSelect.h>
 #include <llvm/TargetParser/Triple.h>
 
-#include <functional>
-#include <map>
-#include <limits>
-
-#include <loom/error.h>
+#include <algorithm>
 
 #include "ir/lower.h"
 #include "jit/llvm/gemm.h"
-#include "jit/llvm/math.h"
-#include "jit/llvm/runtime_calls.h"
 #include "jit/llvm/kernel_emitter.h"
+#include "jit/llvm/math.h"
 #include "jit/llvm/memory_hints.h"
 
 namespace loom::jit::llvm_cpu {
-
-using llvm::IRBuilder;
-using llvm::Type;
-using llvm::Value;
 
 const Target& host_target() {
   static const Target t = [] {

@@ -10,14 +10,6 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
-#include <functional>
-#include <limits>
-#include <map>
-
-#include <loom/error.h>
-
-#include "jit/llvm/gemm.h"
-#include "jit/llvm/ir_loops.h"
 #include "jit/llvm/math.h"
 #include "jit/llvm/runtime_calls.h"
 

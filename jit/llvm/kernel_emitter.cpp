@@ -9,14 +9,12 @@
 #include <llvm/IR/Module.h>
 
 #include <functional>
-#include <limits>
 #include <map>
 
 #include <loom/error.h>
 
 #include "jit/llvm/gemm.h"
 #include "jit/llvm/ir_loops.h"
-#include "jit/llvm/math.h"
 #include "jit/llvm/runtime_calls.h"
 
 namespace loom::jit::llvm_cpu::detail {
@@ -223,32 +221,33 @@ void KernelEmitter::stream_loop(int d, Value* hi, int step, const std::function<
   b_.SetInsertPoint(after);
 }
 
-// Prefetches the elements kAheadBytes past this w-lane step of the
-// hinted accesses (MemoryHints::ahead): one prefetch per cache line.
-void KernelEmitter::prefetch_ahead(int w) {
-  for (uint32_t a : hints_.ahead) {
+// Prefetches, for each of `accesses`, the w-lane step `distance` elements
+// past the current one, one prefetch per cache line; `locality` is
+// llvm.prefetch's (3: every cache level, 2: L2 and below).
+void KernelEmitter::prefetch_lines(const std::vector<uint32_t>& accesses, int w,
+                                   const std::function<int64_t(const ir::Access&, int64_t esize)>& distance,
+                                   int locality) {
+  for (uint32_t a : accesses) {
     const ir::Access& acc = k_.accesses[a];
     const ScalarType dt = p_.buffers[acc.buffer].dtype;
     const int64_t esize = static_cast<int64_t>(element_size(dt));
-    Value* ahead = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), b_.getInt64(kAheadBytes / esize)));
+    Value* at = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), b_.getInt64(distance(acc, esize))));
     for (int64_t line = 0; line < w * esize; line += 64)
       b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                         {b_.CreateConstGEP1_64(b_.getInt8Ty(), ahead, line), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+                         {b_.CreateConstGEP1_64(b_.getInt8Ty(), at, line), b_.getInt32(0), b_.getInt32(locality),
+                          b_.getInt32(1)});
   }
 }
 
-// Prefetches the next row's elements of the hinted accesses (see
-// memory_hints.h): one prefetch per cache line of a w-lane step.
+// A streaming pointwise kernel's inputs kAheadBytes ahead (MemoryHints::ahead).
+void KernelEmitter::prefetch_ahead(int w) {
+  prefetch_lines(hints_.ahead, w, [](const ir::Access&, int64_t esize) { return kAheadBytes / esize; }, 3);
+}
+
+// The next row's elements of the hinted accesses (MemoryHints::prefetch).
 void KernelEmitter::prefetch_next_row(int w) {
   const int row_loop = k_.outer - 1;
-  for (uint32_t a : hints_.prefetch) {
-    const ir::Access& acc = k_.accesses[a];
-    const ScalarType dt = p_.buffers[acc.buffer].dtype;
-    Value* next = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), b_.getInt64(acc.strides[row_loop])));
-    for (int64_t line = 0; line < w * static_cast<int64_t>(element_size(dt)); line += 64)
-      b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                         {b_.CreateConstGEP1_64(b_.getInt8Ty(), next, line), b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
-  }
+  prefetch_lines(hints_.prefetch, w, [&](const ir::Access& acc, int64_t) { return acc.strides[row_loop]; }, 2);
 }
 
 // while (idx[d] + step <= hi) { body; idx[d] += step; }  (continues from idx[d])
@@ -527,7 +526,6 @@ Value* KernelEmitter::horizontal(Op op, ScalarType dt, Value* v) {
   return b_.CreateExtractElement(v, uint64_t{0});
 }
 
-std::string emit_expr_build_id();  // emit_expr.cpp
 std::string kernel_emitter_build_id() {
   return std::string("kernel emitter ") + __DATE__ " " __TIME__ + ", " + emit_expr_build_id();
 }

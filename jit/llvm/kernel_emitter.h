@@ -82,6 +82,8 @@ class KernelEmitter {
 
   void stream_loop(int d, Value* hi, int step, const std::function<void(int)>& body);
 
+  void prefetch_lines(const std::vector<uint32_t>& accesses, int w,
+                      const std::function<int64_t(const ir::Access&, int64_t esize)>& distance, int locality);
   void prefetch_ahead(int w);
 
   void prefetch_next_row(int w);
@@ -226,7 +228,9 @@ class KernelEmitter {
   std::map<uint32_t, Value*> stash_buf_;
 };
 
-// When the emitter's files were built (part of build_id: the disk-cache key).
+// When the emitter's files were built (part of build_id: the disk-cache key):
+// kernel_emitter_build_id includes emit_expr_build_id.
 std::string kernel_emitter_build_id();
+std::string emit_expr_build_id();
 
 }  // namespace loom::jit::llvm_cpu::detail

@@ -1,6 +1,7 @@
 // How a generated kernel should treat memory beyond plain loads and stores:
-// which stores bypass the caches and which loads of the next row to
-// prefetch. Pure decisions on the loop IR; jit/llvm/kernel_emitter.cpp emits them.
+// which stores bypass the caches and which loads to prefetch (a row
+// kernel's next row, a streaming pointwise kernel's inputs ahead). Pure
+// decisions on the loop IR; jit/llvm/kernel_emitter.cpp emits them.
 #pragma once
 #include <cstdint>
 #include <string>
