@@ -15,7 +15,8 @@ unsigned parse_topics() {
   unsigned mask = 0;
   static const std::pair<const char*, LogTopic> kNames[] = {{"graph", LogTopic::Graph},     {"cache", LogTopic::Cache},
                                                             {"passes", LogTopic::Passes},   {"fusion", LogTopic::Fusion},
-                                                            {"kernels", LogTopic::Kernels}, {"donation", LogTopic::Donation}};
+                                                            {"kernels", LogTopic::Kernels}, {"donation", LogTopic::Donation},
+                                                            {"profile", LogTopic::Profile}};
   for (auto& [name, topic] : kNames)
     if (std::strstr(env, name) || std::strcmp(env, "all") == 0) mask |= static_cast<unsigned>(topic);
   return mask;
@@ -28,6 +29,7 @@ const char* topic_name(LogTopic t) {
     case LogTopic::Fusion: return "fusion";
     case LogTopic::Kernels: return "kernels";
     case LogTopic::Donation: return "donation";
+    case LogTopic::Profile: return "profile";
   }
   return "?";
 }

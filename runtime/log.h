@@ -4,7 +4,15 @@
 
 namespace loom::runtime {
 
-enum class LogTopic : unsigned { Graph = 1, Cache = 2, Passes = 4, Fusion = 8, Kernels = 16, Donation = 32 };
+enum class LogTopic : unsigned {
+  Graph = 1,
+  Cache = 2,
+  Passes = 4,
+  Fusion = 8,
+  Kernels = 16,
+  Donation = 32,
+  Profile = 64,  // each step of a CPU run and its wall time (runtime/cpu/cpu_executable.cpp)
+};
 
 bool log_enabled(LogTopic t);
 void log_line(LogTopic t, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -4,10 +4,12 @@
 #pragma once
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "ir/kernel.h"
 #include "jit/llvm/orc_jit.h"
+#include "kernels/cpu/library.h"
 #include "runtime/backend.h"
 #include "runtime/cpu/gemm_driver.h"
 #include "runtime/output_plan.h"
@@ -36,6 +38,11 @@ class CpuExecutable final : public Executable {
   };
   static Launch plan_launch(const ir::KernelProgram& p, const ir::Kernel& k);
   void run_kernel(size_t k, void* const* bufs, const double* fs, const int64_t* is);
+  // One step of the program: a generated kernel, or a library call (whose
+  // input views are built in `ins`, the run's scratch).
+  void run_step(const ir::Step& step, void* const* bufs, const double* fs, const int64_t* is,
+                std::span<const ir::RtScalar> scalars, std::vector<kernels::cpu::View>& ins);
+  void log_step(const ir::Step& step, double ms) const;  // LOOM_LOG=profile
   BufferPtr take_arena();
   void give_arena(BufferPtr a);
 
