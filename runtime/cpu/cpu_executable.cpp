@@ -195,6 +195,17 @@ void CpuExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
   outputs_.results(owned, Device(kCPU, 0), result);
 }
 
+namespace {
+std::string dims_text(const ir::Dims& d) {  // "1024x784"
+  std::string s;
+  for (uint8_t i = 0; i < d.n; ++i) {
+    if (i) s += 'x';
+    s += std::to_string(d[i]);
+  }
+  return s;
+}
+}  // namespace
+
 // LOOM_LOG=profile: "k64_matmul_gemm+k86_add [1024x1024] gemm: 6.824 ms",
 // the kernel's name (its nodes, ir/lower_kernels.cpp), its loops and its
 // wall time, one line per step of every run (kernels run one after another
@@ -206,18 +217,12 @@ void CpuExecutable::log_step(const ir::Step& step, double ms) const {
   if (step.kind == ir::Step::Generated) {
     const ir::Kernel& k = program_.kernels[step.index];
     name = k.name;
-    for (uint8_t d = 0; d < k.loop.n; ++d) {
-      if (d) loops += 'x';
-      loops += std::to_string(k.loop[d]);
-    }
+    loops = dims_text(k.loop);
     what = k.contraction ? " gemm" : "";
   } else {
     const ir::LibraryCall& call = program_.library_calls[step.index];
     name = std::string("library ") + ir::op_name(call.op);
-    for (uint8_t d = 0; d < call.shape.n; ++d) {
-      if (d) loops += 'x';
-      loops += std::to_string(call.shape[d]);
-    }
+    loops = dims_text(call.shape);
   }
   log_line(LogTopic::Profile, "%s [%s]%s: %.3f ms", name.c_str(), loops.c_str(), what, ms);
 }
