@@ -243,9 +243,12 @@ std::string to_string(const Kernel& k) {
   os << "] cost " << k.cost_per_element << "\n";
   if (const auto& c = k.contraction) {
     auto side = [&](uint32_t acc, int64_t step, uint32_t value) {
+      // One stream, no string concatenation (GCC 12 warns, falsely, on "e" + std::string).
       std::ostringstream o;
+      if (value != Contraction::kRaw) o << "e" << value << "(";
       o << "@" << acc << "[+" << step << "*t]";
-      return value == Contraction::kRaw ? o.str() : "e" + std::to_string(value) + "(" + o.str() + ")";
+      if (value != Contraction::kRaw) o << ")";
+      return o.str();
     };
     os << "  gemm %" << c->node << ": sum over t < " << c->k << " of " << side(c->a, c->a_k, c->a_value) << " * "
        << side(c->b, c->b_k, c->b_value) << "\n";
