@@ -211,20 +211,14 @@ std::string dims_text(const ir::Dims& d) {  // "1024x784"
 // wall time, one line per step of every run (kernels run one after another
 // on the CPU, so the lines add up to the run).
 void CpuExecutable::log_step(const ir::Step& step, double ms) const {
-  std::string loops;
-  const char* what = "";
-  std::string name;
   if (step.kind == ir::Step::Generated) {
     const ir::Kernel& k = program_.kernels[step.index];
-    name = k.name;
-    loops = dims_text(k.loop);
-    what = k.contraction ? " gemm" : "";
-  } else {
-    const ir::LibraryCall& call = program_.library_calls[step.index];
-    name = std::string("library ") + ir::op_name(call.op);
-    loops = dims_text(call.shape);
+    log_line(LogTopic::Profile, "%s [%s]%s: %.3f ms", k.name.c_str(), dims_text(k.loop).c_str(),
+             k.contraction ? " gemm" : "", ms);
+    return;
   }
-  log_line(LogTopic::Profile, "%s [%s]%s: %.3f ms", name.c_str(), loops.c_str(), what, ms);
+  const ir::LibraryCall& call = program_.library_calls[step.index];
+  log_line(LogTopic::Profile, "library %s [%s]: %.3f ms", ir::op_name(call.op), dims_text(call.shape).c_str(), ms);
 }
 
 void CpuExecutable::run_step(const ir::Step& step, void* const* bufs, const double* fs, const int64_t* is,

@@ -8,7 +8,8 @@ cache="$(mktemp -d)"
 trap 'rm -rf "$cache"' EXIT
 log=$(LOOM_LOG=profile LOOM_CACHE_DIR="$cache" "$bin" 2>&1 >/dev/null)
 echo "$log"
-line='^\[loom:profile\] k[0-9]+_[a-z_+0-9]+ \[[0-9x]*\]( gemm)?: [0-9]+\.[0-9]{3} ms$'
+# A generated kernel ("k12_sum+k14_add", maybe a GEMM) or a library call ("library gather").
+line='^\[loom:profile\] (k[0-9]+_[a-z_+0-9]+ \[[0-9x]*\]( gemm)?|library [a-z_0-9]+ \[[0-9x]*\]): [0-9]+\.[0-9]{3} ms$'
 bad=$(grep '^\[loom:profile\]' <<<"$log" | grep -Ev "$line" || true)
 [ -z "$bad" ] || { echo "FAIL: malformed profile lines:"; echo "$bad"; exit 1; }
 grep -Eq '^\[loom:profile\] k[0-9]+_[a-z_+0-9]+ \[64x256\] gemm: ' <<<"$log" || { echo "FAIL: no line for the 64x256 GEMM"; exit 1; }
