@@ -294,6 +294,44 @@ TEST_P(GemmTest, RowsDoNotDependOnTheRowsAround) {
   }
 }
 
+// The order the CPU GEMM visits its tiles in (GemmPlan::strip_group: the
+// B strips each A panel meets in turn, LOOM_GEMM_SG to force it) changes
+// no element: a packed weight gradient with an in-place SGD update fused
+// into its epilogue (a tile visited twice or skipped would show) is bit for
+// bit the same with one strip at a time, with groups that do not divide
+// the 63 strips, and with the planned group, and matches float64.
+TEST_P(GemmTest, StripGroupsChangeNoElement) {
+  if (GetParam() != "llvm") GTEST_SKIP() << "the CPU GEMM's tile order";
+  const int64_t M = 301, K = 300, N = 1000;
+  Operand g = make({K, M}, loom::kFloat, 31), h = make({K, N}, loom::kFloat, 32);
+  Operand w0 = make({M, N}, loom::kFloat, 33), m0 = make({M, N}, loom::kFloat, 34);
+  const std::vector<const char*> groups = {"", "1", "3", "7"};  // "": as planned
+  std::vector<std::vector<float>> weights, momenta;
+  for (const char* group : groups) {
+    if (*group) setenv("LOOM_GEMM_SG", group, 1);
+    loom::clear_executable_cache();  // a plan is made with its executable
+    Tensor w = w0.t.clone(), mom = m0.t.clone();
+    loom::sync();
+    const int64_t before = loom::metrics().kernels_launched;
+    mom.mul_(0.9).add_(loom::matmul(g.t.t(), h.t));
+    w.sub_(mom * 0.01);
+    loom::sync();
+    unsetenv("LOOM_GEMM_SG");
+    EXPECT_EQ(loom::metrics().kernels_launched - before, 1) << "the update is the product's epilogue";
+    weights.push_back(w.to_vector<float>());
+    momenta.push_back(mom.to_vector<float>());
+  }
+  loom::clear_executable_cache();
+  for (size_t c = 1; c < groups.size(); ++c) {
+    EXPECT_EQ(weights[c], weights[0]) << "strip group " << groups[c];
+    EXPECT_EQ(momenta[c], momenta[0]) << "strip group " << groups[c];
+  }
+  auto A_t = [&](int64_t, int64_t i, int64_t k) { return g.v[k * M + i]; };
+  const Expected e = product(A_t, row_major(h), 1, M, N, K);
+  const Tensor mom = loom::tensor(std::vector<double>(momenta[0].begin(), momenta[0].end()), loom::kFloat);
+  EXPECT_TRUE(close(mom, e, K, loom::kFloat, [&](double v, int64_t i) { return 0.9 * m0.v[i] + v; }));
+}
+
 LOOM_INSTANTIATE_BACKENDS(GemmTest);
 
 }  // namespace

@@ -1,9 +1,9 @@
 // GEMM kernels on the CPU: the loops around the generated tile function
 // (jit/llvm/gemm.h), in the BLIS order. For each NC-wide column panel and
 // KC-deep block of K, B's block is packed into NR-wide strips (kept in L3,
-// a strip in L2 while it is used); for each MC-row block, A's block is
-// packed into MR-row panels (L2); then every MR x NR tile calls the tile
-// function, which adds the earlier K blocks' partial sums and, on the last
+// a group of strips in L2 while it is used); for each MC-row block, A's
+// block is packed into MR-row panels (L2); then every MR x NR tile, panel
+// by panel over each group of strips, calls the tile function, which adds the earlier K blocks' partial sums and, on the last
 // block, runs the kernel's epilogue. Packing reads the operands through
 // their strides (a transpose or a broadcast batch is never copied first).
 //
@@ -42,6 +42,8 @@ struct GemmPlan {
   int64_t out_bytes = 0;
   // Blocking (elements).
   int64_t kc = 0, mc = 0, nc = 0;
+  // B strips an A panel meets in turn before the next panel (plan_gemm).
+  int64_t strip_group = 1;
   bool direct = false;  // no packing of A (and of B when its rows are contiguous)
   // Operands with fused producers (ir::Contraction::a_value / b_value):
   // each packed panel (and, for a small product, A's copy and B's packed
