@@ -185,29 +185,36 @@ void pack_transposed(const T* src, int64_t rs, int64_t h, int64_t kc, int64_t ld
     for (int64_t t = 0; t < kc; ++t) std::fill(dst + t * ld + h, dst + (t + 1) * ld, T(0));
 }
 
+// Panels [p0, p1) of `width` elements along a dimension that is
+// contiguous in memory (element (t, c) at src[t * sk + c], c < n), each
+// k-major and zero padded past n: A's panels of a transposed A, B's strips
+// of a row-major B. Row t by row t, each panel's part in turn, so the
+// source is read along its rows; panel by panel read `width` elements from
+// each of kc rows, 4 KiB apart for a 1024-wide float matrix, one page after
+// another, which the hardware prefetcher does not follow. Zen 3,
+// configurations alternating in one process, p25: [256, 1024] x [1024,
+// 1024] (W4's gradient of h1, B row-major) 4.52-4.70 -> 4.27-4.35 ms, with
+// its ReLU mask 5.17-5.25 -> 4.71, 1024^3 16.75 -> 16.13; W4's weight
+// gradients (A = x^T) 4.46-4.53 -> 4.32-4.41 (1024 x 1024, K 256) and
+// 4.25-4.48 -> 4.17-4.32 (1024 x 784 with its SGD update).
+template <class T>
+void pack_along_rows(const T* src, int64_t sk, int64_t n, int64_t kc, int64_t width, T* dst, int64_t p0, int64_t p1) {
+  for (int64_t t = 0; t < kc; ++t) {
+    const T* row = src + t * sk;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t c = p * width, w = std::min(width, n - c);
+      T* o = dst + (p * kc + t) * width;
+      std::memcpy(o, row + c, w * sizeof(T));
+      std::fill(o + w, o + width, T(0));
+    }
+  }
+}
+
 // B[k0:k0+kc, j0:j0+nc] (strides sk, sn) -> strips of nr columns, k-major
 // inside a strip, zero padded to whole strips; strips [s0, s1) only.
 template <class T>
 void pack_b(const T* b, int64_t sk, int64_t sn, int64_t kc, int64_t nc, int64_t nr, T* dst, int64_t s0, int64_t s1) {
-  if (sn == 1) {
-    // Rows contiguous: row by row, each row's part of every strip in turn,
-    // so B is read along its rows. Strip by strip read nr elements of each
-    // of kc rows (a 1024-wide float B: 64 bytes from each 4 KiB page, one
-    // page after another, which the hardware prefetcher does not follow).
-    // Zen 3, [256, 1024] x [1024, 1024] (W4's gradient of h1), configurations
-    // alternating in one process, p25: 4.52-4.70 -> 4.27-4.35 ms, with its
-    // ReLU mask 5.17-5.25 -> 4.71; 1024^3 16.75 -> 16.13.
-    for (int64_t t = 0; t < kc; ++t) {
-      const T* src = b + t * sk;
-      for (int64_t s = s0; s < s1; ++s) {
-        const int64_t j = s * nr, w = std::min(nr, nc - j);
-        T* o = dst + (s * kc + t) * nr;
-        std::memcpy(o, src + j, w * sizeof(T));
-        std::fill(o + w, o + nr, T(0));
-      }
-    }
-    return;
-  }
+  if (sn == 1) return pack_along_rows(b, sk, nc, kc, nr, dst, s0, s1);
   for (int64_t s = s0; s < s1; ++s) {
     const int64_t j = s * nr, w = std::min(nr, nc - j);
     T* out = dst + s * kc * nr;
@@ -228,16 +235,11 @@ void pack_b(const T* b, int64_t sk, int64_t sn, int64_t kc, int64_t nc, int64_t 
 // inside a panel, zero padded.
 template <class T>
 void pack_a(const T* a, int64_t sm, int64_t sk, int64_t mc, int64_t kc, int64_t mr, T* dst) {
+  // A transposed A (a weight gradient's x^T): each k's rows are contiguous.
+  if (sm == 1) return pack_along_rows(a, sk, mc, kc, mr, dst, 0, (mc + mr - 1) / mr);
   for (int64_t i = 0; i < mc; i += mr) {
     const int64_t h = std::min(mr, mc - i);
     T* out = dst + i * kc;
-    if (sm == 1) {  // a transposed A: each k's rows are contiguous
-      for (int64_t t = 0; t < kc; ++t) {
-        std::memcpy(out + t * mr, a + i + t * sk, h * sizeof(T));
-        std::fill(out + t * mr + h, out + (t + 1) * mr, T(0));
-      }
-      continue;
-    }
     if (sk == 1) {  // row-major A
       pack_transposed(a + i * sm, sm, h, kc, mr, out);
       continue;
