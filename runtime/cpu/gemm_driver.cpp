@@ -115,18 +115,18 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   }
   g.mc = std::max<int64_t>(mr, (cs.l2 - g.kc * nr * e) / (g.kc * e) / mr * mr);
   g.nc = std::max<int64_t>(nr, cs.l3 / 4 / (g.kc * e) / nr * nr);
-  // A group of B strips the size of L2 (32 strips for KC 256, 8 for KC
-  // 1024 on a 512 KiB L2), met in turn by each A panel: the tiles'
+  // A group of B strips that takes half of L2 (16 strips for KC 256, 4
+  // for KC 1024 on a 512 KiB L2), met in turn by each A panel: the tiles'
   // epilogue then walks each row of C (and of every buffer it reads or
   // updates) for group x NR elements, which the hardware prefetcher
   // follows; one strip at a time touched one line per row, 4 KiB apart
-  // for a 1024-wide C, then the next. The strips come from L2 / L3 then,
-  // not L1: plain products measured the same (1024^3, 2048^3, W4's).
-  // Zen 3, one process, configurations alternating, p25 ms: W4's [1024,
-  // 256] x [256, 1024] weight gradient with its SGD update fused
-  // 5.9-6.1 (one strip) -> 5.1-5.3 (16 or 64 strips), the product alone
-  // 4.5 either way; W4's whole step 26.2-26.7 -> 24.9-25.2 (16), 25.0-25.1 (64).
-  g.strip_group = std::max<int64_t>(1, cs.l2 / (g.kc * nr * e));
+  // for a 1024-wide C, then the next. Zen 3, one process, configurations
+  // alternating, p25 ms: W4's [1024, 256] x [256, 1024] weight gradient
+  // with its SGD update fused 5.9-6.1 (one strip) -> 5.1-5.3 (16 or 64
+  // strips), the product alone 4.5 either way; W4's whole step 26.2-26.7
+  // -> 24.9-25.2 (16), 25.0-25.1 (64). Plain large products alike within
+  // 1% (2048^3: 8 strips 1-3% slower than 1, 4 the same).
+  g.strip_group = std::max<int64_t>(1, cs.l2 / 2 / (g.kc * nr * e));
   if (const char* v = std::getenv("LOOM_GEMM_SG")) g.strip_group = std::max<int64_t>(1, std::atoll(v));
   g.prepare_a = c.fused_operand(0), g.prepare_b = c.fused_operand(1);
   // Packing pays when its panels are reused: skip it when A is no taller
