@@ -407,9 +407,9 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
       if (threads > 1 && strips > 1) {
         const int64_t parts = std::min(strips, threads);
         tbb::parallel_for(int64_t(0), parts, [&](int64_t p) { pack(strips * p / parts, strips * (p + 1) / parts); });
-      }
-      else
+      } else {
         pack(0, strips);
+      }
       const int64_t flags = (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) | (pc + kc >= g.k ? jit::llvm_cpu::kGemmLast : 0);
       auto task = [&](int64_t task_index) {
         const int64_t ib = task_index / groups, gi = task_index % groups;

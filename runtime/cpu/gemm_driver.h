@@ -3,8 +3,9 @@
 // KC-deep block of K, B's block is packed into NR-wide strips (kept in L3,
 // a group of strips in L2 while it is used); for each MC-row block, A's
 // block is packed into MR-row panels (L2); then every MR x NR tile, panel
-// by panel over each group of strips, calls the tile function, which adds the earlier K blocks' partial sums and, on the last
-// block, runs the kernel's epilogue. Packing reads the operands through
+// by panel over each group of strips, calls the tile function, which adds
+// the earlier K blocks' partial sums and, on the last block, runs the
+// kernel's epilogue. Packing reads the operands through
 // their strides (a transpose or a broadcast batch is never copied first).
 //
 // Small products skip packing (GemmPlan::direct): A is read in place and B
