@@ -132,7 +132,8 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   // Packing pays when its panels are reused: skip it when A is no taller
   // than a tile or B fits in half of L2 (it stays there as it is).
   g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
-  // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC above).
+  // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC, _SG above; the test
+  // of strip groups sets _SG).
   if (const char* v = std::getenv("LOOM_GEMM_MC")) g.mc = std::atoll(v) / mr * mr;
   if (const char* v = std::getenv("LOOM_GEMM_NC")) g.nc = std::atoll(v) / nr * nr;
   return g;
