@@ -48,24 +48,7 @@ std::string candidate_case(int64_t M, int64_t N, int64_t K, int c) {
   return std::to_string(M) + "x" + std::to_string(N) + "x" + std::to_string(K) + " candidate " + std::to_string(c);
 }
 
-// A GEMM test hook (runtime/cuda/gemm_tune.cpp: LOOM_GEMM_CANDIDATE,
-// LOOM_GEMM_SPLIT) set for the products compiled after set(), unset and
-// its executables dropped when the scope ends.
-class GemmHook {
- public:
-  explicit GemmHook(const char* name) : name_(name) {}
-  ~GemmHook() {
-    unsetenv(name_);
-    loom::clear_executable_cache();
-  }
-  void set(const std::string& value) {
-    setenv(name_, value.c_str(), 1);
-    loom::clear_executable_cache();
-  }
-
- private:
-  const char* name_;
-};
+using loom_test::GemmHook;
 
 TEST_F(CudaGemm, OddShapesMatchFloat64) {
   const int64_t shapes[][3] = {{1, 1, 1},    {7, 5, 3},   {63, 65, 1},  {65, 63, 7},   {1, 1000, 63},

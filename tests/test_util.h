@@ -6,6 +6,7 @@
 #include <loom/loom.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,28 @@ inline std::string file_name(const char* path) {
   std::string p = path;
   return p.substr(p.find_last_of('/') + 1);
 }
+
+// A GEMM tuning variable set for the products planned after set() (the
+// CUDA tuner's LOOM_GEMM_CANDIDATE / LOOM_GEMM_SPLIT, the CPU driver's
+// LOOM_GEMM_SG): each set() drops the executables, so the next run plans
+// afresh; unset and dropped again when the scope ends.
+class GemmHook {
+ public:
+  explicit GemmHook(const char* name) : name_(name) {}
+  ~GemmHook() {
+    unsetenv(name_);
+    loom::clear_executable_cache();
+  }
+  GemmHook(const GemmHook&) = delete;
+  GemmHook& operator=(const GemmHook&) = delete;
+  void set(const std::string& value) {
+    setenv(name_, value.c_str(), 1);
+    loom::clear_executable_cache();
+  }
+
+ private:
+  const char* name_;
+};
 
 }  // namespace loom_test
 

@@ -5,8 +5,8 @@
 // block is packed into MR-row panels (L2); then every MR x NR tile, panel
 // by panel over each group of strips, calls the tile function, which adds
 // the earlier K blocks' partial sums and, on the last block, runs the
-// kernel's epilogue. Packing reads the operands through
-// their strides (a transpose or a broadcast batch is never copied first).
+// kernel's epilogue. Packing reads the operands through their strides (a
+// transpose or a broadcast batch is never copied first).
 //
 // Small products skip packing (GemmPlan::direct): A is read in place and B
 // too when its rows are contiguous. Many small products in a batch run one
