@@ -332,6 +332,24 @@ TEST_P(LazyTest, ASyncReleasesTheGraphItRan) {
   EXPECT_FALSE(y.is_pending());
 }
 
+TEST_P(LazyTest, ATensorDroppedBeforeItsSyncIsReleasedThenAndNeverComputed) {
+  Tensor x = materialized({16});
+  std::weak_ptr<const void> dropped_node;
+  {
+    Tensor dropped = loom::exp(x) * 2;
+    dropped_node = loom::testing::node_ref(dropped);
+  }
+  const loom::Metrics before = loom::metrics();
+  loom::sync();
+  EXPECT_TRUE(dropped_node.expired()) << "the pending list still holds a dropped tensor after a sync";
+  EXPECT_EQ(loom::metrics().graphs_materialized, before.graphs_materialized) << "a dropped tensor was computed";
+  Tensor kept = x * 3;  // a live one beside a dropped one: only it runs
+  { Tensor dropped = x * 4; }
+  loom::sync();
+  EXPECT_EQ(loom::metrics().graphs_materialized, before.graphs_materialized + 1);
+  EXPECT_FALSE(kept.is_pending());
+}
+
 TEST_P(LazyTest, ALongStepAndSyncLoopKeepsResidentMemoryFlat) {
   if (resident_kib() < 0) GTEST_SKIP() << "no /proc/self/status";
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
