@@ -158,6 +158,40 @@ TEST_P(GemmTest, Batched) {
   }
 }
 
+// x W^T with fewer rows than a tile (a Linear layer at batch 1): A and B
+// both contiguous along K, each element a dot product (kGemmDot). K with a
+// tail shorter than a vector and longer than KC (several K blocks), N not
+// a multiple of the 4 columns done together nor of a tile, a batch with a
+// shared weight, A with a fused producer, a fused bias and ReLU.
+TEST_P(GemmTest, ShortProductsWithATransposedWeight) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble})
+    for (const Mnk& s : {Mnk{1, 3, 5}, Mnk{2, 33, 63}, Mnk{5, 100, 1100}}) {
+      if (dt == loom::kDouble && s.m != 2) continue;  // compile time: float64 on one shape
+      Operand a = make({s.m, s.k}, dt, 40), w = make({s.n, s.k}, dt, 41), bias = make({s.n}, dt, 42);
+      auto W_t = [&](int64_t, int64_t k, int64_t j) { return w.v[j * s.k + k]; };
+      const Expected e = product(row_major(a), W_t, 1, s.m, s.n, s.k);
+      const std::string what = std::to_string(s.m) + "x" + std::to_string(s.k) + " @ (" + std::to_string(s.n) + "x" +
+                               std::to_string(s.k) + ")^T " + std::string(loom::to_string(dt));
+      EXPECT_TRUE(close(loom::matmul(a.t, w.t.t()), e, s.k, dt)) << what;
+      EXPECT_TRUE(close(loom::relu(loom::linear(a.t, w.t, bias.t)), e, s.k, dt, [&](double v, int64_t i) {
+        const double y = v + bias.v[i % s.n];
+        return y > 0 ? y : 0;
+      })) << what;
+      // A computed in the same graph (a fused producer of the operand): 2a
+      auto A2 = [&](int64_t, int64_t i, int64_t k) { return 2 * a.v[i * s.k + k]; };
+      EXPECT_TRUE(close(loom::matmul(a.t * 2.0, w.t.t()), product(A2, W_t, 1, s.m, s.n, s.k), s.k, dt)) << what;
+    }
+  // A batch of states against one weight (broadcast) and against one each.
+  for (loom::ScalarType dt : {loom::kFloat}) {
+    const int64_t B = 3, M = 1, K = 37, N = 21;
+    Operand x = make({B, M, K}, dt, 43), w = make({1, N, K}, dt, 44), wb = make({B, N, K}, dt, 45);
+    auto W_t = [&](int64_t, int64_t k, int64_t j) { return w.v[j * K + k]; };
+    auto Wb_t = [&](int64_t b, int64_t k, int64_t j) { return wb.v[(b * N + j) * K + k]; };
+    EXPECT_TRUE(close(loom::matmul(x.t, w.t.transpose(1, 2)), product(row_major(x), W_t, B, M, N, K), K, dt));
+    EXPECT_TRUE(close(loom::matmul(x.t, wb.t.transpose(1, 2)), product(row_major(x), Wb_t, B, M, N, K), K, dt));
+  }
+}
+
 double gelu(double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }
 
 // Epilogues fused into the product's store, with K deep enough for several

@@ -96,7 +96,7 @@ void KernelEmitter::emit_gemm() {
     contract_ = product;
     auto vals = eval(need, w);
     for (auto [a, e] : ph.stores) store(a, vals[e], k_.exprs[e].dtype, w);
-  }, operand_op, {c.fused_operand(0), c.fused_operand(1)});
+  }, operand_op, {c.fused_operand(0), c.fused_operand(1)}, gemm_dot_product(k_, gemm_shape(target_, dt)));
   end_body();
 }
 
