@@ -350,6 +350,21 @@ TEST_P(LazyTest, ATensorDroppedBeforeItsSyncIsReleasedThenAndNeverComputed) {
   EXPECT_FALSE(kept.is_pending());
 }
 
+// The pending list holds what it lists (api/src/lazy.cpp): without a sync,
+// a dropped tensor (and the inputs its node holds) must still be let go of
+// within a bounded number of recorded ops.
+TEST_P(LazyTest, TensorsDroppedWithoutASyncAreLetGoOfWithinAFewDozenOps) {
+  Tensor x = materialized({16});
+  std::weak_ptr<const void> first;
+  {
+    Tensor dropped = x * 2;
+    first = loom::testing::node_ref(dropped);
+  }
+  for (int i = 0; i < 200; ++i) Tensor dropped = x + static_cast<double>(i);
+  EXPECT_TRUE(first.expired()) << "200 ops after it was dropped, an unsynced tensor's node is still held";
+  loom::sync();
+}
+
 TEST_P(LazyTest, ALongStepAndSyncLoopKeepsResidentMemoryFlat) {
   if (resident_kib() < 0) GTEST_SKIP() << "no /proc/self/status";
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

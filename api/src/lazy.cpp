@@ -347,8 +347,13 @@ void drop_dead(PendingList& list) {
 }
 [[gnu::optimize("no-tree-slp-vectorize")]] void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
   list.storages.emplace_back(s);
-  // Drop dead entries now and then so a long unsynced loop stays bounded.
-  if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) drop_dead(list);
+  // Let go of dropped tensors now and then, so a loop that records without
+  // syncing keeps few of them: each may hold its inputs' buffers (a
+  // from_blob each iteration), or a buffer another thread computed for it.
+  // At each power of two from 64: a few dozen entries at most, and O(1)
+  // per entry overall; a step of W5 (44 entries a sync) never gets there.
+  const size_t n = list.storages.size();
+  if (n >= 64 && (n & (n - 1)) == 0) drop_dead(list);
 }
 // The nodes a sync would run now: what the live pending tensors need.
 int64_t live_pending_nodes(PendingList& list) {
