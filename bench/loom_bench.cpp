@@ -307,6 +307,28 @@ void w6(const std::string& peer) {
 #endif
 }
 
+// L1: a Linear layer at batch 1 with its ReLU, relu(x W^T + b), x [1, n]:
+// a policy network's layer in a control loop. loom's own rows (peers.py
+// has none): torch's F.linear timed beside it is in docs/PERFORMANCE.md.
+void l1(const std::string& peer) {
+  for (int64_t n : {256, 1024}) {
+    loom::Tensor x = input({1, n});
+    loom::Tensor w = input({n, n}, 0.1);
+    loom::Tensor b = input({n});
+    Repeats r;
+    r.warmup = 20;
+    r.min_reps = 50;
+    r.min_s = 0.3;
+    const double t = median_time(
+        [&] {
+          loom::Tensor y = loom::relu(loom::linear(x, w, b));
+          finish();
+        },
+        r);
+    row_ms("L1 linear-relu batch1 " + std::to_string(n), peer, t, "us", t * 1e6);
+  }
+}
+
 // G1: Linear + bias + GELU, y = gelu(x W^T + b), x and W [4096, 4096]. loom
 // computes it as one GEMM kernel with the bias and GELU in its store;
 // the vendor way is sgemm, then a separate pass over y (timed on its own
@@ -696,6 +718,7 @@ int main(int argc, char** argv) {
       {"W5", "W5 control-step 64", w5},
       {"W6", "W6 matmul 4096 f32", w6},
       {"G1", "G1 linear-gelu 4096 f32", g1},
+      {"L1", "L1 linear-relu batch1", l1},
       {"C1", "C1 first-step-cold-cache", [](const std::string& p) { c_rows(p, false); }},
       {"C2", "C2 first-step-warm-cache", [](const std::string& p) { c_rows(p, true); }},
   };
