@@ -159,7 +159,7 @@ TEST_P(GemmTest, Batched) {
 }
 
 // x W^T with fewer rows than a tile (a Linear layer at batch 1): A and B
-// both contiguous along K, each element a dot product (kGemmDot). K with a
+// both contiguous along K, each element a dot product (gemm_dot_product). K with a
 // tail shorter than a vector and longer than KC (several K blocks), N not
 // a multiple of the 4 columns done together nor of a tile, a batch with a
 // shared weight, A with a fused producer, a fused bias and ReLU.

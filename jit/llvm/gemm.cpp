@@ -89,12 +89,14 @@ class TileEmitter {
           b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {at, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
         }
     }, [] {});
+    if (dot_) {  // its tiles are all direct (M < MR: GemmPlan::direct)
+      dot_loops();
+      through_tile();
+      return;
+    }
     Value* full = b_.CreateAnd(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), b_.CreateICmpEQ(cols_, b_.getInt64(s_.nr)));
     if_else(flag(kGemmDirect), [&] {
-      if (dot_)
-        dot_loops();
-      else
-        direct_loops();
+      direct_loops();
       through_tile();
     }, [&] {
       packed_loop();
@@ -195,11 +197,7 @@ class TileEmitter {
   // B's strip ten times, 4 KiB apart, and took 367 us; now 32 us.
   void direct_loops() {
     std::vector<Value*> mask;
-    for (int q = 0; q < nv_; ++q) {
-      std::vector<llvm::Constant*> lane;
-      for (int l = 0; l < s_.lanes; ++l) lane.push_back(b_.getInt64(q * s_.lanes + l));
-      mask.push_back(b_.CreateICmpSLT(llvm::ConstantVector::get(lane), b_.CreateVectorSplat(s_.lanes, cols_)));
-    }
+    for (int q = 0; q < nv_; ++q) mask.push_back(lanes_below(cols_, q * s_.lanes));
     auto bload = [&](Value* k, int q) {
       Value* at = b_.CreateGEP(t_, bp_, b_.CreateAdd(b_.CreateMul(k, b_ks_), b_.getInt64(q * s_.lanes)));
       return b_.CreateMaskedLoad(vt_, at, llvm::Align(dt_ == kDouble ? 8 : 4), mask[q], llvm::Constant::getNullValue(vt_));
@@ -264,8 +262,15 @@ class TileEmitter {
     });
   }
 
+  // Which of a vector's lanes first, first + 1, ... are below n.
+  Value* lanes_below(Value* n, int64_t first) {
+    std::vector<llvm::Constant*> lane;
+    for (int l = 0; l < s_.lanes; ++l) lane.push_back(b_.getInt64(first + l));
+    return b_.CreateICmpSLT(llvm::ConstantVector::get(lane), b_.CreateVectorSplat(s_.lanes, n));
+  }
+
   // B contiguous along K (x W^T: a Linear layer's weight) and a short
-  // product (kGemmDot; b_ks is B's stride between columns): each element is
+  // product (a dot kernel; b_ks is B's stride between columns): each element is
   // a dot product of A's row and B's column, both contiguous, summed a
   // vector of k at a time, kDotColumns columns at once (one load of A for
   // them), a masked vector for the last k, then across the lanes. Packing
@@ -277,9 +282,7 @@ class TileEmitter {
     const llvm::Align al(dt_ == kDouble ? 8 : 4);
     Value* kmain = b_.CreateAnd(kc_, b_.getInt64(~int64_t{s_.lanes - 1}));
     Value* rest = b_.CreateSub(kc_, kmain);
-    std::vector<llvm::Constant*> lane;
-    for (int l = 0; l < s_.lanes; ++l) lane.push_back(b_.getInt64(l));
-    Value* tail_mask = b_.CreateICmpSLT(llvm::ConstantVector::get(lane), b_.CreateVectorSplat(s_.lanes, rest));
+    Value* tail_mask = lanes_below(rest, 0);
     Value* zero = llvm::Constant::getNullValue(vt_);
     auto columns = [&](Value* arow, Value* r, Value* c0, int width) {
       std::vector<Value*> bcol;
@@ -386,7 +389,7 @@ class TileEmitter {
   const GemmEpilogue& epi_;
   const GemmOperandOp& op_;
   const std::array<bool, 2> fused_;
-  const bool dot_;  // every direct tile of this kernel is kGemmDot
+  const bool dot_;  // gemm_dot_product: every tile is dot products, nothing else is emitted
   llvm::Type* t_;
   llvm::FixedVectorType* vt_;
   Value *a_, *bp_, *kc_, *a_rs_, *a_ks_, *b_ks_, *batch_, *i_, *j_, *rows_, *cols_, *partial_, *ldp_, *flags_;

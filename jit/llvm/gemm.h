@@ -40,7 +40,7 @@ struct GemmTile {
   int64_t kc;        // depth of this K block
   int64_t a_rs;      // direct: A's stride between rows (packed: unused)
   int64_t a_ks;      // direct: A's stride along K (packed: unused)
-  int64_t b_ks;      // B's stride along K (a packed strip: NR); kGemmDot: B's stride between columns
+  int64_t b_ks;      // B's stride along K (a packed strip: NR); a dot kernel's: B's stride between columns
   int64_t batch, i, j;  // the tile's first element in the kernel's loops
   int64_t rows, cols;   // its valid part, at most MR x NR
   void* partial;     // partial sums of earlier K blocks: partial[r * ldp + c]
@@ -51,10 +51,6 @@ inline constexpr int64_t kGemmDirect = 1;   // A unpacked (a_rs, a_ks); B loads 
 inline constexpr int64_t kGemmAddPartial = 2;  // add `partial` to the sums first
 inline constexpr int64_t kGemmLast = 4;     // the last K block: run the epilogue; else store to `partial`
 inline constexpr int64_t kGemmShort = 8;    // direct, and the product has fewer than MR rows (M = 1: a vector)
-// Direct and short, with A and B both contiguous along K (B = W^T): each
-// element a dot product (jit/llvm/gemm.cpp, dot_loops); `b` is B at the
-// tile's first column and this block's first k.
-inline constexpr int64_t kGemmDot = 64;
 // Not a tile: apply operand A's (B's) fused producers (ir::Contraction::
 // a_value) in place to the `kc` elements at `a` (`b`), a packed panel
 // (strip) the driver just filled. Padding rows (columns) are transformed
@@ -78,14 +74,16 @@ using GemmOperandOp = std::function<llvm::Value*(int which, llvm::Value* x, int 
 // `tile` (a GemmTile*); leaves the builder where every path has joined.
 // `fused[w]`: whether operand w has fused producers (then `operand_op`
 // computes them for kGemmPrepareA / B).
-// `dot`: the kernel takes kGemmDot tiles (gemm_dot_product); only then is
-// that path emitted (it would add a fifth of the compile time to every
-// other GEMM kernel).
+// `dot`: gemm_dot_product(kernel); then every tile computes its elements
+// as dot products (`b` is B at the tile's first column and the block's
+// first k, `b_ks` B's stride between columns) and only that path is
+// emitted: always direct, as M < MR (emitted into every GEMM kernel, it
+// cost a fifth more compile time).
 void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* tile, ScalarType dt, const GemmShape& s,
                     const GemmEpilogue& epilogue, const GemmOperandOp& operand_op = {},
                     std::array<bool, 2> fused = {false, false}, bool dot = false);
 
-// Whether GEMM kernel `k` runs as dot products (kGemmDot): fewer rows than
+// Whether GEMM kernel `k` runs as dot products: fewer rows than
 // a tile (M < MR), A and B both contiguous along K and B not along N (x W^T
 // at batch 1), B without fused producers (A's are applied to a contiguous
 // copy). Asked by the code generator and by the driver's plan, so both

@@ -297,7 +297,7 @@ const T* elem(void* const* bufs, uint32_t b, int64_t off) {
 
 // Small products: A in place; B in place when its rows are contiguous, or,
 // in a product shorter than a tile with A and B both contiguous along K
-// (x W^T at batch 1), read in place as dot products (kGemmDot); else packed
+// (x W^T at batch 1, GemmPlan::dot), read in place as dot products; else packed
 // whole (it is small, or A is a single tile high). An operand with fused
 // producers is copied (A, row-major) or packed (B) and prepared first: it
 // is small here.
@@ -307,8 +307,7 @@ void run_direct(const Ctx& x) {
   const int64_t mr = g.shape.mr, nr = g.shape.nr;
   const int64_t mt = (g.m + mr - 1) / mr, nt = (g.n + nr - 1) / nr;
   const bool copy_a = g.prepare_a && g.k > 0;
-  const bool dot = g.dot;
-  const bool pack = !dot && (g.b_sn != 1 || g.prepare_b) && g.k > 0;
+  const bool pack = !g.dot && (g.b_sn != 1 || g.prepare_b) && g.k > 0;
   const int64_t strip = g.k * nr;
   Scratch packed(pack ? static_cast<size_t>(g.batch * nt * strip) * sizeof(T) : 0);
   T* bp = static_cast<T*>(packed.p);
@@ -342,12 +341,12 @@ void run_direct(const Ctx& x) {
     const int64_t bi = r / mt, i = r % mt * mr;
     std::vector<T> part(g.k > g.kc ? static_cast<size_t>(mr * nr) : 0);
     GemmTile t{};
-    t.a_rs = a_sm, t.a_ks = a_sk, t.b_ks = dot ? g.b_sn : b_ks;
+    t.a_rs = a_sm, t.a_ks = a_sk, t.b_ks = g.dot ? g.b_sn : b_ks;
     t.batch = bi, t.i = i, t.rows = std::min(mr, g.m - i);
     t.partial = part.empty() ? nullptr : part.data(), t.ldp = nr;
     for (int64_t j = nt * gi / groups * nr; j < nt * (gi + 1) / groups * nr && j < g.n; j += nr) {
       const T* b0 = pack  ? static_cast<const T*>(bp + bi * nt * strip + j / nr * strip)
-                    : dot ? B + bi * g.b_sb + j * g.b_sn
+                    : g.dot ? B + bi * g.b_sb + j * g.b_sn
                           : B + bi * g.b_sb + j;
       t.j = j, t.cols = std::min(nr, g.n - j);
       for (int64_t pc = 0; pc < g.k || pc == 0; pc += g.kc) {
@@ -355,8 +354,7 @@ void run_direct(const Ctx& x) {
         t.a = A + bi * a_sb + i * a_sm + pc * a_sk;
         t.b = b0 + pc * b_ks;
         t.flags = jit::llvm_cpu::kGemmDirect | (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) |
-                  (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0) | (g.m < mr ? jit::llvm_cpu::kGemmShort : 0) |
-                  (dot ? jit::llvm_cpu::kGemmDot : 0);
+                  (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0) | (g.m < mr ? jit::llvm_cpu::kGemmShort : 0);
         x.call(t);
       }
     }

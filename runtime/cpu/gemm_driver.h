@@ -46,7 +46,7 @@ struct GemmPlan {
   // B strips an A panel meets in turn before the next panel (plan_gemm).
   int64_t strip_group = 1;
   bool direct = false;  // no packing of A (and of B when its rows are contiguous)
-  bool dot = false;     // direct tiles as dot products (kGemmDot; jit::llvm_cpu::gemm_dot_product)
+  bool dot = false;     // direct tiles as dot products (jit::llvm_cpu::gemm_dot_product; the kernel has no other path)
   // Operands with fused producers (ir::Contraction::a_value / b_value):
   // each packed panel (and, for a small product, A's copy and B's packed
   // strips) prepared by the kernel's function (kGemmPrepareA / B) before
