@@ -125,6 +125,28 @@ TEST_P(GemmTest, TransposedOperands) {
     }
 }
 
+// Packing's register transposes (runtime/cpu/gemm_driver.cpp): rows go 8,
+// then 4, then 2, then 1 at a time, and K 8 or 4 at a time with a scalar
+// tail; copies along rows go 8 k at a time. M's last panel of 2 or 3 rows
+// (MR 6; 8 or 9 with MR 12), N's last strip of 14 or 11 columns (NR 16;
+// 14 or 27 with NR 32), and K = 203 (a tail of 3 after 8s and 4s), for
+// every layout of A and B, each large enough to be packed.
+TEST_P(GemmTest, PackedPanelsOfEveryEdgeWidth) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble})
+    for (const Mnk& s : {Mnk{68, 814, 203}, Mnk{141, 827, 203}}) {
+      Operand a = make({s.m, s.k}, dt, 21), b = make({s.k, s.n}, dt, 22);
+      Operand at = make({s.k, s.m}, dt, 23), bt = make({s.n, s.k}, dt, 24);
+      auto A_t = [&](int64_t, int64_t i, int64_t k) { return at.v[k * s.m + i]; };
+      auto B_t = [&](int64_t, int64_t k, int64_t j) { return bt.v[j * s.k + k]; };
+      const std::string name = std::to_string(s.m) + "x" + std::to_string(s.n) + " " + std::string(loom::to_string(dt));
+      EXPECT_TRUE(close(loom::matmul(a.t, b.t), product(row_major(a), row_major(b), 1, s.m, s.n, s.k), s.k, dt))
+          << name;
+      EXPECT_TRUE(close(loom::matmul(at.t.t(), b.t), product(A_t, row_major(b), 1, s.m, s.n, s.k), s.k, dt)) << name;
+      EXPECT_TRUE(close(loom::matmul(a.t, bt.t.t()), product(row_major(a), B_t, 1, s.m, s.n, s.k), s.k, dt)) << name;
+      EXPECT_TRUE(close(loom::matmul(at.t.t(), bt.t.t()), product(A_t, B_t, 1, s.m, s.n, s.k), s.k, dt)) << name;
+    }
+}
+
 // Slices with steps in both dims and an offset.
 TEST_P(GemmTest, SteppedSlices) {
   for (loom::ScalarType dt : {loom::kFloat, loom::kDouble}) {
