@@ -180,14 +180,16 @@ TEST_P(GemmTest, Batched) {
   }
 }
 
-// x W^T with fewer rows than a tile (a Linear layer at batch 1): A and B
-// both contiguous along K, each element a dot product (gemm_dot_product). K with a
-// tail shorter than a vector and longer than KC (several K blocks), N not
-// a multiple of the 4 columns done together nor of a tile, a batch with a
-// shared weight, A with a fused producer, a fused bias and ReLU.
+// x W^T with fewer rows than a tile (a Linear layer at batch 1) or fewer
+// columns (a classifier's logits): A and B both contiguous along K, each
+// element a dot product (gemm_dot_product). K with a tail shorter than a
+// vector, with single vectors after the unrolled groups, and longer than KC
+// (several K blocks); N leaving 0-3 columns after the groups of 4, a batch
+// with a shared weight, A with a fused producer, a fused bias and ReLU.
 TEST_P(GemmTest, ShortProductsWithATransposedWeight) {
   for (loom::ScalarType dt : {loom::kFloat, loom::kDouble})
-    for (const Mnk& s : {Mnk{1, 3, 5}, Mnk{2, 33, 63}, Mnk{5, 100, 1100}}) {
+    for (const Mnk& s : {Mnk{1, 3, 5}, Mnk{2, 33, 63}, Mnk{5, 100, 1100}, Mnk{7, 10, 1000}, Mnk{100, 6, 41},
+                         Mnk{13, 15, 2100}}) {
       if (dt == loom::kDouble && s.m != 2) continue;  // compile time: float64 on one shape
       Operand a = make({s.m, s.k}, dt, 40), w = make({s.n, s.k}, dt, 41), bias = make({s.n}, dt, 42);
       auto W_t = [&](int64_t, int64_t k, int64_t j) { return w.v[j * s.k + k]; };

@@ -77,15 +77,16 @@ using GemmOperandOp = std::function<llvm::Value*(int which, llvm::Value* x, int 
 // `dot`: gemm_dot_product(kernel); then every tile computes its elements
 // as dot products (`b` is B at the tile's first column and the block's
 // first k, `b_ks` B's stride between columns) and only that path is
-// emitted: always direct, as M < MR (emitted into every GEMM kernel, it
-// cost a fifth more compile time).
+// emitted: the driver runs such a kernel direct (GemmPlan::dot; emitted
+// into every GEMM kernel, the path cost a fifth more compile time).
 void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* tile, ScalarType dt, const GemmShape& s,
                     const GemmEpilogue& epilogue, const GemmOperandOp& operand_op = {},
                     std::array<bool, 2> fused = {false, false}, bool dot = false);
 
-// Whether GEMM kernel `k` runs as dot products: fewer rows than
-// a tile (M < MR), A and B both contiguous along K and B not along N (x W^T
-// at batch 1), B without fused producers (A's are applied to a contiguous
+// Whether GEMM kernel `k` runs as dot products: fewer rows than a tile
+// (M < MR: x W^T at batch 1) or fewer columns (N < NR with K of two vectors
+// or more: a classifier's logits), A and B both contiguous along K and B
+// not along N, B without fused producers (A's are applied to a contiguous
 // copy). Asked by the code generator and by the driver's plan, so both
 // agree on every kernel.
 bool gemm_dot_product(const ir::Kernel& k, const GemmShape& s);

@@ -132,7 +132,8 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   // Packing pays when its panels are reused: skip it when A is no taller
   // than a tile or B fits in half of L2 (it stays there as it is).
   g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
-  g.dot = jit::llvm_cpu::gemm_dot_product(k, g.shape);  // implies direct (M < MR)
+  g.dot = jit::llvm_cpu::gemm_dot_product(k, g.shape);
+  g.direct = g.direct || g.dot;  // a dot kernel has no other path
   // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC, _SG above; the test
   // of strip groups sets _SG).
   if (const char* v = std::getenv("LOOM_GEMM_MC")) g.mc = std::atoll(v) / mr * mr;
@@ -397,8 +398,9 @@ const T* elem(void* const* bufs, uint32_t b, int64_t off) {
 }
 
 // Small products: A in place; B in place when its rows are contiguous, or,
-// in a product shorter than a tile with A and B both contiguous along K
-// (x W^T at batch 1, GemmPlan::dot), read in place as dot products; else packed
+// in a product shorter or narrower than a tile with A and B both contiguous
+// along K (x W^T at batch 1, a classifier's logits: GemmPlan::dot), read in
+// place as dot products; else packed
 // whole (it is small, or A is a single tile high). An operand with fused
 // producers is copied (A, row-major) or packed (B) and prepared first: it
 // is small here.
