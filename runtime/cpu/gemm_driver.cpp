@@ -97,11 +97,19 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   // float, 12 x 32 tiles; CPU time of six W6 products, three rounds):
   // KC 1024 9.44-9.64 s, 512 9.44-9.68, 2048 9.76-9.96, 256 (a strip the
   // size of L1, before) 9.72-9.99; W6 ~192 -> ~203 GFLOP/s, G1 687-697 ->
-  // 660-675 ms. (KC 256 in turn ran W6 ~10% faster than 136.) An MC x KC
-  // block of A takes the rest of L2 (W6, three rounds of five, median
-  // GFLOP/s: MC 216 207.6 / 205.6 / 212.1, MC 120, half of L2, 193.6 /
-  // 202.3 / 204.8); a KC x NC panel of B a quarter of L3 (shared by the
-  // threads).
+  // 660-675 ms. (KC 256 in turn ran W6 ~10% faster than 136.) A KC x NC
+  // panel of B takes a quarter of L3 (shared by the threads).
+  //
+  // An MC x KC block of A takes twice L2: with strip groups (below) the
+  // L2-resident operand is the group of B strips, each A panel is read
+  // once per group from wherever the block lies, and every MC block reads
+  // all of the packed B panel again, so a taller block means fewer passes
+  // over B. Zen 3 (512 KiB L2, KC 1024), one process, rules alternating
+  // call by call, medians: 4096^3 1029-1150 -> 975-1028 ms with blocks of
+  // 200 to 600 rows against 108 (A in the rest of L2, as this was
+  // before; Zen 4 likewise preferred 216 rows to 120), 2048^3 136.7-138.6
+  // -> 126.8-130.6; W4's step the same (its blocks are set by the thread
+  // rule in run_packed_one).
   const CacheSizes& cs = host_caches();
   const int64_t mr = g.shape.mr, nr = g.shape.nr;
   g.kc = std::clamp<int64_t>(cs.l2 / 8 / (nr * e) / 8 * 8, 64, 1024);
@@ -113,7 +121,7 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
     const int64_t blocks = (g.k + g.kc - 1) / g.kc;
     g.kc = ((g.k + blocks - 1) / blocks + 3) / 4 * 4;
   }
-  g.mc = std::max<int64_t>(mr, (cs.l2 - g.kc * nr * e) / (g.kc * e) / mr * mr);
+  g.mc = std::max<int64_t>(mr, 2 * cs.l2 / (g.kc * e) / mr * mr);
   g.nc = std::max<int64_t>(nr, cs.l3 / 4 / (g.kc * e) / nr * nr);
   // A group of B strips that takes half of L2 (16 strips for KC 256, 4
   // for KC 1024 on a 512 KiB L2), met in turn by each A panel: the tiles'
@@ -486,14 +494,21 @@ void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
   } else {  // one K block: no partial sums
     part = nullptr, ldp = 0;
   }
-  // MC balanced over the threads: a whole number of blocks per thread, and
-  // the MR-row panels spread evenly over the blocks (their sizes differ by
-  // one panel at most: 256 rows in 4 blocks are 60, 72, 60 and 64 rows, not
-  // 72, 72, 72 and 40).
+  // MC balanced over the threads: a whole number of blocks per thread, at
+  // least two each where a block still has 8 panels (one thread's second
+  // block can then be taken by the other when one is slowed: W4's 256-row
+  // products in 4 blocks, not 1 split by columns, whose A each column group
+  // packs again), and the MR-row panels spread evenly over the blocks
+  // (their sizes differ by one panel at most: 256 rows in 4 blocks are 60,
+  // 66, 66 and 64 rows, not 72, 72, 72 and 40). Fewer rows than that: the
+  // columns are split too (column_groups).
   const int64_t panels = (g.m + mr - 1) / mr;
   int64_t mb = (g.m + g.mc - 1) / g.mc;
   const int64_t threads = parallel ? x.threads : 1;
-  if (threads > 1 && mb >= threads) mb = (mb + threads - 1) / threads * threads;
+  if (threads > 1) {
+    mb = std::max(mb, std::min(2 * threads, panels / 8));
+    if (mb >= threads) mb = (mb + threads - 1) / threads * threads;
+  }
   mb = std::min(mb, panels);
   auto block_row = [&](int64_t ib) { return std::min(g.m, panels * ib / mb * mr); };
   const int64_t nc_max = std::min(g.nc, (g.n + nr - 1) / nr * nr);
