@@ -2,16 +2,18 @@
 // (jit/llvm/gemm.h), in the BLIS order. For each NC-wide column panel and
 // KC-deep block of K, B's block is packed into NR-wide strips (kept in L3,
 // a group of strips in L2 while it is used); for each MC-row block, A's
-// block is packed into MR-row panels (L2); then every MR x NR tile, panel
+// block is packed into MR-row panels (twice L2: each panel is read once
+// per strip group, from L2 or L3); then every MR x NR tile, panel
 // by panel over each group of strips, calls the tile function, which adds
 // the earlier K blocks' partial sums and, on the last block, runs the
 // kernel's epilogue. Packing reads the operands through their strides (a
 // transpose or a broadcast batch is never copied first).
 //
 // Small products skip packing (GemmPlan::direct): A is read in place and B
-// too when its rows are contiguous. Many small products in a batch run one
-// per task; large ones split their MC blocks (and column groups, when M is
-// short) over TBB's threads.
+// too when its rows are contiguous; short or narrow ones with both
+// operands contiguous along K run as dot products (GemmPlan::dot). Many
+// small products in a batch run one per task; large ones split their MC
+// blocks (and column groups, when M is short) over TBB's threads.
 #pragma once
 #include <cstdint>
 #include <vector>
