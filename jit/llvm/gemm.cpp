@@ -89,7 +89,7 @@ class TileEmitter {
           b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {at, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
         }
     }, [] {});
-    if (dot_) {  // its tiles are all direct (M < MR: GemmPlan::direct)
+    if (dot_) {  // its tiles are all direct (the driver's GemmPlan::dot implies direct)
       dot_loops();
       through_tile();
       return;

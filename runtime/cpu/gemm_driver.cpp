@@ -169,9 +169,10 @@ struct Scratch {
 // (A row-major, or Linear's W read as B = W^T). Rows go through register
 // transposes, reading several streams and writing whole vectors, where a
 // scalar loop writes one element per instruction at stride `ld`: eight rows
-// by eight k with AVX2 where the CPU has it (chosen at run time; the
-// library is built for baseline x86-64), four by four with SSE (the
-// baseline), and the last two rows of a 6-row panel (MR on AVX2) as pairs.
+// by eight k with AVX2 where the kernels are built for it (host_target:
+// chosen at run time, LOOM_CPU_ISA included; the library itself is built
+// for baseline x86-64), four by four with SSE (the baseline), and the last
+// two rows of a 6-row panel (MR on AVX2) as pairs.
 // Zen 3, a 1024 x 1024 B in strips of 16: 0.31-0.39 ms (4 x 4) -> 0.25-0.29
 // (8 x 8); in W4, packing was 14% of the step's CPU time (perf), 4 x 4
 // rows plus two rows a scalar at a time for A's 6-row panels.
@@ -210,14 +211,6 @@ __attribute__((target("avx2"))) int64_t pack_rows_by_8(const float* src, int64_t
   }
   return r;
 }
-
-bool host_has_avx2() {
-  static const bool yes = [] {
-    __builtin_cpu_init();  // may run before libgcc's own initializer
-    return __builtin_cpu_supports("avx2") != 0;
-  }();
-  return yes;
-}
 #endif
 
 template <class T>
@@ -225,7 +218,7 @@ void pack_transposed(const T* src, int64_t rs, int64_t h, int64_t kc, int64_t ld
   int64_t r = 0;
 #ifdef __SSE2__
   if constexpr (std::is_same_v<T, float>) {
-    if (host_has_avx2()) r = pack_rows_by_8(src, rs, h, kc, ld, dst);
+    if (jit::llvm_cpu::host_target().vector_width >= 8) r = pack_rows_by_8(src, rs, h, kc, ld, dst);  // AVX2
     for (; r + 4 <= h; r += 4) {
       const float* s0 = src + r * rs;
       const float *s1 = s0 + rs, *s2 = s1 + rs, *s3 = s2 + rs;
@@ -294,10 +287,10 @@ void pack_along_rows_w(const T* src, int64_t sk, int64_t n, int64_t kc, int64_t 
     for (int64_t p = p0; p < full_end; ++p) {
       const T* s = src + t0 * sk + p * wd;
       T* o = dst + (p * kc + t0) * wd;
-      for (int64_t t = t0; t < t1; ++t, s += sk, o += wd) std::memcpy(o, s, (W ? W : wd) * sizeof(T));
+      for (int64_t t = t0; t < t1; ++t, s += sk, o += wd) std::memcpy(o, s, wd * sizeof(T));
     }
     for (int64_t p = std::max(p0, full_end); p < p1; ++p) {  // the last panel, past n
-      const int64_t c = p * wd, w = std::max<int64_t>(0, std::min(wd, n - c));
+      const int64_t c = p * wd, w = std::min(wd, n - c);
       for (int64_t t = t0; t < t1; ++t) {
         T* o = dst + (p * kc + t) * wd;
         std::memcpy(o, src + t * sk + c, w * sizeof(T));
@@ -406,12 +399,11 @@ const T* elem(void* const* bufs, uint32_t b, int64_t off) {
 }
 
 // Small products: A in place; B in place when its rows are contiguous, or,
-// in a product shorter or narrower than a tile with A and B both contiguous
-// along K (x W^T at batch 1, a classifier's logits: GemmPlan::dot), read in
-// place as dot products; else packed
-// whole (it is small, or A is a single tile high). An operand with fused
-// producers is copied (A, row-major) or packed (B) and prepared first: it
-// is small here.
+// in a product shorter or narrower than a tile with A and B both
+// contiguous along K (x W^T at batch 1, a classifier's logits:
+// GemmPlan::dot), read in place as dot products; else packed whole (it is
+// small, or A is a single tile high). An operand with fused producers is
+// copied (A, row-major) or packed (B) and prepared first: it is small here.
 template <class T>
 void run_direct(const Ctx& x) {
   const GemmPlan& g = x.g;
