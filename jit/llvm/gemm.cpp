@@ -32,9 +32,10 @@ namespace {
 class TileEmitter {
  public:
   TileEmitter(llvm::IRBuilderBase& b, llvm::Function* fn, Value* tile, ScalarType dt, const GemmShape& s,
-              const GemmEpilogue& epi, const GemmOperandOp& op, std::array<bool, 2> fused, bool dot)
+              const GemmEpilogue& epi, const GemmOperandOp& op, std::array<bool, 2> fused, bool dot,
+              const GemmEpiloguePrefetch& epi_prefetch)
       : b_(b), fn_(fn), ctx_(fn->getContext()), dt_(dt), s_(s), nv_(s.nr / s.lanes), epi_(epi), op_(op), fused_(fused),
-        dot_(dot) {
+        dot_(dot), epi_prefetch_(epi_prefetch) {
     t_ = dt == kDouble ? b_.getDoubleTy() : b_.getFloatTy();
     vt_ = llvm::FixedVectorType::get(t_, s.lanes);
     auto field = [&](int f, bool ptr) {
@@ -89,6 +90,12 @@ class TileEmitter {
           b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {at, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
         }
     }, [] {});
+    // Likewise the epilogue's own memory (an SGD update's momentum and
+    // weights, a fresh output's lines) on the last K block.
+    if (epi_prefetch_)
+      if_else(flag(kGemmLast), [&] {
+        for_range(b_.getInt64(0), rows_, [&](Value* r) { epi_prefetch_(batch_, b_.CreateAdd(i_, r), j_, s_.nr); });
+      }, [] {});
     if (dot_) {  // its tiles are all direct (the driver's GemmPlan::dot implies direct)
       dot_loops();
       through_tile();
@@ -415,6 +422,7 @@ class TileEmitter {
   const GemmOperandOp& op_;
   const std::array<bool, 2> fused_;
   const bool dot_;  // gemm_dot_product: every tile is dot products, nothing else is emitted
+  const GemmEpiloguePrefetch& epi_prefetch_;
   llvm::Type* t_;
   llvm::FixedVectorType* vt_;
   Value *a_, *bp_, *kc_, *a_rs_, *a_ks_, *b_ks_, *batch_, *i_, *j_, *rows_, *cols_, *partial_, *ldp_, *flags_;
@@ -426,8 +434,8 @@ class TileEmitter {
 
 void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, Value* tile, ScalarType dt, const GemmShape& s,
                     const GemmEpilogue& epilogue, const GemmOperandOp& operand_op, std::array<bool, 2> fused,
-                    bool dot) {
-  TileEmitter(b, fn, tile, dt, s, epilogue, operand_op, fused, dot).emit();
+                    bool dot, const GemmEpiloguePrefetch& epilogue_prefetch) {
+  TileEmitter(b, fn, tile, dt, s, epilogue, operand_op, fused, dot, epilogue_prefetch).emit();
 }
 
 bool gemm_dot_product(const ir::Kernel& k, const GemmShape& s) {

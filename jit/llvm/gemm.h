@@ -65,6 +65,10 @@ using GemmFn = void (*)(const GemmTile* tile, void* const* buffers, const double
 // value `product` (w lanes along N from column j). Emitted by KernelEmitter
 // (kernel_emitter.cpp, emit_expr.cpp), which owns every expression.
 using GemmEpilogue = std::function<void(llvm::Value* batch, llvm::Value* i, llvm::Value* j, llvm::Value* product, int w)>;
+// Software prefetches of the memory the epilogue reads and writes in row i,
+// columns [j, j + cols): emitted at a tile's start, so that those misses
+// overlap the K loop instead of stalling the epilogue after it.
+using GemmEpiloguePrefetch = std::function<void(llvm::Value* batch, llvm::Value* i, llvm::Value* j, int cols)>;
 // An operand's fused producers on `w` lanes of its elements `x` (`which`:
 // 0 for A, 1 for B); null for an operand without any.
 using GemmOperandOp = std::function<llvm::Value*(int which, llvm::Value* x, int w)>;
@@ -81,7 +85,8 @@ using GemmOperandOp = std::function<llvm::Value*(int which, llvm::Value* x, int 
 // into every GEMM kernel, the path cost a fifth more compile time).
 void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* tile, ScalarType dt, const GemmShape& s,
                     const GemmEpilogue& epilogue, const GemmOperandOp& operand_op = {},
-                    std::array<bool, 2> fused = {false, false}, bool dot = false);
+                    std::array<bool, 2> fused = {false, false}, bool dot = false,
+                    const GemmEpiloguePrefetch& epilogue_prefetch = {});
 
 // Whether GEMM kernel `k` runs as dot products: fewer rows than a tile
 // (M < MR: x W^T at batch 1) or fewer columns (N < NR with K of two vectors
