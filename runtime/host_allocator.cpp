@@ -14,29 +14,43 @@ namespace loom::runtime {
 
 namespace {
 
-// Blocks from kMinCached bytes up are cached, keyed by their rounded size;
-// at most kMaxCachedBytes are held, the rest is freed.
-constexpr size_t kMinCached = size_t{1} << 20;
-constexpr size_t kGranule = size_t{1} << 16;
+// Blocks of more than kSmallMax bytes (4 KiB) are cached, keyed by their
+// size rounded to a granule of at most 1/16 of it (64 bytes, 4 KiB from
+// 64 KiB, 64 KiB from 1 MiB, 2 MiB from 32 MiB); at most kMaxCachedBytes
+// are held, the rest is freed. Below 1 MiB too: glibc serves blocks of
+// 128 KiB and more by a fresh mmap each time (its threshold only rises when
+// such a block is freed, and the large ones never are: they stay here) and
+// trims its heap's top, so every W4 step faulted in ~500 KiB of packing
+// scratch and small gradients again (127 page faults a step; now none).
 constexpr size_t kMaxCachedBytes = size_t{2} << 30;
-// Blocks from kMinHuge bytes up are whole 2 MiB pages, aligned to them and
-// marked for transparent huge pages (madvise, as Linux's default "madvise"
-// mode asks): a kernel streaming through hundreds of MiB then misses the TLB
-// once per 2 MiB instead of once per 4 KiB, and a first touch faults once
-// per 2 MiB. The rounding wastes under 1/16 of such a block.
-constexpr size_t kMinHuge = size_t{32} << 20;
+// Blocks from kMinHuge bytes up are aligned to 2 MiB and marked for
+// transparent huge pages (madvise, as Linux's default "madvise" mode asks):
+// each whole 2 MiB page inside the block is then one huge page (the tail
+// past the last one stays in 4 KiB pages, so nothing is wasted), a kernel
+// streaming through it misses the TLB once per 2 MiB instead of once per
+// 4 KiB, and a first touch faults once per 2 MiB. From 2 MiB up (before:
+// 32): W4's first step, which writes ~25 MiB of fresh gradients, momentum
+// buffers and packed operands, took 5732-5799 page faults and now
+// 1656-1719 (Zen 3, six processes each), its time over the second step's
+// 13.3 -> 10.0 ms (medians). Blocks from kRoundHuge up are also rounded to
+// whole 2 MiB pages, so their tail is huge too.
+constexpr size_t kMinHuge = size_t{2} << 20;
+constexpr size_t kRoundHuge = size_t{32} << 20;
 constexpr size_t kHugePage = size_t{2} << 20;
 
 size_t rounded(size_t bytes) {
-  if (bytes >= kMinHuge) return (bytes + kHugePage - 1) / kHugePage * kHugePage;
-  return bytes >= kMinCached ? (bytes + kGranule - 1) / kGranule * kGranule : (bytes + 63) / 64 * 64;
+  auto up = [&](size_t to) { return (bytes + to - 1) / to * to; };
+  if (bytes >= kRoundHuge) return up(kHugePage);
+  if (bytes >= (size_t{1} << 20)) return up(size_t{64} << 10);
+  return up(bytes >= (size_t{64} << 10) ? 4096 : 64);
 }
 
 void* system_allocate(size_t size) {
   if (size < kMinHuge) return std::aligned_alloc(64, size);
-  void* p = std::aligned_alloc(kHugePage, size);
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, size) != 0) return nullptr;
 #ifdef MADV_HUGEPAGE
-  if (p) madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
+  madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP the pages stay 4 KiB
 #endif
   return p;
 }
@@ -109,7 +123,7 @@ void* host_allocate(size_t bytes) {
     }
   }
   const size_t size = rounded(bytes);
-  if (size >= kMinCached) {
+  {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
     if (auto it = c.free_blocks.find(size); it != c.free_blocks.end()) {
@@ -144,7 +158,7 @@ void host_free(void* p, size_t bytes) noexcept {
     return;
   }
   const size_t size = rounded(bytes);
-  if (size >= kMinCached) {
+  {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
     if (c.cached + size <= kMaxCachedBytes) {

@@ -1,9 +1,10 @@
-// A caching allocator for host buffers, as PyTorch's CPU and CUDA
-// allocators cache: large blocks freed by one run are handed to the next
-// instead of going back to the OS, so a replayed graph pays no page faults
-// for its outputs. Blocks of up to 4 KiB are kept on per-thread free lists.
-// Blocks of 32 MiB and more are 2 MiB aligned and asked for transparent
-// huge pages.
+// A caching allocator for host buffers, as PyTorch's CUDA allocator
+// caches: blocks freed by one run are handed to the next instead of going
+// back to the OS, so a replayed graph pays no page faults for its outputs
+// or its scratch. Blocks of up to 4 KiB are kept on per-thread free lists,
+// larger ones in one cache keyed by their size.
+// Blocks of 2 MiB and more are 2 MiB aligned and asked for transparent
+// huge pages (those of 32 MiB and more rounded to whole huge pages).
 #pragma once
 #include <cstddef>
 
