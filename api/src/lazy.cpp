@@ -110,19 +110,8 @@ int64_t initial_max_pending() {
 }
 std::atomic<int64_t> g_max_pending{initial_max_pending()};
 
-// The list holds its storages strongly: an entry that only the list holds
-// (use_count() == 1, see unclaimed()) is a tensor the user dropped, skipped
-// and let go of at the next sync. A weak_ptr per entry cost four atomic
-// read-modify-writes per recorded op (the weak count's increment, then at
-// the tensor's release the use count's and the weak count's decrements, and
-// the entry's own at the sync); a strong one costs two, and a dropped
-// tensor's storage is freed by the sync through shared_ptr's unshared fast
-// path, without any. Only this thread reads or changes its list, and a
-// storage that only the list holds cannot gain an owner elsewhere (no one
-// else can copy the pointer; late_checks.h's weak_ptr may lock it, and
-// then the storage is simply live), so the count read is no race.
 struct PendingList {
-  std::vector<std::shared_ptr<Storage>> storages;
+  std::vector<std::weak_ptr<Storage>> storages;
   int64_t recorded_since_sync = 0;
   bool syncing = false;
   bool tracing = false;  // loom::compile is tracing a function on this thread
@@ -148,8 +137,6 @@ PendingList& pending_list() {
   if (PendingList* l = t_list) [[likely]] return *l;
   return new_thread_list();
 }
-// No tensor refers to `s` any more: only its pending list holds it.
-bool unclaimed(const std::shared_ptr<Storage>& s) { return s.use_count() == 1; }
 
 // A tensor made from host data while tracing owns its buffer from birth: it
 // is not an in-place update of a tensor from before the call.
@@ -217,13 +204,11 @@ void sync_device_with(Device device, PendingList& list, SyncScratch& sc, TraceCa
   std::vector<std::shared_ptr<Storage>>& outs = sc.outs;
   std::vector<ir::NodePtr>& out_nodes = sc.out_nodes;
   size_t keep = 0;
-  for (std::shared_ptr<Storage>& s : list.storages) {
-    if (unclaimed(s)) {
-      s.reset();  // a dropped tensor: freed, never computed
-      continue;
-    }
+  for (auto& weak : list.storages) {
+    std::shared_ptr<Storage> s = weak.lock();
+    if (!s) continue;
     if (s->device != device) {
-      list.storages[keep++] = std::move(s);
+      list.storages[keep++] = std::move(weak);
       continue;
     }
     s->listed.store(false, std::memory_order_relaxed);
@@ -322,17 +307,14 @@ void sync_list(PendingList& list, const Device* only) {
     return;
   }
   while (!list.storages.empty()) {
-    const Storage* first = nullptr;
-    for (const std::shared_ptr<Storage>& s : list.storages)
-      if (!unclaimed(s)) {
-        first = s.get();
-        break;
-      }
+    std::shared_ptr<Storage> first;
+    for (auto& w : list.storages)
+      if ((first = w.lock())) break;
     if (!first) {
       list.storages.clear();
       break;
     }
-    sync_device(first->device, list);  // takes `first` (and its device's others) off the list
+    sync_device(first->device, list);
   }
 }
 
@@ -343,25 +325,21 @@ namespace {
 // as two 8-byte stores) with one 16-byte load, which the CPU cannot forward
 // from those stores; the stall was most of this function's time.
 void drop_dead(PendingList& list) {
-  std::erase_if(list.storages, unclaimed);
+  std::erase_if(list.storages, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
 }
 [[gnu::optimize("no-tree-slp-vectorize")]] void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
   list.storages.emplace_back(s);
-  // Let go of dropped tensors now and then, so a loop that records without
-  // syncing keeps few of them: each may hold its inputs' buffers (a
-  // from_blob each iteration), or a buffer another thread computed for it.
-  // At each power of two from 64: a few dozen entries at most, and O(1)
-  // per entry overall; a step of W5 (44 entries a sync) never gets there.
-  const size_t n = list.storages.size();
-  if (n >= 64 && (n & (n - 1)) == 0) drop_dead(list);
+  // Drop dead entries now and then so a long unsynced loop stays bounded.
+  if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) drop_dead(list);
 }
 // The nodes a sync would run now: what the live pending tensors need.
 int64_t live_pending_nodes(PendingList& list) {
   drop_dead(list);
   std::vector<ir::NodePtr> keep;
   std::vector<const ir::Node*> raw;
-  for (const std::shared_ptr<Storage>& s : list.storages)
-    if (ir::NodePtr n = s->pending_node()) raw.push_back(n.get()), keep.push_back(std::move(n));
+  for (auto& weak : list.storages)
+    if (std::shared_ptr<Storage> s = weak.lock())
+      if (ir::NodePtr n = s->pending_node()) raw.push_back(n.get()), keep.push_back(std::move(n));
   if (raw.empty()) return 0;
   ir::Graph g;
   ir::build_graph(raw, g);
@@ -469,8 +447,8 @@ TraceCapture finish_trace() {
   abandon_trace();
   // The device of the first pending storage; a second device is an error.
   std::optional<Device> device;
-  for (const std::shared_ptr<Storage>& s : list.storages)
-    if (!unclaimed(s) && s->pending()) {
+  for (auto& weak : list.storages)
+    if (std::shared_ptr<Storage> s = weak.lock(); s && s->pending()) {
       device = s->device;
       break;
     }
@@ -482,8 +460,8 @@ TraceCapture finish_trace() {
   SyncingScope scope(list);
   cap.device = *device;
   sync_device_with(*device, list, sc, &cap);
-  for (const std::shared_ptr<Storage>& s : list.storages)
-    if (!unclaimed(s) && s->pending())
+  for (auto& weak : list.storages)
+    if (std::shared_ptr<Storage> s = weak.lock(); s && s->pending())
       throw Error("loom::compile: the function left work pending on " + device->str() + " and on " + s->device.str() +
                   "; a compiled function runs on one device");
   return cap;
