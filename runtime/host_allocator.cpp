@@ -123,7 +123,7 @@ void* host_allocate(size_t bytes) {
     }
   }
   const size_t size = rounded(bytes);
-  {
+  if (bytes > kSmallMax) {  // small blocks never enter the cache (host_free keeps them per thread)
     Cache& c = cache();
     std::lock_guard lock(c.mu);
     if (auto it = c.free_blocks.find(size); it != c.free_blocks.end()) {

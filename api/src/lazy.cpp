@@ -330,7 +330,8 @@ void drop_dead(PendingList& list) {
 [[gnu::optimize("no-tree-slp-vectorize")]] void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
   list.storages.emplace_back(s);
   // Drop dead entries now and then so a long unsynced loop stays bounded.
-  if (list.storages.size() >= 4096 && (list.storages.size() & (list.storages.size() - 1)) == 0) drop_dead(list);
+  const size_t n = list.storages.size();
+  if (n >= 4096 && (n & (n - 1)) == 0) drop_dead(list);
 }
 // The nodes a sync would run now: what the live pending tensors need.
 int64_t live_pending_nodes(PendingList& list) {

@@ -48,7 +48,7 @@ const Target& host_target() {
     // without AVX-512 reports "znver4"), so "+" only would let LLVM emit
     // instructions this CPU faults on.
     std::vector<std::string> named;
-    for (auto& f : feats) named.push_back((f.second ? "+" : "-") + f.first().str());
+    for (auto& f : feats) named.push_back((llvm::Twine(f.second ? "+" : "-") + f.first()).str());
     std::sort(named.begin(), named.end());  // deterministic: part of the disk-cache key
     for (auto& f : named) r.features += (r.features.empty() ? "" : ",") + f;
     r.vector_width = feats.lookup("avx512f") ? 16 : feats.lookup("avx2") ? 8 : 4;

@@ -87,7 +87,7 @@ class TileEmitter {
       for (int r = 0; r < s_.mr; ++r)
         for (int l = 0; l < lines; ++l) {
           Value* at = b_.CreateGEP(t_, partial_, b_.CreateAdd(b_.CreateMul(b_.getInt64(r), ldp_), b_.getInt64(l * 64 / (dt_ == kDouble ? 8 : 4))));
-          b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()}, {at, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+          prefetch(b_, at, true, 3);
         }
     }, [] {});
     // Likewise the epilogue's own memory (an SGD update's momentum and
@@ -186,8 +186,7 @@ class TileEmitter {
     for_range(b_.getInt64(0), kmain, [&](Value* k) {
       Value* ahead = b_.CreateGEP(t_, a_, b_.CreateMul(b_.CreateAdd(k, b_.getInt64(kPrefetchA)), b_.getInt64(s_.mr)));
       for (int64_t off = 0; off < kUnroll * s_.mr * eb; off += 64)
-        b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                           {b_.CreateConstGEP1_64(b_.getInt8Ty(), ahead, off), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+        prefetch(b_, b_.CreateConstGEP1_64(b_.getInt8Ty(), ahead, off), false, 3);
       for (int u = 0; u < kUnroll; ++u) step(b_.CreateAdd(k, b_.getInt64(u)));
     }, kUnroll);
     for_range(kmain, kc_, step);

@@ -1,11 +1,12 @@
-// One counted loop in LLVM IR, shared by the kernel emitter (kernel_emitter.cpp)
-// and the GEMM tile emitter (gemm.cpp).
+// One counted loop and one software prefetch in LLVM IR, shared by the
+// kernel emitter (kernel_emitter.cpp) and the GEMM tile emitter (gemm.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 
 namespace loom::jit::llvm_cpu {
 
@@ -32,6 +33,13 @@ inline void for_range(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* l
   b.CreateStore(b.CreateAdd(iv, b.getInt64(stride)), i);
   b.CreateBr(cond);
   b.SetInsertPoint(after);
+}
+
+// One llvm.prefetch of the line at `at`, for reading or writing; `locality`
+// as llvm.prefetch's (3: every cache level, 2: L2 and below).
+inline void prefetch(llvm::IRBuilderBase& b, llvm::Value* at, bool write, int locality) {
+  b.CreateIntrinsic(llvm::Intrinsic::prefetch, {b.getPtrTy()},
+                    {at, b.getInt32(write ? 1 : 0), b.getInt32(locality), b.getInt32(1)});
 }
 
 }  // namespace loom::jit::llvm_cpu

@@ -133,7 +133,7 @@ void KernelEmitter::emit_gemm() {
       std::vector<int64_t> offsets;
       for (int64_t o = 0; o < bytes; o += 64) offsets.push_back(o);
       if (bytes > 1) offsets.push_back(bytes - 1);  // the row may start mid-line
-      for (int64_t o : offsets) prefetch(b_.CreateConstGEP1_64(b_.getInt8Ty(), at, o), written, 3);
+      for (int64_t o : offsets) llvm_cpu::prefetch(b_, b_.CreateConstGEP1_64(b_.getInt8Ty(), at, o), written, 3);
     }
   };
   emit_gemm_tile(b_, fn_, tile, dt, gemm_shape(target_, dt), epilogue, operand_op,
@@ -262,15 +262,9 @@ void KernelEmitter::stream_loop(int d, Value* hi, int step, const std::function<
   b_.SetInsertPoint(after);
 }
 
-// One llvm.prefetch of the line at `at`, for reading or writing; `locality`
-// as llvm.prefetch's (3: every cache level, 2: L2 and below).
-void KernelEmitter::prefetch(Value* at, bool write, int locality) {
-  b_.CreateIntrinsic(llvm::Intrinsic::prefetch, {b_.getPtrTy()},
-                     {at, b_.getInt32(write ? 1 : 0), b_.getInt32(locality), b_.getInt32(1)});
-}
-
 // Prefetches, for each of `accesses`, the w-lane step `distance` elements
-// past the current one, one prefetch per cache line.
+// past the current one, one prefetch per cache line (`locality` as
+// ir_loops.h's prefetch).
 void KernelEmitter::prefetch_lines(const std::vector<uint32_t>& accesses, int w,
                                    const std::function<int64_t(const ir::Access&, int64_t esize)>& distance,
                                    int locality) {
@@ -279,7 +273,8 @@ void KernelEmitter::prefetch_lines(const std::vector<uint32_t>& accesses, int w,
     const ScalarType dt = p_.buffers[acc.buffer].dtype;
     const int64_t esize = static_cast<int64_t>(element_size(dt));
     Value* at = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), b_.getInt64(distance(acc, esize))));
-    for (int64_t line = 0; line < w * esize; line += 64) prefetch(b_.CreateConstGEP1_64(b_.getInt8Ty(), at, line), false, locality);
+    for (int64_t line = 0; line < w * esize; line += 64)
+      llvm_cpu::prefetch(b_, b_.CreateConstGEP1_64(b_.getInt8Ty(), at, line), false, locality);
   }
 }
 

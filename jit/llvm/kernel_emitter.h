@@ -82,7 +82,6 @@ class KernelEmitter {
 
   void stream_loop(int d, Value* hi, int step, const std::function<void(int)>& body);
 
-  void prefetch(Value* at, bool write, int locality);
   void prefetch_lines(const std::vector<uint32_t>& accesses, int w,
                       const std::function<int64_t(const ir::Access&, int64_t esize)>& distance, int locality);
   void prefetch_ahead(int w);
