@@ -551,7 +551,9 @@ struct FirstStepSplit {
 
 double first_step_in_new_process(const std::string& cache_dir, const std::string& backend,
                                  FirstStepSplit* split = nullptr) {
-  const std::string cmd = "LOOM_CACHE_DIR='" + cache_dir + "' '" + g_self + "' --first-step --backend " + backend;
+  // The child never calls OpenBLAS: no worker threads of it beside the step.
+  const std::string cmd =
+      "OPENBLAS_NUM_THREADS=1 LOOM_CACHE_DIR='" + cache_dir + "' '" + g_self + "' --first-step --backend " + backend;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw loom::Error("cannot start " + g_self);
   char line[256];
@@ -675,6 +677,17 @@ int main(int argc, char** argv) {
     const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
     g_self = n > 0 ? std::string(path, static_cast<size_t>(n)) : argv[0];
   }
+#ifdef LOOM_BENCH_OPENBLAS
+  // OpenBLAS starts its worker threads when the library loads, and they spin
+  // ~0.1 s before they sleep: beside whatever loom times first. C1 and C2
+  // time their whole step in that window (their child is this binary): on
+  // the 2-vCPU Zen 3, C2 58.6-62.6 ms with the spinning worker, 33.2-45.6
+  // without. So the process starts OpenBLAS with one thread (set before the
+  // library loads, hence the re-exec), and W6 and G1 raise it
+  // (blas_threads()); a user's own OPENBLAS_NUM_THREADS is left alone.
+  if (!std::getenv("OPENBLAS_NUM_THREADS") && setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0)
+    execv(g_self.c_str(), argv);  // returns only on failure: then run as we are
+#endif
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const std::string& flag) -> const char* {
