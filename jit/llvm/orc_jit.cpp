@@ -132,8 +132,9 @@ constexpr char kPackMagic[8] = {'L', 'O', 'O', 'M', 'O', 'B', 'J', '1'};
 std::vector<char> pack_objects(const std::vector<std::vector<char>>& objects) {
   std::vector<char> out(kPackMagic, kPackMagic + sizeof kPackMagic);
   auto put = [&](uint64_t v) {
-    const char* b = reinterpret_cast<const char*>(&v);
-    out.insert(out.end(), b, b + sizeof v);
+    const size_t at = out.size();
+    out.resize(at + sizeof v);
+    std::memcpy(out.data() + at, &v, sizeof v);
   };
   put(objects.size());
   for (const auto& o : objects) put(o.size());
