@@ -682,9 +682,10 @@ int main(int argc, char** argv) {
   // ~0.1 s before they sleep: beside whatever loom times first. C1 and C2
   // time their whole step in that window (their child is this binary): on
   // the 2-vCPU Zen 3, C2 58.6-62.6 ms in three of four processes with the
-  // spinning worker (35.9 in the fourth), 33.2-45.6 without. So the process starts OpenBLAS with one thread (set before the
-  // library loads, hence the re-exec), and W6 and G1 raise it
-  // (blas_threads()); a user's own OPENBLAS_NUM_THREADS is left alone.
+  // spinning worker (35.9 in the fourth), 33.2-45.6 without. So the
+  // process starts OpenBLAS with one thread (set before the library loads,
+  // hence the re-exec), and W6 and G1 raise it (blas_threads()); a user's
+  // own OPENBLAS_NUM_THREADS is left alone.
   if (!std::getenv("OPENBLAS_NUM_THREADS") && setenv("OPENBLAS_NUM_THREADS", "1", 1) == 0)
     execv(g_self.c_str(), argv);  // returns only on failure: then run as we are
 #endif

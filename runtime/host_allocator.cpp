@@ -158,7 +158,7 @@ void host_free(void* p, size_t bytes) noexcept {
     return;
   }
   const size_t size = rounded(bytes);
-  {
+  {  // the lock is released before a block the cache has no room for is freed
     Cache& c = cache();
     std::lock_guard lock(c.mu);
     if (c.cached + size <= kMaxCachedBytes) {
