@@ -138,6 +138,7 @@ Metrics metrics() {
   m.cuda_graph_kernels = c.cuda_graph_kernels.load();
   m.cuda_graph_depth = c.cuda_graph_depth.load();
   m.cuda_argument_uploads = c.cuda_argument_uploads.load();
+  m.cuda_graph_node_updates = c.cuda_graph_node_updates.load();
   m.late_checks = c.late_checks.load();
   m.late_check_wait_ns = c.late_check_wait_ns.load();
   m.compiled_replays = c.compiled_replays.load();
@@ -152,7 +153,7 @@ void reset_metrics() {
                   &c.cache_misses, &c.hash_collisions, &c.compile_ns, &c.execute_ns, &c.kernels_launched,
                   &c.bytes_allocated, &c.buffers_allocated, &c.bytes_copied_back, &c.disk_cache_hits, &c.disk_cache_misses,
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
-                  &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads,
+                  &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads, &c.cuda_graph_node_updates,
                   &c.cuda_graphs_built, &c.cuda_graph_kernels, &c.cuda_graph_depth, &c.late_checks,
                   &c.late_check_wait_ns, &c.compiled_replays})
     a->store(0);
@@ -200,6 +201,7 @@ std::string Metrics::to_string() const {
     row("cuda graph kernels", std::to_string(cuda_graph_kernels));
     row("cuda graph depth", std::to_string(cuda_graph_depth));
     row("cuda argument uploads", std::to_string(cuda_argument_uploads));
+    row("cuda graph node updates", std::to_string(cuda_graph_node_updates));
     row("late checks", std::to_string(late_checks));
     row("late check wait", ms(late_check_wait_ns));
   }

@@ -35,6 +35,7 @@ struct Counters {
   std::atomic<int64_t> cuda_graph_kernels{0};  // kernel nodes in the graphs built
   std::atomic<int64_t> cuda_graph_depth{0};    // their longest dependency chains (runtime/cuda/launch_graph.h)
   std::atomic<int64_t> cuda_argument_uploads{0};  // runs that copied their argument block to the GPU
+  std::atomic<int64_t> cuda_graph_node_updates{0};  // GEMM nodes of a built graph given new operand addresses
   std::atomic<int64_t> late_checks{0};     // GPU runs whose bad-data check was read at a later sync
   std::atomic<int64_t> late_check_wait_ns{0};  // time waiting for those checks (also in execute_ns)
   std::atomic<int64_t> compiled_replays{0};       // loom::compile calls that ran their executable without recording

@@ -242,6 +242,41 @@ TEST_F(CudaGemm, SplitKForced) {
   }
 }
 
+// A GEMM kernel takes its operands' addresses as launch parameters, which
+// a replayed CUDA graph holds (jit/cuda/gemm.h, GemmArgs): the same
+// product over four pairs of operands, round and round, replays one
+// executable whose graphs get the pair of each run (cuda_graph_node_updates),
+// as a plain and as a split-K product, with an epilogue and a second
+// product in the same program.
+TEST_F(CudaGemm, ReplaysReadEachRunsOperands) {
+  GemmHook hook("LOOM_GEMM_SPLIT");
+  for (const char* splits : {"1", "3"}) {
+    hook.set(splits);
+    std::vector<std::array<Tensor, 3>> cpu, dev;
+    for (int p = 0; p < 4; ++p) {
+      Tensor a = loom::randn({160, 96}), b = loom::randn({96, 144}), w = loom::randn({144, 72});
+      loom::sync();
+      cpu.push_back({a, b, w});
+      dev.push_back({gpu(a), gpu(b), gpu(w)});
+    }
+    loom::sync();
+    loom::reset_metrics();
+    for (int i = 0; i < 12; ++i) {
+      const auto& [a, b, w] = dev[i % 4];
+      Tensor h = loom::relu(loom::matmul(a, b) + 1);
+      Tensor y = loom::matmul(h, w);
+      loom::sync();
+      const auto& [ca, cb, cw] = cpu[i % 4];
+      Tensor want_h = loom::relu(loom::matmul(f64(ca), f64(cb)) + 1);
+      EXPECT_LT(rel_err(h, want_h), kF32) << "run " << i << ", split " << splits;
+      EXPECT_LT(rel_err(y, loom::matmul(want_h, f64(cw))), kF32) << "run " << i << ", split " << splits;
+    }
+    const loom::Metrics m = loom::metrics();
+    EXPECT_GE(m.cuda_graph_launches, 10) << "one executable, replayed from the second run on; split " << splits;
+    EXPECT_GT(m.cuda_graph_node_updates, 0) << "the pairs alternate in two argument sets: nodes are updated";
+  }
+}
+
 // Every tile configuration the tuner may pick (LOOM_GEMM_CANDIDATE), on
 // products large enough for the 128-row tiles and on small ones, with the
 // operand layouts the warp-tiled loop stores differently: A and B read

@@ -50,6 +50,10 @@ bool base_aligned(const ir::KernelProgram& p, uint32_t b) {
 
 }  // namespace
 
+GemmArgs gemm_args(const GemmProblem& g) { return {g.m, g.n, g.k, g.a_m, g.a_k, g.a_b, g.b_k, g.b_n, g.b_b}; }
+bool gemm_takes_args(const GemmConfig& c, const GemmProblem& g) { return !c.mma && !c.wgmma && g.dtype != kBFloat16; }
+static_assert(sizeof(GemmArgs) == 9 * 8, "GemmArgs is LoomGemmArgs: nine 64-bit words");
+
 GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32) {
   const ir::Contraction& c = *k.contraction;
   GemmProblem g;

@@ -56,6 +56,24 @@ struct GemmProblem {
 };
 GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32);
 
+// The template's LoomGemmArgs on the host: sizes and element strides. An
+// FFMA tile's kernel (gemm_takes_args) takes them as a launch parameter,
+// not as constants in its text, and its operands' addresses too, not from
+// the argument block as other kernels read buffers
+// (runtime/cuda/cuda_executable.h); it reads the epilogue's addresses from
+// the block after its main loop. ptxas then schedules the loop as the
+// tuner, which launches that way, timed it. W6's 128x256 tile on an H200
+// (NVRTC 13.0): sizes as constants, operands from the block 3.12-3.16 ms
+// (233 registers); sizes as parameters 3.09 (247); operands too 3.04;
+// epilogue addresses read late too 2.99, as tuned. A tensor-core tile
+// keeps the constants: bfloat16 at W6's size 0.33 ms with them, 0.38-0.41
+// with parameters.
+struct GemmArgs {
+  int64_t m, n, k, a_m, a_k, a_b, b_k, b_n, b_b;
+};
+GemmArgs gemm_args(const GemmProblem& g);
+bool gemm_takes_args(const GemmConfig& c, const GemmProblem& g);
+
 // The configurations worth timing for a problem, the first the best guess.
 std::vector<GemmConfig> gemm_candidates(const GemmProblem& g);
 // A configuration chosen without timing: enough blocks for `multiprocessors`.

@@ -52,14 +52,32 @@ void KernelEmitter::emit_gemm() {
      << gemm_.str() << "\n";
   // Split-K: this kernel writes partial sums to the workspace (its fifth
   // parameter) and <symbol>_reduce adds them up and runs the epilogue.
-  o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << symbol()
-     << "(" << kKernelParams << (split ? std::string(", ") + t + "* ws" : std::string()) << ") {\n";
+  // An FFMA tile's kernel then takes, unlike any other kernel, the
+  // product's sizes and strides and its operands' buffers as parameters
+  // (GemmArgs in gemm.h says why); a tensor-core tile's has them as
+  // constants and reads its operands from the argument block.
+  const bool args = gemm_takes_args(gemm_, g);
+  o_ << "extern \"C\" __global__ void " << gemm_launch_bounds(gemm_) << " " << symbol() << "(" << kKernelParams;
+  if (split || args) o_ << ", " << (split ? std::string(t) + "* ws" : std::string("void* ws"));
+  if (args) o_ << ", const LoomGemmArgs shape, const " << mt << "* op_a_buffer, const " << mt << "* op_b_buffer";
+  o_ << ") {\n";
+  if (args && !split) o_ << "  (void)ws;\n";
   std::vector<bool> used = kernel_buffers();
-  if (split) {  // only the operands: the reduce kernel runs the epilogue
+  if (split) {  // the reduce kernel runs the epilogue
     used.assign(used.size(), false);
-    used[g.a_buffer] = used[g.b_buffer] = true;
+    if (!args) used[g.a_buffer] = used[g.b_buffer] = true;
   }
   emit_gemm_prologue(used);
+  if (!args) {
+    o_ << "  const LoomGemmArgs shape = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
+       << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
+    o_ << "  const " << mt << "* op_a_buffer = b" << g.a_buffer << ";\n  const " << mt << "* op_b_buffer = b" << g.b_buffer
+       << ";\n";
+  }
+  // With the operands as parameters, an address the epilogue needs is read
+  // again inside its lambdas, after the main loop, instead of being held
+  // in two registers through it (W6: see GemmArgs).
+  const std::string reread = args && !split ? buffer_pointers(used, "        ") : "";
   const std::string ops = operand_ops();
   const ir::Phase& ph = k_.phases[0];
   const std::vector<bool> need = needed(ph);
@@ -78,11 +96,9 @@ void KernelEmitter::emit_gemm() {
     for (uint32_t e : loads) o_ << " " << ctype(k_.exprs[e].dtype) << " x" << e << ";";
     o_ << " };\n";
   }
-  o_ << "  const LoomGemmArgs g = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
-     << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
-  o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "((const " << mt << "*)b" << g.a_buffer << " + " << g.a_off
-     << "LL, (const " << mt << "*)b" << g.b_buffer << " + " << g.b_off << "LL, g,\n      [&](long long bz, long long gm, long long gn, "
-     << t << " acc" << (split ? "" : ", const Loaded& loaded") << ") {\n";
+  o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "(op_a_buffer + " << g.a_off
+     << "LL, op_b_buffer + " << g.b_off << "LL, shape,\n      [&](long long bz, long long gm, long long gn, "
+     << t << " acc" << (split ? "" : ", const Loaded& loaded") << ") {\n" << reread;
   if (split) {
     o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
     o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL" << ops << ");\n}\n";
@@ -104,7 +120,7 @@ void KernelEmitter::emit_gemm() {
     o_ << ");\n}\n";
     return;
   }
-  o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << indices << "        Loaded loaded;\n";
+  o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << reread << indices << "        Loaded loaded;\n";
   for (uint32_t e : loads) o_ << "        loaded.x" << e << " = " << value(k_.exprs[e], e) << ";\n";
   o_ << "        return loaded;\n      }" << (ops.empty() ? "" : ", 0LL" + ops) << ");\n}\n";
 }
@@ -205,9 +221,18 @@ std::vector<bool> KernelEmitter::kernel_buffers() const {
 }
 
 // A typed pointer b<i> for each used buffer, from the argument block.
-void KernelEmitter::emit_buffer_pointers(const std::vector<bool>& used) {
+std::string KernelEmitter::buffer_pointers(const std::vector<bool>& used, const char* indent) const {
+  std::string s;
   for (size_t b = 0; b < used.size(); ++b)
-    if (used[b]) o_ << "  " << mtype(p_.buffers[b].dtype) << "* b" << b << " = (" << mtype(p_.buffers[b].dtype) << "*)bufs[" << b << "];\n";
+    if (used[b]) {
+      const std::string mt = mtype(p_.buffers[b].dtype);
+      s += indent + mt + "* b" + std::to_string(b) + " = (" + mt + "*)bufs[" + std::to_string(b) + "];\n";
+    }
+  return s;
+}
+
+void KernelEmitter::emit_buffer_pointers(const std::vector<bool>& used) {
+  o_ << buffer_pointers(used, "  ");
   o_ << "  (void)fs; (void)is;\n";
   // A shared function's node table follows the launch's buffer table.
   if (!single_block_) o_ << "  const long long* nd = (const long long*)(bufs + " << p_.buffers.size() << "); (void)nd;\n";

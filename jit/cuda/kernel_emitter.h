@@ -145,6 +145,8 @@ class KernelEmitter {
   std::string symbol() const { return single_block_ ? kernel_symbol(index_) : shared_symbol(index_); }
 
   void emit_gemm_prologue(const std::vector<bool>& used);
+  // `T* b<i> = (T*)bufs[i];` for each used buffer, each line after `indent`.
+  std::string buffer_pointers(const std::vector<bool>& used, const char* indent) const;
 
   void emit_pointwise();
 

@@ -107,8 +107,7 @@ CudaExecutable::~CudaExecutable() {
     if (s.done) d.cuEventDestroy(s.done);
     if (s.host) d.cuMemFreeHost(s.host);
   }
-  for (ArgSet& set : sets_)
-    if (set.graph) d.cuGraphExecDestroy(set.graph);
+  for (ArgSet& set : sets_) drop_graph(set);
   if (err_copy_.done) {
     d.cuEventSynchronize(err_copy_.done);
     d.cuEventDestroy(err_copy_.done);
@@ -151,6 +150,11 @@ void CudaExecutable::plan_launches() {
       l.tables = tables_at_[step.index];
       l.block[0] = static_cast<uint32_t>(jit::cuda::gemm_threads(c));
       l.shared = static_cast<uint32_t>(jit::cuda::gemm_shared_bytes(c, g));
+      if (jit::cuda::gemm_takes_args(c, g)) {
+        l.shape = jit::cuda::gemm_args(g);
+        l.a_buffer = g.a_buffer;
+        l.b_buffer = g.b_buffer;
+      }
       // Always: the kernel's static shared memory counts against the same
       // 48 KB default, so a pipeline of exactly 48 KB (64x64x32 tiles as
       // swizzled rows) failed to launch without it.
@@ -220,8 +224,19 @@ void CudaExecutable::plan_launches() {
 
 // Every kernel takes five pointers: the set's buffer addresses, its scalars
 // as double and as int64, its error words, and the launch's own meta or
-// workspace slot.
-void CudaExecutable::kernel_params(const ArgSet& set, const Launch& l, CUdeviceptr (&values)[5]) const {
+// workspace slot; a GEMM then its shape.
+void CudaExecutable::kernel_params(const ArgSet& set, const Launch& l, Params& out) const {
+  CUdeviceptr(&values)[5] = out.values;
+  for (int i = 0; i < 5; ++i) out.params[i] = &values[i];
+  out.params[5] = out.params[6] = out.params[7] = nullptr;
+  if (l.shape) {
+    out.shape = *l.shape;
+    out.operands[0] = static_cast<CUdeviceptr>(set.uploaded.at(l.a_buffer));
+    out.operands[1] = static_cast<CUdeviceptr>(set.uploaded.at(l.b_buffer));
+    out.params[5] = &out.shape;
+    out.params[6] = &out.operands[0];
+    out.params[7] = &out.operands[1];
+  }
   const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(set.block->data());
   const size_t ns = (err_at_ - scalar_at_) / 2;
   values[0] = base;
@@ -252,14 +267,13 @@ void CudaExecutable::launch_all(const ArgSet& set) {
   const DriverApi& d = driver();
   const bool timed = kernel_times_on() && !timing_events_.empty();
   for (const Launch& l : launches_) {
-    CUdeviceptr values[5];
-    kernel_params(set, l, values);
-    void* params[] = {&values[0], &values[1], &values[2], &values[3], &values[4]};
+    Params p;
+    kernel_params(set, l, p);
     const size_t at = static_cast<size_t>(&l - launches_.data());
     if (timed) check(d.cuEventRecord(timing_events_[at], ctx.stream), "cuEventRecord", "kernel times");
     // The message only on failure: building it is a string's allocations.
     if (CUresult r = d.cuLaunchKernel(l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                                      l.shared, ctx.stream, params, nullptr))
+                                      l.shared, ctx.stream, p.params, nullptr))
       check(r, "cuLaunchKernel", launch_description(l));
   }
   if (timed) {
@@ -294,6 +308,38 @@ std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& se
                                            workspace_slot_bytes_, address(set.block) + err_at_ * 8));
 }
 
+// Destroys the set's graph (in stream order: a launched graph finishes
+// first) and the graph it was instantiated from.
+void CudaExecutable::drop_graph(ArgSet& set) {
+  const DriverApi& d = driver();
+  if (set.graph) d.cuGraphExecDestroy(set.graph);
+  if (set.source) d.cuGraphDestroy(set.source);
+  set.graph = nullptr;
+  set.source = nullptr;
+  set.gemm_nodes.clear();
+}
+
+// After an upload: the set's block holds the run's addresses, which every
+// kernel reads there, except a GEMM's operands (Launch::shape), which its
+// graph node holds as parameters. Nodes whose operands moved are given the
+// new ones; the update applies from the next launch of the graph on, not
+// to launches already queued.
+void CudaExecutable::update_gemm_nodes(ArgSet& set) {
+  const DriverApi& d = driver();
+  for (ArgSet::GemmNode& n : set.gemm_nodes) {
+    const Launch& l = launches_[n.launch];
+    Params kp;
+    kernel_params(set, l, kp);
+    if (kp.operands[0] == n.operands[0] && kp.operands[1] == n.operands[1]) continue;
+    CudaKernelNodeParams p{l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
+                           l.shared,   kp.params, nullptr,   nullptr,   nullptr};
+    check(d.cuGraphExecKernelNodeSetParams(set.graph, n.node, &p), "cuGraphExecKernelNodeSetParams", launch_description(l));
+    n.operands[0] = kp.operands[0];
+    n.operands[1] = kp.operands[1];
+    bump(counters().cuda_graph_node_updates);
+  }
+}
+
 // Builds the set's CUDA graph: one kernel node per launch, each after the
 // launches it must follow (launch_graph.h), no more.
 void CudaExecutable::build_graph(ArgSet& set, const std::vector<int32_t>& written_into) {
@@ -304,23 +350,29 @@ void CudaExecutable::build_graph(ArgSet& set, const std::vector<int32_t>& writte
   std::vector<CUgraphNode> nodes(launches_.size());
   CUresult r = CUDA_SUCCESS;
   const char* failed = "";
+  set.gemm_nodes.clear();
   for (size_t i = 0; i < launches_.size() && r == CUDA_SUCCESS; ++i) {
     const Launch& l = launches_[i];
-    CUdeviceptr values[5];
-    kernel_params(set, l, values);
-    void* params[] = {&values[0], &values[1], &values[2], &values[3], &values[4]};
+    Params kp;
+    kernel_params(set, l, kp);
     CudaKernelNodeParams p{l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                           l.shared,   params,    nullptr,   nullptr,   nullptr};
+                           l.shared,   kp.params, nullptr,   nullptr,   nullptr};
     std::vector<CUgraphNode> after;
     for (uint32_t j : deps[i]) after.push_back(nodes[j]);
     r = d.cuGraphAddKernelNode(&nodes[i], graph, after.data(), after.size(), &p);
     failed = "cuGraphAddKernelNode";
+    if (l.shape) set.gemm_nodes.push_back({i, nodes[i], {kp.operands[0], kp.operands[1]}});
   }
   if (r == CUDA_SUCCESS) {
     r = d.cuGraphInstantiate(&set.graph, graph, 0);
     failed = "cuGraphInstantiate";
   }
-  d.cuGraphDestroy(graph);
+  if (r == CUDA_SUCCESS) {
+    set.source = graph;  // kept: update_gemm_nodes names its nodes
+  } else {
+    d.cuGraphDestroy(graph);
+    set.gemm_nodes.clear();
+  }
   check(r, failed, "replay");
   set.graph_written_into = written_into;
   bump(counters().cuda_graphs_built);
@@ -405,10 +457,8 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     // later runs replay the set's graph, built on its first replay, and
     // again when outputs are written into other inputs' buffers than the
     // graph's dependencies assumed (a loop keeps one pattern).
-    if (set->graph && set->graph_written_into != written_into) {
-      d.cuGraphExecDestroy(set->graph);  // in stream order: a launched graph finishes first
-      set->graph = nullptr;
-    }
+    if (set->graph && set->graph_written_into != written_into) drop_graph(*set);
+    if (set->graph && upload) update_gemm_nodes(*set);
     if (!set->graph && runs_ > 0 && !kernel_times_on()) build_graph(*set, written_into);
     if (set->graph) {
       if (CUresult r = d.cuGraphLaunch(set->graph, ctx.stream))  // every replay: the message only on failure

@@ -1,10 +1,10 @@
 // CudaExecutable: a lowered graph with its loaded kernels on one GPU.
 //
-// Kernels never take buffer addresses as launch parameters: they read them
-// from an *argument block* in device memory (buffer addresses, runtime
-// scalars, the error word). So the launch sequence is the same on every
-// run, and from the second run on it is built into a CUDA graph bound to
-// that block, each launch after only the launches it depends on
+// Kernels read buffer addresses from an *argument block* in device memory
+// (buffer addresses, runtime scalars, the error word), not from launch
+// parameters. So the launch sequence is the same on every run, and from
+// the second run on it is built into a CUDA graph bound to that block,
+// each launch after only the launches it depends on
 // (launch_graph.h): a cache-hit replay is one cuGraphLaunch (a program of one
 // kernel too: on an H100 a one-node graph launch + wait took 7.2 us, a
 // direct launch + wait 10.0). There are two argument blocks, each with its
@@ -16,7 +16,11 @@
 // A run writes the block in pinned host memory and copies it to the GPU;
 // the copy is ordered on the stream after the previous runs' kernels, so
 // it never overwrites arguments still being read. Two pinned slots
-// alternate, so filling one never waits for the other's copy.
+// alternate, so filling one never waits for the other's copy. The one
+// exception: an FFMA GEMM takes its operands' addresses (and its shape) as
+// parameters, which ptxas schedules its main loop better with
+// (jit/cuda/gemm.h, GemmArgs); a run that moves them updates that node of
+// the set's graph (update_gemm_nodes).
 #pragma once
 #include <memory>
 #include <mutex>
@@ -61,6 +65,11 @@ class CudaExecutable final : public Executable {
     int workspace = -1;  // split-K GEMM and reduce: the fifth parameter is this slot of workspace_
     uint32_t step = 0;   // the program step it belongs to (a single-block launch: all of them)
     int64_t tables = -1;  // a shared function's launch: word offset of the kernel's local tables
+    // A GEMM (not its reduce): parameters six to eight, the product's
+    // sizes and strides by value (jit::cuda::GemmArgs), then the addresses
+    // of its operands' buffers (the program's buffers a_buffer, b_buffer).
+    std::optional<jit::cuda::GemmArgs> shape;
+    uint32_t a_buffer = 0, b_buffer = 0;
     std::string label;   // for LOOM_CUDA_KERNEL_TIMES and errors
   };
   std::string launch_description(const Launch& l) const;
@@ -70,7 +79,17 @@ class CudaExecutable final : public Executable {
     BufferPtr block;
     std::vector<int64_t> uploaded;
     CUgraphExec graph = nullptr;
+    CUgraph source = nullptr;  // what `graph` was instantiated from: its nodes name what an update changes
     std::vector<int32_t> graph_written_into;  // the aliasing the graph's dependencies assume (launch_memory)
+    // Per GEMM launch (launch index, node): the operand addresses the graph
+    // holds as parameters. A run whose words move an operand updates the
+    // node (update_gemm_nodes) instead of building the graph again.
+    struct GemmNode {
+      size_t launch;
+      CUgraphNode node;
+      CUdeviceptr operands[2];
+    };
+    std::vector<GemmNode> gemm_nodes;
     int64_t last_run = -1;
     // The error words on the GPU are (0, -1): uploaded so, and every run
     // since read them back clean. A program that can fail uploads its block
@@ -85,9 +104,19 @@ class CudaExecutable final : public Executable {
 
   void plan_launches();
   void launch_all(const ArgSet& set);
-  void kernel_params(const ArgSet& set, const Launch& l, CUdeviceptr (&values)[5]) const;
+  // The launch's parameters: five pointers (values), then a GEMM's shape
+  // and operands; `params` points at them, as cuLaunchKernel takes them.
+  struct Params {
+    CUdeviceptr values[5];
+    jit::cuda::GemmArgs shape;
+    CUdeviceptr operands[2];
+    void* params[8];
+  };
+  void kernel_params(const ArgSet& set, const Launch& l, Params& out) const;
   std::vector<std::vector<uint32_t>> dependencies(const ArgSet& set, const std::vector<int32_t>& written_into) const;
   void build_graph(ArgSet& set, const std::vector<int32_t>& written_into);
+  void drop_graph(ArgSet& set);
+  void update_gemm_nodes(ArgSet& set);
   void check_errors();
   // What a late check (RunArgs::late) reads the last run's error words with.
   std::unique_ptr<LateCheck> check_later();

@@ -68,6 +68,7 @@ struct Driver {
     resolve(lib, api.cuGraphAddKernelNode, "cuGraphAddKernelNode_v2", missing);
     resolve(lib, api.cuGraphInstantiate, "cuGraphInstantiateWithFlags", missing);
     resolve(lib, api.cuGraphLaunch, "cuGraphLaunch", missing);
+    resolve(lib, api.cuGraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2", missing);
     resolve(lib, api.cuGraphDestroy, "cuGraphDestroy", missing);
     resolve(lib, api.cuGraphExecDestroy, "cuGraphExecDestroy", missing);
     if (!missing.empty()) {

@@ -84,6 +84,7 @@ struct DriverApi {
   CUresult (*cuGraphAddKernelNode)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CudaKernelNodeParams*);
   CUresult (*cuGraphInstantiate)(CUgraphExec*, CUgraph, unsigned long long);
   CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+  CUresult (*cuGraphExecKernelNodeSetParams)(CUgraphExec, CUgraphNode, const CudaKernelNodeParams*);
   CUresult (*cuGraphDestroy)(CUgraph);
   CUresult (*cuGraphExecDestroy)(CUgraphExec);
 };

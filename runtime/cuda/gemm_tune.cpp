@@ -84,9 +84,7 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   fill_operand(B, g.b_off + b_n, 2);
   CUdeviceptr a = reinterpret_cast<CUdeviceptr>(A->data()) + g.a_off * es, b = reinterpret_cast<CUdeviceptr>(B->data()) + g.b_off * es;
   CUdeviceptr c = reinterpret_cast<CUdeviceptr>(C->data());
-  struct Args {
-    int64_t M, N, K, a_m, a_k, a_b, b_k, b_n, b_b;
-  } args{g.m, g.n, g.k, g.a_m, g.a_k, g.a_b, g.b_k, g.b_n, g.b_b};  // LoomGemmArgs
+  jc::GemmArgs args = jc::gemm_args(g);  // as the program's GEMM kernels take them
   CUevent e0 = nullptr, e1 = nullptr;
   check(d.cuEventCreate(&e0, 0), "cuEventCreate", what);
   check(d.cuEventCreate(&e1, 0), "cuEventCreate", what);

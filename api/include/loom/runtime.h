@@ -58,6 +58,8 @@ struct Metrics {
                                    // equal to cuda_graph_kernels when every kernel waits for the one before
   int64_t cuda_argument_uploads = 0;  // runs whose buffer addresses or scalars differed from both cached
                                       // argument blocks, so they were copied to the GPU first
+  int64_t cuda_graph_node_updates = 0;  // matrix-product kernels of a cached CUDA graph given other operand
+                                        // buffers (their addresses are launch parameters, not in the block)
   int64_t late_checks = 0;         // GPU graphs that can fail on bad data (an index out of range) whose
                                    // check was read at the next sync, read or cuda::synchronize
                                    // instead of when they were launched
