@@ -224,7 +224,8 @@ void CudaExecutable::plan_launches() {
 
 // Every kernel takes five pointers: the set's buffer addresses, its scalars
 // as double and as int64, its error words, and the launch's own meta or
-// workspace slot; a GEMM then its shape.
+// workspace slot; an FFMA GEMM then its shape and its operands' addresses
+// (Launch::shape), from the set's words.
 void CudaExecutable::kernel_params(const ArgSet& set, const Launch& l, Params& out) const {
   CUdeviceptr(&values)[5] = out.values;
   for (int i = 0; i < 5; ++i) out.params[i] = &values[i];
