@@ -111,6 +111,9 @@ class CudaExecutable final : public Executable {
     jit::cuda::GemmArgs shape;
     CUdeviceptr operands[2];
     void* params[8];
+    Params() = default;
+    Params(const Params&) = delete;  // `params` points into the object itself
+    Params& operator=(const Params&) = delete;
   };
   void kernel_params(const ArgSet& set, const Launch& l, Params& out) const;
   std::vector<std::vector<uint32_t>> dependencies(const ArgSet& set, const std::vector<int32_t>& written_into) const;
