@@ -324,7 +324,9 @@ void CudaExecutable::drop_graph(ArgSet& set) {
 // kernel reads there, except a GEMM's operands (Launch::shape), which its
 // graph node holds as parameters. Nodes whose operands moved are given the
 // new ones; the update applies from the next launch of the graph on, not
-// to launches already queued.
+// to launches already queued. An update the driver refuses drops the
+// graph (run() builds it again from this run's words): a graph left half
+// updated would run some products on the old operands.
 void CudaExecutable::update_gemm_nodes(ArgSet& set) {
   const DriverApi& d = driver();
   for (ArgSet::GemmNode& n : set.gemm_nodes) {
@@ -334,7 +336,10 @@ void CudaExecutable::update_gemm_nodes(ArgSet& set) {
     if (kp.operands[0] == n.operands[0] && kp.operands[1] == n.operands[1]) continue;
     CudaKernelNodeParams p{l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
                            l.shared,   kp.params, nullptr,   nullptr,   nullptr};
-    check(d.cuGraphExecKernelNodeSetParams(set.graph, n.node, &p), "cuGraphExecKernelNodeSetParams", launch_description(l));
+    if (d.cuGraphExecKernelNodeSetParams(set.graph, n.node, &p) != CUDA_SUCCESS) {
+      drop_graph(set);
+      return;
+    }
     n.operands[0] = kp.operands[0];
     n.operands[1] = kp.operands[1];
     bump(counters().cuda_graph_node_updates);
