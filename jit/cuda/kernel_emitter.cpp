@@ -76,7 +76,8 @@ void KernelEmitter::emit_gemm() {
   }
   // With the operands as parameters, an address the epilogue needs is read
   // again inside its lambdas, after the main loop, instead of being held
-  // in two registers through it (W6: see GemmArgs).
+  // in two registers through it (W6: see GemmArgs); the prologue's copies
+  // serve only the values hoisted out of the lambdas.
   const std::string reread = args && !split ? buffer_pointers(used, "        ") : "";
   const std::string ops = operand_ops();
   const ir::Phase& ph = k_.phases[0];

@@ -309,6 +309,12 @@ std::vector<std::vector<uint32_t>> CudaExecutable::dependencies(const ArgSet& se
                                            workspace_slot_bytes_, address(set.block) + err_at_ * 8));
 }
 
+// The kernel node of launch `l` with parameters `kp` (kernel_params).
+CudaKernelNodeParams CudaExecutable::node_params(const Launch& l, Params& kp) {
+  return {l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], l.shared, kp.params,
+          nullptr,    nullptr,   nullptr};
+}
+
 // Destroys the set's graph (in stream order: a launched graph finishes
 // first) and the graph it was instantiated from.
 void CudaExecutable::drop_graph(ArgSet& set) {
@@ -334,8 +340,7 @@ void CudaExecutable::update_gemm_nodes(ArgSet& set) {
     Params kp;
     kernel_params(set, l, kp);
     if (kp.operands[0] == n.operands[0] && kp.operands[1] == n.operands[1]) continue;
-    CudaKernelNodeParams p{l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                           l.shared,   kp.params, nullptr,   nullptr,   nullptr};
+    const CudaKernelNodeParams p = node_params(l, kp);
     if (d.cuGraphExecKernelNodeSetParams(set.graph, n.node, &p) != CUDA_SUCCESS) {
       drop_graph(set);
       return;
@@ -361,8 +366,7 @@ void CudaExecutable::build_graph(ArgSet& set, const std::vector<int32_t>& writte
     const Launch& l = launches_[i];
     Params kp;
     kernel_params(set, l, kp);
-    CudaKernelNodeParams p{l.function, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2],
-                           l.shared,   kp.params, nullptr,   nullptr,   nullptr};
+    const CudaKernelNodeParams p = node_params(l, kp);
     std::vector<CUgraphNode> after;
     for (uint32_t j : deps[i]) after.push_back(nodes[j]);
     r = d.cuGraphAddKernelNode(&nodes[i], graph, after.data(), after.size(), &p);

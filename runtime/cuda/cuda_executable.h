@@ -116,6 +116,7 @@ class CudaExecutable final : public Executable {
     Params& operator=(const Params&) = delete;
   };
   void kernel_params(const ArgSet& set, const Launch& l, Params& out) const;
+  static CudaKernelNodeParams node_params(const Launch& l, Params& kp);
   std::vector<std::vector<uint32_t>> dependencies(const ArgSet& set, const std::vector<int32_t>& written_into) const;
   void build_graph(ArgSet& set, const std::vector<int32_t>& written_into);
   void drop_graph(ArgSet& set);
