@@ -21,7 +21,9 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
 #include <sched.h>
+#include <thread>
 #include <unistd.h>
 
 #ifdef LOOM_BENCH_OPENBLAS
@@ -256,6 +258,83 @@ int cpu_threads() {
 const char* kBlasPeer = "openblas";
 void blas_threads() { openblas_set_num_threads(cpu_threads()); }
 #endif
+
+// ---------------------------------------------------------------- F0: the FMA ceiling
+
+// F0: the float32 rate this machine's cores can reach at all, the compute
+// counterpart of W0: every CPU this process may use runs kChains
+// independent FMA chains on the widest vectors it has (no loads, no
+// stores: nothing but the FMA pipes), and the row counts 2 FLOP per lane
+// per FMA. W4's and W6's GFLOP/s are read against it in the same run.
+// Twelve chains cover the FMA latency times the pipes of current x86 cores
+// (Zen 4: 4 cycles x 2 pipes; Skylake-X: 4 x 2).
+constexpr int kChains = 12;
+
+// One function per instruction set: intrinsics only inline into a function
+// compiled for their target. (GCC 12 warns inside its own
+// _mm512_reduce_add_ps, whose _mm512_undefined_ps is uninitialized by
+// design.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) double fma_avx512(int64_t iters) {
+  __m512 acc[kChains];
+  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (__m512& a : acc) a = _mm512_set1_ps(1.0f);
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (__m512& a : acc) a = _mm512_fmadd_ps(a, m, c);
+  double s = 0;
+  for (__m512 a : acc) s += _mm512_reduce_add_ps(a);
+  return s;  // returned so that the chains are not dead code
+}
+#pragma GCC diagnostic pop
+
+__attribute__((target("avx2,fma"))) double fma_avx2(int64_t iters) {
+  __m256 acc[kChains];
+  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+  for (__m256& a : acc) a = _mm256_set1_ps(1.0f);
+  for (int64_t it = 0; it < iters; ++it)
+#pragma GCC unroll 12
+    for (__m256& a : acc) a = _mm256_fmadd_ps(a, m, c);
+  alignas(32) float v[8];
+  double s = 0;
+  for (__m256 a : acc) {
+    _mm256_store_ps(v, a);
+    for (float x : v) s += x;
+  }
+  return s;
+}
+
+void f0(const std::string&) {
+  const char* name = "F0 fma-peak f32";
+  if (!g_dev.is_cpu()) {
+    row_error(name, "loom", "cpu only (a GPU's limit is the best rate a peer reaches: W6)");
+    return;
+  }
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (!avx512 && !(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) {
+    row_error(name, "loom", "this CPU has neither AVX-512 nor AVX2 with FMA");
+    return;
+  }
+  const int lanes = avx512 ? 16 : 8, threads = cpu_threads();
+  const int64_t iters = 20'000'000;  // ~0.1-0.2 s a run on a 3-4 GHz core
+  const double flop = 2.0 * lanes * kChains * static_cast<double>(iters) * threads;
+  Repeats r;
+  r.warmup = 1;
+  r.min_reps = 5;
+  r.min_s = 1.0;
+  std::vector<double> sink(threads);
+  const double t = median_time(
+      [&] {
+        std::vector<std::thread> pool;
+        for (int i = 0; i < threads; ++i)
+          pool.emplace_back([&, i] { sink[i] = avx512 ? fma_avx512(iters) : fma_avx2(iters); });
+        for (std::thread& th : pool) th.join();
+      },
+      r);
+  row_ms(name, std::string(avx512 ? "avx512" : "avx2") + " x" + std::to_string(threads), t, "GFLOP/s", flop / t / 1e9);
+}
 
 // A product of two matrices the size of W6: seconds enough per call.
 Repeats gemm_repeats() {
@@ -703,7 +782,7 @@ int main(int argc, char** argv) {
     };
     if (a == "-h" || a == "--help") {
       std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics]\n"
-                  "workloads: W0 W1 W2 W3 W4 W5 W6 G1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
+                  "workloads: F0 W0 W1 W2 W3 W4 W5 W6 G1 L1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
       return 0;
     } else if (a == "--metrics") {
       print_metrics = true;
@@ -737,6 +816,7 @@ int main(int argc, char** argv) {
       {"O1", "O1 record-per-op", [](const std::string&) { o1(); }},
       {"O2", "O2 hash-per-node", [](const std::string&) { o2(); }},
       {"O3", "O3 sync-overhead-hit", [](const std::string&) { o3(); }},
+      {"F0", "F0 fma-peak f32", f0},
       {"W0", "W0 copy-ceiling 256MiB f32", w0},
       {"W1", "W1 pointwise-chain 16M f32", w1},
       {"W2", "W2 softmax 8192x4096 f32", w2},
