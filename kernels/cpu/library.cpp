@@ -13,6 +13,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "ir/dtype_dispatch.h"
 #include "ir/philox.h"
 
 namespace loom::kernels::cpu {
@@ -92,18 +93,6 @@ struct FirstBad {
   }
 };
 
-template <class F>
-decltype(auto) with_type(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Bool: return f.template operator()<bool>();
-    case ScalarType::Int: return f.template operator()<int32_t>();
-    case ScalarType::Long: return f.template operator()<int64_t>();
-    case ScalarType::Float: return f.template operator()<float>();
-    case ScalarType::Double: return f.template operator()<double>();
-    case ScalarType::BFloat16: return f.template operator()<BFloat16>();
-  }
-  throw LibraryError{"unknown dtype"};
-}
 
 // Same-width unsigned type for integers, so sums wrap without undefined
 // behaviour; floats stay as they are.
@@ -365,15 +354,15 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
       }
     case Op::Gather:
     case Op::ScatterAdd:
-      return with_type(out.dtype, [&]<class T>() {
+      return ir::dispatch_dtype(out.dtype, [&]<class T>() {
         gather_scatter<T>(inputs[0], inputs[1], call.op == Op::ScatterAdd ? &inputs[2] : nullptr, out,
                           static_cast<int>(call.attr[0]));
       });
     case Op::Linspace:
-      return with_type(out.dtype, [&]<class T>() { linspace<T>(static_cast<T*>(out.data), n, scalars[0], scalars[1]); });
+      return ir::dispatch_dtype(out.dtype, [&]<class T>() { linspace<T>(static_cast<T*>(out.data), n, scalars[0], scalars[1]); });
     case Op::RandUniform:
     case Op::RandNormal:
-      return with_type(out.dtype, [&]<class T>() {
+      return ir::dispatch_dtype(out.dtype, [&]<class T>() {
         random<T>(static_cast<T*>(out.data), n, call.op == Op::RandNormal, static_cast<uint64_t>(scalars[0].i),
                   static_cast<uint64_t>(scalars[1].i));
       });

@@ -11,6 +11,7 @@
 
 #include <loom/dtype.h>
 
+#include "ir/dtype_dispatch.h"
 #include "ir/node.h"
 #include "runtime/backend.h"
 
@@ -53,19 +54,7 @@ void eval_where(const EvalContext& c);
 void eval_reduce(const EvalContext& c);
 void eval_move(const EvalContext& c);
 
-// Calls f.template operator()<T>() with T the C++ type of `t`.
-template <class F>
-decltype(auto) dispatch(ScalarType t, F&& f) {
-  switch (t) {
-    case ScalarType::Bool: return f.template operator()<bool>();
-    case ScalarType::Int: return f.template operator()<int32_t>();
-    case ScalarType::Long: return f.template operator()<int64_t>();
-    case ScalarType::Float: return f.template operator()<float>();
-    case ScalarType::Double: return f.template operator()<double>();
-    case ScalarType::BFloat16: return f.template operator()<BFloat16>();
-  }
-  return f.template operator()<float>();
-}
+using ir::dispatch_dtype;  // the evaluators run their typed loops through it
 
 // Floating point in the reference's sense: float, double and bfloat16 (whose
 // arithmetic goes through float, rounding each result back to bfloat16).

@@ -9,7 +9,7 @@ namespace loom::runtime::reference {
 void eval_leaf(const EvalContext& c) {
   const Step& s = c.step;
   const int64_t n = s.shape.numel();
-  dispatch(s.dtype, [&]<class T>() {
+  dispatch_dtype(s.dtype, [&]<class T>() {
     T* out = static_cast<T*>(c.out);
     switch (s.op) {
       case ir::Op::Full: {

@@ -49,7 +49,7 @@ void matmul(const EvalContext& c) {
   // [B,M,K] x [B,K,N], or [M,K] x [K,N] (B = 1)
   const bool batched = as.n == 3;
   const int64_t B = batched ? as[0] : 1, M = as[as.n - 2], K = as[as.n - 1], N = bs[bs.n - 1];
-  dispatch(c.step.dtype, [&]<class T>() {
+  dispatch_dtype(c.step.dtype, [&]<class T>() {
     using A = std::conditional_t<is_real_v<T>, double, std::conditional_t<std::is_same_v<T, bool>, bool, T>>;
     const T* a = c.in[0]->as<T>();
     const T* b = c.in[1]->as<T>();
@@ -138,7 +138,7 @@ void eval_move(const EvalContext& c) {
       const int64_t n = is.numel();
       if (s.op == Op::ScatterAdd) std::memcpy(out, c.in[0]->data, xs.numel() * esize);
       const ir::Dims src_str = s.op == Op::ScatterAdd ? contiguous_strides(*c.in[2]->shape) : ir::Dims{};
-      dispatch(s.dtype, [&]<class T>() {
+      dispatch_dtype(s.dtype, [&]<class T>() {
         const T* x = c.in[0]->as<T>();
         T* o = reinterpret_cast<T*>(out);
         const T* src = s.op == Op::ScatterAdd ? c.in[2]->as<T>() : nullptr;

@@ -188,8 +188,8 @@ void eval_unary(const EvalContext& c) {
   const int64_t n = s.shape.numel();
   const Value& x = *c.in[0];
   if (s.op == ir::Op::Cast) {
-    dispatch(x.dtype, [&]<class In>() {
-      dispatch(s.dtype, [&]<class Out>() {
+    dispatch_dtype(x.dtype, [&]<class In>() {
+      dispatch_dtype(s.dtype, [&]<class Out>() {
         const In* in = x.as<In>();
         Out* out = static_cast<Out*>(c.out);
         for (int64_t i = 0; i < n; ++i) {
@@ -203,7 +203,7 @@ void eval_unary(const EvalContext& c) {
   if (s.op == ir::Op::Clamp) {  // minimum(maximum(x, lo), hi), as the two binary ops compute them
     if (x.dtype != s.dtype || s.dtype == kBool || c.scalars.size() != 2)
       c.fail(std::string("not defined for dtype ") + std::string(to_string(x.dtype)));
-    dispatch(s.dtype, [&]<class T>() {
+    dispatch_dtype(s.dtype, [&]<class T>() {
       const T* in = x.as<T>();
       T* out = static_cast<T*>(c.out);
       const T lo = from_scalar<T>(c.scalars[0]), hi = from_scalar<T>(c.scalars[1]);
@@ -214,7 +214,7 @@ void eval_unary(const EvalContext& c) {
   }
   if (x.dtype != s.dtype || !unary_supported(s.op, s.dtype))
     c.fail(std::string("not defined for dtype ") + std::string(to_string(x.dtype)));
-  dispatch(s.dtype, [&]<class T>() {
+  dispatch_dtype(s.dtype, [&]<class T>() {
     const T* in = x.as<T>();
     T* out = static_cast<T*>(c.out);
     for (int64_t i = 0; i < n; ++i) out[i] = unary_value<T>(s.op, in[i]);
@@ -228,7 +228,7 @@ void eval_binary(const EvalContext& c) {
     if (c.scalars.size() != 1) c.fail("a binary node with one input needs one scalar operand");
     if (!(*c.in[0]->shape == s.shape)) c.fail("a binary node with a scalar operand has its input's shape");
     const int64_t n = s.shape.numel();
-    dispatch(t, [&]<class T>() {
+    dispatch_dtype(t, [&]<class T>() {
       const T* a = c.in[0]->as<T>();
       const T b = from_scalar<T>(c.scalars[0]);
       if (is_comparison(s.op)) {
@@ -242,7 +242,7 @@ void eval_binary(const EvalContext& c) {
     return;
   }
   if (c.in[1]->dtype != t) c.fail("inputs of different dtypes reached the backend");
-  dispatch(t, [&]<class T>() {
+  dispatch_dtype(t, [&]<class T>() {
     const T* a = c.in[0]->as<T>();
     const T* b = c.in[1]->as<T>();
     if (is_comparison(s.op)) {
@@ -258,7 +258,7 @@ void eval_binary(const EvalContext& c) {
 void eval_where(const EvalContext& c) {
   const Step& s = c.step;
   const bool* cond = c.in[0]->as<bool>();
-  dispatch(s.dtype, [&]<class T>() {
+  dispatch_dtype(s.dtype, [&]<class T>() {
     const T* a = c.in[1]->as<T>();
     const T* b = c.in[2]->as<T>();
     T* out = static_cast<T*>(c.out);

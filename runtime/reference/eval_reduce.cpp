@@ -51,7 +51,7 @@ void eval_reduce(const EvalContext& c) {
     for (int d = 0; d < x.shape->n; ++d)
       if (mask >> d & 1) track = d;
 
-  dispatch(x.dtype, [&]<class T>() {
+  dispatch_dtype(x.dtype, [&]<class T>() {
     const T* in = x.as<T>();
     switch (s.op) {
       case Op::Sum:

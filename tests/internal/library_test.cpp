@@ -50,7 +50,7 @@ Data random_data(ScalarType t, Dims s, int64_t lo = -100, int64_t hi = 100) {
   const int64_t n = s.numel();
   std::uniform_int_distribution<int64_t> ints(lo, hi);
   std::uniform_real_distribution<double> reals(-1, 1);
-  ref::dispatch(t, [&]<class T>() {
+  ref::dispatch_dtype(t, [&]<class T>() {
     for (int64_t i = 0; i < n; ++i) {
       if constexpr (std::is_same_v<T, bool>) d.as<T>()[i] = (rng() & 1) != 0;
       else if constexpr (std::is_integral_v<T>) d.as<T>()[i] = static_cast<T>(ints(rng));
