@@ -5,6 +5,7 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <loom/bfloat16.h>
 #include <loom/dtype.h>
@@ -13,8 +14,11 @@ namespace loom::ir {
 
 // Calls f.template operator()<T>() with T the C++ type of `t`, as
 //   dispatch_dtype(t, [&]<class T>() { fill(static_cast<T*>(p), n); });
-template <class F>
-decltype(auto) dispatch_dtype(ScalarType t, F&& f) {
+// A value that is not a ScalarType (a corrupted one) is never run as some
+// default type: `unknown(t)` reports it (it must throw), by default as
+// std::invalid_argument.
+template <class F, class Unknown>
+decltype(auto) dispatch_dtype(ScalarType t, F&& f, Unknown&& unknown) {
   switch (t) {
     case ScalarType::Bool: return f.template operator()<bool>();
     case ScalarType::Int: return f.template operator()<int32_t>();
@@ -23,8 +27,15 @@ decltype(auto) dispatch_dtype(ScalarType t, F&& f) {
     case ScalarType::Double: return f.template operator()<double>();
     case ScalarType::BFloat16: return f.template operator()<BFloat16>();
   }
-  // Not a ScalarType (a corrupted value): never a silent default.
-  throw std::invalid_argument("dispatch_dtype: " + std::to_string(static_cast<int>(t)) + " is not a dtype");
+  unknown(t);
+  throw std::logic_error("dispatch_dtype: the unknown-dtype handler returned");
+}
+
+template <class F>
+decltype(auto) dispatch_dtype(ScalarType t, F&& f) {
+  return dispatch_dtype(t, std::forward<F>(f), [](ScalarType bad) {
+    throw std::invalid_argument("dispatch_dtype: " + std::to_string(static_cast<int>(bad)) + " is not a dtype");
+  });
 }
 
 }  // namespace loom::ir

@@ -93,6 +93,12 @@ struct FirstBad {
   }
 };
 
+// ir::dispatch_dtype, a value that is not a dtype reported as bad data of
+// this call (the executor names its node).
+template <class F>
+decltype(auto) with_type(ScalarType t, F&& f) {
+  return ir::dispatch_dtype(t, std::forward<F>(f), [](ScalarType) { throw LibraryError{"unknown dtype"}; });
+}
 
 // Same-width unsigned type for integers, so sums wrap without undefined
 // behaviour; floats stay as they are.
@@ -354,15 +360,15 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
       }
     case Op::Gather:
     case Op::ScatterAdd:
-      return ir::dispatch_dtype(out.dtype, [&]<class T>() {
+      return with_type(out.dtype, [&]<class T>() {
         gather_scatter<T>(inputs[0], inputs[1], call.op == Op::ScatterAdd ? &inputs[2] : nullptr, out,
                           static_cast<int>(call.attr[0]));
       });
     case Op::Linspace:
-      return ir::dispatch_dtype(out.dtype, [&]<class T>() { linspace<T>(static_cast<T*>(out.data), n, scalars[0], scalars[1]); });
+      return with_type(out.dtype, [&]<class T>() { linspace<T>(static_cast<T*>(out.data), n, scalars[0], scalars[1]); });
     case Op::RandUniform:
     case Op::RandNormal:
-      return ir::dispatch_dtype(out.dtype, [&]<class T>() {
+      return with_type(out.dtype, [&]<class T>() {
         random<T>(static_cast<T*>(out.data), n, call.op == Op::RandNormal, static_cast<uint64_t>(scalars[0].i),
                   static_cast<uint64_t>(scalars[1].i));
       });
