@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include <loom/arg.h>
 #include <loom/tensor.h>
 
 #pragma GCC visibility push(default)
@@ -23,48 +24,37 @@ inline constexpr Reduction kBatchMean = Reduction::BatchMean;
 
 namespace nn {
 
-#define LOOM_NN_ARG(Self, T, name, init) \
- public:                                 \
-  Self& name(const T& v) {               \
-    name##_ = v;                         \
-    return *this;                        \
-  }                                      \
-  const T& name() const { return name##_; } \
-                                         \
- private:                                \
-  T name##_ = init;
-
 // ---- layers
 struct LinearOptions {
   LinearOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
-  LOOM_NN_ARG(LinearOptions, int64_t, in_features, 0)
-  LOOM_NN_ARG(LinearOptions, int64_t, out_features, 0)
-  LOOM_NN_ARG(LinearOptions, bool, bias, true)
+  LOOM_ARG(LinearOptions, int64_t, in_features, 0)
+  LOOM_ARG(LinearOptions, int64_t, out_features, 0)
+  LOOM_ARG(LinearOptions, bool, bias, true)
 };
 
 struct GELUOptions {
-  LOOM_NN_ARG(GELUOptions, std::string, approximate, "none")
+  LOOM_ARG(GELUOptions, std::string, approximate, "none")
 };
 
 struct DropoutOptions {
   DropoutOptions(double p = 0.5) : p_(p) {}  // NOLINT: as libtorch
-  LOOM_NN_ARG(DropoutOptions, double, p, 0.5)
+  LOOM_ARG(DropoutOptions, double, p, 0.5)
 };
 
 struct LayerNormOptions {
   LayerNormOptions(std::vector<int64_t> normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
-  LOOM_NN_ARG(LayerNormOptions, std::vector<int64_t>, normalized_shape, {})
-  LOOM_NN_ARG(LayerNormOptions, double, eps, 1e-5)
-  LOOM_NN_ARG(LayerNormOptions, bool, elementwise_affine, true)
+  LOOM_ARG(LayerNormOptions, std::vector<int64_t>, normalized_shape, {})
+  LOOM_ARG(LayerNormOptions, double, eps, 1e-5)
+  LOOM_ARG(LayerNormOptions, bool, elementwise_affine, true)
 };
 
 struct EmbeddingOptions {
   EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
       : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
-  LOOM_NN_ARG(EmbeddingOptions, int64_t, num_embeddings, 0)
-  LOOM_NN_ARG(EmbeddingOptions, int64_t, embedding_dim, 0)
+  LOOM_ARG(EmbeddingOptions, int64_t, num_embeddings, 0)
+  LOOM_ARG(EmbeddingOptions, int64_t, embedding_dim, 0)
   // Rows at this index are zero and get no gradient.
-  LOOM_NN_ARG(EmbeddingOptions, std::optional<int64_t>, padding_idx, std::nullopt)
+  LOOM_ARG(EmbeddingOptions, std::optional<int64_t>, padding_idx, std::nullopt)
 };
 
 // Sizes of the two spatial dims; one number means both (ExpandingArray<2>).
@@ -77,103 +67,103 @@ struct Pair {
 struct Conv2dOptions {
   Conv2dOptions(int64_t in_channels, int64_t out_channels, Pair kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  LOOM_NN_ARG(Conv2dOptions, int64_t, in_channels, 0)
-  LOOM_NN_ARG(Conv2dOptions, int64_t, out_channels, 0)
-  LOOM_NN_ARG(Conv2dOptions, Pair, kernel_size, 1)
-  LOOM_NN_ARG(Conv2dOptions, Pair, stride, 1)
-  LOOM_NN_ARG(Conv2dOptions, Pair, padding, 0)
-  LOOM_NN_ARG(Conv2dOptions, Pair, dilation, 1)
-  LOOM_NN_ARG(Conv2dOptions, bool, bias, true)
+  LOOM_ARG(Conv2dOptions, int64_t, in_channels, 0)
+  LOOM_ARG(Conv2dOptions, int64_t, out_channels, 0)
+  LOOM_ARG(Conv2dOptions, Pair, kernel_size, 1)
+  LOOM_ARG(Conv2dOptions, Pair, stride, 1)
+  LOOM_ARG(Conv2dOptions, Pair, padding, 0)
+  LOOM_ARG(Conv2dOptions, Pair, dilation, 1)
+  LOOM_ARG(Conv2dOptions, bool, bias, true)
 };
 
 struct MaxPool2dOptions {
   MaxPool2dOptions(Pair kernel_size) : kernel_size_(kernel_size) {}  // NOLINT
-  LOOM_NN_ARG(MaxPool2dOptions, Pair, kernel_size, 1)
+  LOOM_ARG(MaxPool2dOptions, Pair, kernel_size, 1)
   // Defaults to kernel_size, as in libtorch.
-  LOOM_NN_ARG(MaxPool2dOptions, std::optional<Pair>, stride, std::nullopt)
-  LOOM_NN_ARG(MaxPool2dOptions, Pair, padding, 0)
+  LOOM_ARG(MaxPool2dOptions, std::optional<Pair>, stride, std::nullopt)
+  LOOM_ARG(MaxPool2dOptions, Pair, padding, 0)
 };
 
 struct FlattenOptions {
-  LOOM_NN_ARG(FlattenOptions, int64_t, start_dim, 1)
-  LOOM_NN_ARG(FlattenOptions, int64_t, end_dim, -1)
+  LOOM_ARG(FlattenOptions, int64_t, start_dim, 1)
+  LOOM_ARG(FlattenOptions, int64_t, end_dim, -1)
 };
 
 // ---- losses
 struct MSELossOptions {
   MSELossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(MSELossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(MSELossOptions, Reduction, reduction, kMean)
 };
 using L1LossOptions = MSELossOptions;
 
 struct SmoothL1LossOptions {
   SmoothL1LossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(SmoothL1LossOptions, Reduction, reduction, kMean)
-  LOOM_NN_ARG(SmoothL1LossOptions, double, beta, 1.0)
+  LOOM_ARG(SmoothL1LossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(SmoothL1LossOptions, double, beta, 1.0)
 };
 
 struct HuberLossOptions {
   HuberLossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(HuberLossOptions, Reduction, reduction, kMean)
-  LOOM_NN_ARG(HuberLossOptions, double, delta, 1.0)
+  LOOM_ARG(HuberLossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(HuberLossOptions, double, delta, 1.0)
 };
 
 struct CrossEntropyLossOptions {
   CrossEntropyLossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(CrossEntropyLossOptions, Reduction, reduction, kMean)
-  LOOM_NN_ARG(CrossEntropyLossOptions, Tensor, weight, {})
-  LOOM_NN_ARG(CrossEntropyLossOptions, int64_t, ignore_index, -100)
-  LOOM_NN_ARG(CrossEntropyLossOptions, double, label_smoothing, 0.0)
+  LOOM_ARG(CrossEntropyLossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(CrossEntropyLossOptions, Tensor, weight, {})
+  LOOM_ARG(CrossEntropyLossOptions, int64_t, ignore_index, -100)
+  LOOM_ARG(CrossEntropyLossOptions, double, label_smoothing, 0.0)
 };
 
 struct NLLLossOptions {
   NLLLossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(NLLLossOptions, Reduction, reduction, kMean)
-  LOOM_NN_ARG(NLLLossOptions, Tensor, weight, {})
-  LOOM_NN_ARG(NLLLossOptions, int64_t, ignore_index, -100)
+  LOOM_ARG(NLLLossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(NLLLossOptions, Tensor, weight, {})
+  LOOM_ARG(NLLLossOptions, int64_t, ignore_index, -100)
 };
 
 struct BCELossOptions {
   BCELossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(BCELossOptions, Reduction, reduction, kMean)
-  LOOM_NN_ARG(BCELossOptions, Tensor, weight, {})
+  LOOM_ARG(BCELossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(BCELossOptions, Tensor, weight, {})
 };
 
 struct BCEWithLogitsLossOptions {
   BCEWithLogitsLossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(BCEWithLogitsLossOptions, Reduction, reduction, kMean)
-  LOOM_NN_ARG(BCEWithLogitsLossOptions, Tensor, weight, {})
-  LOOM_NN_ARG(BCEWithLogitsLossOptions, Tensor, pos_weight, {})
+  LOOM_ARG(BCEWithLogitsLossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(BCEWithLogitsLossOptions, Tensor, weight, {})
+  LOOM_ARG(BCEWithLogitsLossOptions, Tensor, pos_weight, {})
 };
 
 struct KLDivLossOptions {
   KLDivLossOptions(Reduction r = kMean) : reduction_(r) {}  // NOLINT
-  LOOM_NN_ARG(KLDivLossOptions, Reduction, reduction, kMean)
-  LOOM_NN_ARG(KLDivLossOptions, bool, log_target, false)
+  LOOM_ARG(KLDivLossOptions, Reduction, reduction, kMean)
+  LOOM_ARG(KLDivLossOptions, bool, log_target, false)
 };
 
 namespace functional {
 // ---- options of the functional forms
 struct DropoutFuncOptions {
-  LOOM_NN_ARG(DropoutFuncOptions, double, p, 0.5)
-  LOOM_NN_ARG(DropoutFuncOptions, bool, training, true)
+  LOOM_ARG(DropoutFuncOptions, double, p, 0.5)
+  LOOM_ARG(DropoutFuncOptions, bool, training, true)
 };
 struct LayerNormFuncOptions {
   LayerNormFuncOptions(std::vector<int64_t> normalized_shape) : normalized_shape_(std::move(normalized_shape)) {}  // NOLINT
-  LOOM_NN_ARG(LayerNormFuncOptions, std::vector<int64_t>, normalized_shape, {})
-  LOOM_NN_ARG(LayerNormFuncOptions, Tensor, weight, {})
-  LOOM_NN_ARG(LayerNormFuncOptions, Tensor, bias, {})
-  LOOM_NN_ARG(LayerNormFuncOptions, double, eps, 1e-5)
+  LOOM_ARG(LayerNormFuncOptions, std::vector<int64_t>, normalized_shape, {})
+  LOOM_ARG(LayerNormFuncOptions, Tensor, weight, {})
+  LOOM_ARG(LayerNormFuncOptions, Tensor, bias, {})
+  LOOM_ARG(LayerNormFuncOptions, double, eps, 1e-5)
 };
 struct Conv2dFuncOptions {
-  LOOM_NN_ARG(Conv2dFuncOptions, Tensor, bias, {})
-  LOOM_NN_ARG(Conv2dFuncOptions, Pair, stride, 1)
-  LOOM_NN_ARG(Conv2dFuncOptions, Pair, padding, 0)
-  LOOM_NN_ARG(Conv2dFuncOptions, Pair, dilation, 1)
+  LOOM_ARG(Conv2dFuncOptions, Tensor, bias, {})
+  LOOM_ARG(Conv2dFuncOptions, Pair, stride, 1)
+  LOOM_ARG(Conv2dFuncOptions, Pair, padding, 0)
+  LOOM_ARG(Conv2dFuncOptions, Pair, dilation, 1)
 };
 using MaxPool2dFuncOptions = MaxPool2dOptions;
 struct GELUFuncOptions {
-  LOOM_NN_ARG(GELUFuncOptions, std::string, approximate, "none")
+  LOOM_ARG(GELUFuncOptions, std::string, approximate, "none")
 };
 using MSELossFuncOptions = MSELossOptions;
 using L1LossFuncOptions = L1LossOptions;

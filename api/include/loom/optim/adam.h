@@ -12,12 +12,12 @@ class AdamOptions : public OptimizerOptions {
  public:
   AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: as libtorch
   using Betas = std::tuple<double, double>;
-  LOOM_OPTION(AdamOptions, double, lr, 1e-3)
-  LOOM_OPTION(AdamOptions, Betas, betas, (Betas{0.9, 0.999}))
-  LOOM_OPTION(AdamOptions, double, eps, 1e-8)
-  LOOM_OPTION(AdamOptions, double, weight_decay, 0)
-  LOOM_OPTION(AdamOptions, bool, amsgrad, false)
-  LOOM_OPTION(AdamOptions, bool, maximize, false)
+  LOOM_ARG(AdamOptions, double, lr, 1e-3)
+  LOOM_ARG(AdamOptions, Betas, betas, (Betas{0.9, 0.999}))
+  LOOM_ARG(AdamOptions, double, eps, 1e-8)
+  LOOM_ARG(AdamOptions, double, weight_decay, 0)
+  LOOM_ARG(AdamOptions, bool, amsgrad, false)
+  LOOM_ARG(AdamOptions, bool, maximize, false)
 
  public:
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamOptions>(*this); }
@@ -30,12 +30,12 @@ class AdamWOptions : public OptimizerOptions {
  public:
   AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT: as libtorch
   using Betas = std::tuple<double, double>;
-  LOOM_OPTION(AdamWOptions, double, lr, 1e-3)
-  LOOM_OPTION(AdamWOptions, Betas, betas, (Betas{0.9, 0.999}))
-  LOOM_OPTION(AdamWOptions, double, eps, 1e-8)
-  LOOM_OPTION(AdamWOptions, double, weight_decay, 1e-2)
-  LOOM_OPTION(AdamWOptions, bool, amsgrad, false)
-  LOOM_OPTION(AdamWOptions, bool, maximize, false)
+  LOOM_ARG(AdamWOptions, double, lr, 1e-3)
+  LOOM_ARG(AdamWOptions, Betas, betas, (Betas{0.9, 0.999}))
+  LOOM_ARG(AdamWOptions, double, eps, 1e-8)
+  LOOM_ARG(AdamWOptions, double, weight_decay, 1e-2)
+  LOOM_ARG(AdamWOptions, bool, amsgrad, false)
+  LOOM_ARG(AdamWOptions, bool, maximize, false)
 
  public:
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<AdamWOptions>(*this); }

@@ -19,23 +19,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include <loom/arg.h>
 #include <loom/tensor.h>
 
 #pragma GCC visibility push(default)
 namespace loom::optim {
-
-// Declares an option with libtorch's accessors: `T name() const` and a
-// chainable `Self& name(T)`.
-#define LOOM_OPTION(Self, T, name, init) \
- public:                                 \
-  Self& name(const T& v) {               \
-    name##_ = v;                         \
-    return *this;                        \
-  }                                      \
-  const T& name() const { return name##_; } \
-                                         \
- private:                                \
-  T name##_ = init;
 
 class OptimizerOptions {
  public:

@@ -9,12 +9,12 @@ namespace loom::optim {
 class SGDOptions : public OptimizerOptions {
  public:
   SGDOptions(double lr) : lr_(lr) {}  // NOLINT: as libtorch
-  LOOM_OPTION(SGDOptions, double, lr, 0)
-  LOOM_OPTION(SGDOptions, double, momentum, 0)
-  LOOM_OPTION(SGDOptions, double, dampening, 0)
-  LOOM_OPTION(SGDOptions, double, weight_decay, 0)
-  LOOM_OPTION(SGDOptions, bool, nesterov, false)
-  LOOM_OPTION(SGDOptions, bool, maximize, false)
+  LOOM_ARG(SGDOptions, double, lr, 0)
+  LOOM_ARG(SGDOptions, double, momentum, 0)
+  LOOM_ARG(SGDOptions, double, dampening, 0)
+  LOOM_ARG(SGDOptions, double, weight_decay, 0)
+  LOOM_ARG(SGDOptions, bool, nesterov, false)
+  LOOM_ARG(SGDOptions, bool, maximize, false)
 
  public:
   std::unique_ptr<OptimizerOptions> clone() const override { return std::make_unique<SGDOptions>(*this); }
