@@ -42,6 +42,17 @@ TEST_P(AutogradTest, BackwardRecordsAndRunsNothing) {
   EXPECT_TRUE(x.grad().grad_fn() == nullptr);
 }
 
+// A leaf's first gradient that nothing else holds becomes its .grad() as it
+// is (AccumulateGrad): no copy, though the thread's pending list still
+// holds the gradient's storage until its sync.
+TEST_P(AutogradTest, AnUnsharedGradientBecomesGradWithoutACopy) {
+  Tensor x = leaf({1, 2, 3});
+  (x * x).sum().backward();
+  const std::string graph = loom::explain(x.grad());
+  EXPECT_EQ(graph.find("cast"), std::string::npos) << graph;
+  EXPECT_TRUE(all_close(x.grad(), {2, 4, 6}, 1e-12));
+}
+
 TEST_P(AutogradTest, GradFnNamesAsLibtorch) {
   Tensor x = leaf({1, 2, 3, 4}, {2, 2});
   Tensor y = leaf({1, 2}, {2});

@@ -204,8 +204,11 @@ autograd::variable_list AccumulateGrad::apply(autograd::variable_list&& grads) {
   const bool whole = gi.view.offset == 0 && gi.view.sizes.numel() == gi.storage->numel &&
                      gi.view.strides == ir::contiguous_strides(gi.view.sizes);
   // Nothing else can reach the storage: g alone, or g and the base it is a
-  // view of (a transposed product transposed back), which only g holds.
-  const long holders = 1 + (gi.view_base && gi.view_base.use_count() == 1 && gi.view_base->storage == gi.storage);
+  // view of (a transposed product transposed back), which only g holds, and
+  // the pending list the storage waits on (api/src/lazy.cpp), which holds
+  // it until its sync.
+  const long holders = 1 + (gi.view_base && gi.view_base.use_count() == 1 && gi.view_base->storage == gi.storage) +
+                       (gi.storage->listed.load(std::memory_order_relaxed) ? 1 : 0);
   const bool alone = g.impl().use_count() == 1 && gi.storage.use_count() == holders;
   m.grad = whole && alone ? plain_alias(g) : g.clone();
   return {};
