@@ -110,6 +110,25 @@ TEST_P(GemmTest, OddShapesFloatAndDouble) {
     }
 }
 
+// A vector times a matrix (M = 1: a control loop's state, a batch-1
+// layer) runs its columns two tile widths a call (kGemmWide): a last
+// vector cut short in each place of a call's four (float32, 16 lanes; two
+// calls for float64's 8), two K blocks (partial sums) and a fused epilogue
+// (bias, then ReLU).
+TEST_P(GemmTest, SingleRowProductsOfEveryWidth) {
+  for (loom::ScalarType dt : {loom::kFloat, loom::kDouble})
+    for (int64_t n : {1, 17, 33, 64, 65, 97})
+      for (int64_t k : {3, 2100}) {
+        Operand a = make({1, k}, dt, 31), b = make({k, n}, dt, 32), bias = make({n}, dt, 33);
+        Expected e = product(row_major(a), row_major(b), 1, 1, n, k);
+        EXPECT_TRUE(close(loom::matmul(a.t, b.t), e, k, dt)) << "1x" << k << " @ " << k << "x" << n << " " << loom::to_string(dt);
+        EXPECT_TRUE(close(loom::relu(loom::matmul(a.t, b.t) + bias.t), e, k, dt, [&](double v, int64_t i) {
+          const double x = v + bias.v[i];
+          return x > 0 ? x : 0;
+        })) << "relu(1x" << k << " @ " << k << "x" << n << " + bias) " << loom::to_string(dt);
+      }
+}
+
 // x.t() @ g (the weight gradient), a @ w.t() (Linear's forward) and both
 // transposed: only strides, read by packing.
 TEST_P(GemmTest, TransposedOperands) {

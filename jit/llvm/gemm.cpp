@@ -95,6 +95,7 @@ class TileEmitter {
     if (epi_prefetch_)
       if_else(flag(kGemmLast), [&] {
         for_range(b_.getInt64(0), rows_, [&](Value* r) { epi_prefetch_(batch_, b_.CreateAdd(i_, r), j_, s_.nr); });
+        if_else(flag(kGemmWide), [&] { epi_prefetch_(batch_, i_, b_.CreateAdd(j_, b_.getInt64(s_.nr)), s_.nr); }, [] {});
       }, [] {});
     if (dot_) {  // its tiles are all direct (the driver's GemmPlan::dot implies direct)
       dot_loops();
@@ -103,8 +104,13 @@ class TileEmitter {
     }
     Value* full = b_.CreateAnd(b_.CreateICmpEQ(rows_, b_.getInt64(s_.mr)), b_.CreateICmpEQ(cols_, b_.getInt64(s_.nr)));
     if_else(flag(kGemmDirect), [&] {
-      direct_loops();
-      through_tile();
+      if_else(flag(kGemmWide), [&] {
+        wide_row();
+        through_tile(true);
+      }, [&] {
+        direct_loops();
+        through_tile();
+      });
     }, [&] {
       packed_loop();
       // A full tile (all but the edges of a large product) leaves straight
@@ -145,16 +151,52 @@ class TileEmitter {
   }
 
   // The sums, in the stack tile: earlier K blocks' added, then the
-  // epilogue or the partial sums.
-  void through_tile() {
+  // epilogue or the partial sums. `wide`: a kGemmWide row, 2 NR columns of
+  // tile row 0 (the tile's flat MR x NR elements hold them).
+  void through_tile(bool wide = false) {
     if_else(flag(kGemmAddPartial), [&] {
-      each([&](Value* r, Value* c, int w) { put(r, c, w, b_.CreateFAdd(get(r, c, w), partial(r, c, w, nullptr))); });
+      each([&](Value* r, Value* c, int w) { put(r, c, w, b_.CreateFAdd(get(r, c, w), partial(r, c, w, nullptr))); }, wide);
     }, [] {});
     if_else(flag(kGemmLast), [&] {
       each([&](Value* r, Value* c, int w) {
         epi_(batch_, b_.CreateAdd(i_, r), b_.CreateAdd(j_, c), get(r, c, w), w);
-      });
-    }, [&] { each([&](Value* r, Value* c, int w) { partial(r, c, w, get(r, c, w)); }); });
+      }, wide);
+    }, [&] { each([&](Value* r, Value* c, int w) { partial(r, c, w, get(r, c, w)); }, wide); });
+  }
+
+  // A kGemmWide row: all its 2 NV vectors of B at each k meet one
+  // broadcast of A's element, in two interleaved chains (eight independent
+  // FMAs a pair of k, added at the end). Split into NR-wide tiles, a 1 x 64
+  // by 64 x 64 product (W5's) ran two calls, each with its own entry and
+  // epilogue setup and one broadcast for two FMAs: 2.8K instructions with
+  // its tanh (callgrind) where this takes ~1.3K.
+  static constexpr int kWideChains = 2;
+  void wide_row() {
+    const int nv = 2 * nv_;
+    assert(static_cast<int>(acc_.size()) >= kWideChains * nv);
+    std::vector<Value*> mask;
+    for (int q = 0; q < nv; ++q) mask.push_back(lanes_below(cols_, q * s_.lanes));
+    const llvm::Align al(dt_ == kDouble ? 8 : 4);
+    for (int u = 0; u < kWideChains; ++u)
+      for (int q = 0; q < nv; ++q) b_.CreateStore(llvm::Constant::getNullValue(vt_), acc_[u * nv + q]);
+    auto step = [&](Value* k, int u) {
+      Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, a_, b_.CreateMul(k, a_ks_))));
+      Value* brow = b_.CreateGEP(t_, bp_, b_.CreateMul(k, b_ks_));
+      for (int q = 0; q < nv; ++q) {
+        Value* bv = b_.CreateMaskedLoad(vt_, b_.CreateConstGEP1_64(t_, brow, q * s_.lanes), al, mask[q],
+                                        llvm::Constant::getNullValue(vt_));
+        fma(acc_[u * nv + q], av, bv);
+      }
+    };
+    Value* kmain = b_.CreateAnd(kc_, b_.getInt64(~int64_t{kWideChains - 1}));
+    for_range(b_.getInt64(0), kmain, [&](Value* k) {
+      for (int u = 0; u < kWideChains; ++u) step(b_.CreateAdd(k, b_.getInt64(u)), u);
+    }, kWideChains);
+    for_range(kmain, kc_, [&](Value* k) { step(k, 0); });
+    for (int q = 0; q < nv; ++q) {
+      Value* sum = b_.CreateFAdd(b_.CreateLoad(vt_, acc_[q]), b_.CreateLoad(vt_, acc_[nv + q]));
+      put(b_.getInt64(0), b_.getInt64(q * s_.lanes), s_.lanes, sum);
+    }
   }
 
   Value* flag(int64_t f) { return b_.CreateICmpNE(b_.CreateAnd(flags_, b_.getInt64(f)), b_.getInt64(0)); }
@@ -380,10 +422,11 @@ class TileEmitter {
   // may not step in). W5's 1 x 64 by 64 x 64 products, per call with their
   // epilogues (callgrind): with tanh 2.90K -> 2.73K instructions, with tanh
   // and ten clamped updates 4.16K -> 3.82K.
-  void each(const std::function<void(Value*, Value*, int)>& body) {
-    if_else(b_.CreateICmpEQ(cols_, b_.getInt64(s_.nr)), [&] {
+  void each(const std::function<void(Value*, Value*, int)>& body, bool wide = false) {
+    const int nv = wide ? 2 * nv_ : nv_;
+    if_else(b_.CreateICmpEQ(cols_, b_.getInt64(nv * s_.lanes)), [&] {
       for_range(b_.getInt64(0), rows_, [&](Value* r) {
-        for (int q = 0; q < nv_; ++q) body(r, b_.getInt64(q * s_.lanes), s_.lanes);
+        for (int q = 0; q < nv; ++q) body(r, b_.getInt64(q * s_.lanes), s_.lanes);
       });
     }, [&] {
       for_range(b_.getInt64(0), rows_, [&](Value* r) {

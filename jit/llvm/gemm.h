@@ -57,6 +57,9 @@ inline constexpr int64_t kGemmShort = 8;    // direct, and the product has fewer
 // too; their sums are never stored.
 inline constexpr int64_t kGemmPrepareA = 16;
 inline constexpr int64_t kGemmPrepareB = 32;
+// Direct, one row (M = 1) and up to 2 NR columns, B read in place: a
+// vector (a control loop's state, a batch-1 layer) times a matrix.
+inline constexpr int64_t kGemmWide = 64;
 
 using GemmFn = void (*)(const GemmTile* tile, void* const* buffers, const double* fscalars, const int64_t* iscalars,
                         KernelError* error);

@@ -438,7 +438,11 @@ void run_direct(const Ctx& x) {
   const int64_t b_ks = pack ? nr : g.b_sk;
   const double work = static_cast<double>(g.batch) * g.m * g.n * std::max<int64_t>(g.k, 1);
   const int64_t threads = work >= (1 << 18) ? x.threads : 1;
-  const int64_t groups = column_groups(g.batch * mt, nt, threads);
+  // A single row with B read in place goes 2 NR columns a call
+  // (kGemmWide: one broadcast of A for twice the FMAs, half the calls).
+  const bool wide = g.m == 1 && !g.dot && !pack;
+  const int64_t width = wide ? 2 * nr : nr, tiles = (g.n + width - 1) / width;
+  const int64_t groups = column_groups(g.batch * mt, tiles, threads);
   auto rows = [&](int64_t task) {  // (batch, row tile, group of column tiles)
     const int64_t r = task / groups, gi = task % groups;
     const int64_t bi = r / mt, i = r % mt * mr;
@@ -447,17 +451,18 @@ void run_direct(const Ctx& x) {
     t.a_rs = a_sm, t.a_ks = a_sk, t.b_ks = g.dot ? g.b_sn : b_ks;
     t.batch = bi, t.i = i, t.rows = std::min(mr, g.m - i);
     t.partial = part.empty() ? nullptr : part.data(), t.ldp = nr;
-    for (int64_t j = nt * gi / groups * nr; j < nt * (gi + 1) / groups * nr && j < g.n; j += nr) {
+    for (int64_t j = tiles * gi / groups * width; j < tiles * (gi + 1) / groups * width && j < g.n; j += width) {
       const T* b0 = pack  ? static_cast<const T*>(bp + bi * nt * strip + j / nr * strip)
                     : g.dot ? B + bi * g.b_sb + j * g.b_sn
                           : B + bi * g.b_sb + j;
-      t.j = j, t.cols = std::min(nr, g.n - j);
+      t.j = j, t.cols = std::min(width, g.n - j);
       for (int64_t pc = 0; pc < g.k || pc == 0; pc += g.kc) {
         t.kc = std::min(g.kc, g.k - pc);
         t.a = A + bi * a_sb + i * a_sm + pc * a_sk;
         t.b = b0 + pc * b_ks;
         t.flags = jit::llvm_cpu::kGemmDirect | (pc > 0 ? jit::llvm_cpu::kGemmAddPartial : 0) |
-                  (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0) | (g.m < mr ? jit::llvm_cpu::kGemmShort : 0);
+                  (pc + g.kc >= g.k ? jit::llvm_cpu::kGemmLast : 0) | (g.m < mr ? jit::llvm_cpu::kGemmShort : 0) |
+                  (wide ? jit::llvm_cpu::kGemmWide : 0);
         x.call(t);
       }
     }
