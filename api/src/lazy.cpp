@@ -335,13 +335,15 @@ void sync_list(PendingList& list, const Device* only) {
 }  // namespace
 
 namespace {
-// No SLP vectorization here: GCC copied `s` (written just before by wrap()
-// as two 8-byte stores) with one 16-byte load, which the CPU cannot forward
-// from those stores; the stall was most of this function's time.
 void drop_dead(PendingList& list) {
   std::erase_if(list.storages, [](const std::shared_ptr<Storage>& s) { return dropped(s); });
 }
-[[gnu::optimize("no-tree-slp-vectorize")]] void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
+// Inlined into every recorded op. (Its copy of `s`, written just before by
+// wrap() as two 8-byte stores, must not become one 16-byte load, which the
+// CPU cannot forward from them: api/src/ is built without SLP
+// vectorization, CMakeLists.txt. A gnu::optimize attribute saying so here
+// kept GCC from inlining the function: ~18 instructions an op.)
+inline void add_to_list(PendingList& list, const std::shared_ptr<Storage>& s) {
   list.storages.emplace_back(s);
   // Dropped tensors are let go of within kFirstDrop ops, and a long unsynced
   // loop stays bounded; the next pass waits until the list has doubled, so
