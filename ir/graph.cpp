@@ -7,6 +7,7 @@
 #include "ir/hash.h"
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <sstream>
 
@@ -85,7 +86,6 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
   std::vector<Frame>& stack = scratch.stack;
   g.outputs.clear();
   g.input_nodes.clear();
-  g.scalars.clear();
 
   size_t node_cap = std::max<size_t>(g.nodes.capacity(), 64);
   g.nodes.resize(node_cap);
@@ -93,6 +93,7 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
   g.scalar_begin.resize(node_cap + 1);
   g.in_idx.resize(std::max<size_t>(g.in_idx.capacity(), 128));
   g.canonical.resize(std::max<size_t>(g.canonical.capacity(), 512));
+  g.scalars.resize(std::max<size_t>(g.scalars.capacity(), 64));
   scratch.ids.resize(std::max<size_t>(scratch.ids.capacity(), 128));
   const Node** nodes = g.nodes.data();
   uint32_t* in_begin = g.in_begin.data();
@@ -101,6 +102,8 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
   size_t in_cap = g.in_idx.size();
   uint64_t* w = g.canonical.data();
   uint64_t* w_end = w + g.canonical.size();
+  RtScalar* sc = g.scalars.data();
+  RtScalar* sc_end = sc + g.scalars.size();
   uint32_t* ids = scratch.ids.data();
   uint32_t* ids_end = ids + scratch.ids.size();
   auto push_id = [&](uint32_t id) {
@@ -150,17 +153,27 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
       const uint64_t header = header_word(n);
       const uint32_t n_shape = static_cast<uint32_t>(header >> 24 & 0xFF), n_attr = static_cast<uint32_t>(header >> 32 & 0xFF);
       const size_t words = 1 + n_shape + n_attr + k;
-      if (static_cast<size_t>(w_end - w) < words + 1) [[unlikely]] {
+      // Room for every shape slot (copied whole, below) and the end marker.
+      if (static_cast<size_t>(w_end - w) < words + kMaxDims + 1) [[unlikely]] {
         const size_t used = static_cast<size_t>(w - g.canonical.data());
-        w = grow(g.canonical, used + words + 1) + used;
+        w = grow(g.canonical, used + words + kMaxDims + 1) + used;
         w_end = g.canonical.data() + g.canonical.size();
+      }
+      if (static_cast<size_t>(sc_end - sc) < n.num_scalars) [[unlikely]] {
+        const size_t used = static_cast<size_t>(sc - g.scalars.data());
+        sc = grow(g.scalars, used + n.num_scalars) + used;
+        sc_end = g.scalars.data() + g.scalars.size();
       }
       if (edges + k > in_cap) [[unlikely]] {
         in_idx = grow(g.in_idx, edges + k);
         in_cap = g.in_idx.size();
       }
       *w++ = header;
-      for (uint32_t d = 0; d < n_shape; ++d) *w++ = static_cast<uint64_t>(n.shape[d]);
+      // All kMaxDims slots in one fixed-size copy (unused ones are zero, and
+      // the next words overwrite them): a loop over the dims cost twice as much.
+      static_assert(sizeof(n.shape.v) == kMaxDims * sizeof(uint64_t));
+      std::memcpy(w, n.shape.v.data(), sizeof(n.shape.v));
+      w += n_shape;
       for (uint32_t a = 0; a < n_attr; ++a) *w++ = static_cast<uint64_t>(n.attr[a]);
       ids -= k;
       for (uint32_t j = 0; j < k; ++j) {
@@ -170,8 +183,8 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
       w += k;
       edges += k;
       in_begin[id + 1] = edges;
-      scalar_begin[id] = static_cast<uint32_t>(g.scalars.size());
-      for (uint8_t s = 0; s < n.num_scalars; ++s) g.scalars.push_back(n.scalar[s]);
+      scalar_begin[id] = static_cast<uint32_t>(sc - g.scalars.data());
+      for (uint8_t s = 0; s < n.num_scalars; ++s) *sc++ = n.scalar[s];
       if (n.op == Op::Input) g.input_nodes.push_back(id);
       stack.pop_back();
       if (stack.empty()) {
@@ -181,6 +194,7 @@ void build_graph(std::span<const Node* const> outputs, Graph& g) {
       push_id(id);  // an input of the node below it
     }
   }
+  g.scalars.resize(static_cast<size_t>(sc - g.scalars.data()));
   scalar_begin[count] = static_cast<uint32_t>(g.scalars.size());
   g.nodes.resize(count);
   g.in_begin.resize(count + 1);

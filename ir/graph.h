@@ -56,7 +56,7 @@ struct Graph {
   // nodes[] indices of Input leaves: the executable's input slots, in order
   std::vector<uint32_t> input_nodes;
   // runtime scalars of all nodes, in node order; node i's start at scalar_begin[i]
-  std::vector<RtScalar> scalars;
+  NoInitVector<RtScalar> scalars;
   NoInitVector<uint32_t> scalar_begin;
 
   Words canonical;   // the cache key's full text

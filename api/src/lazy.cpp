@@ -189,7 +189,7 @@ void fill_capture(TraceCapture& cap, const ir::Graph& g, const SyncScratch& sc) 
   cap.outs = sc.outs;
   cap.targets = sc.targets;
   for (uint32_t k : g.input_nodes) cap.inputs.push_back(g.nodes[k]->data);
-  cap.scalars = g.scalars;
+  cap.scalars.assign(g.scalars.begin(), g.scalars.end());
   std::vector<std::pair<uint64_t, TraceCapture::Random>> randoms;  // by the offset recording took
   for (uint32_t i = 0; i < g.size(); ++i) {
     const ir::Node& n = *g.nodes[i];
