@@ -56,12 +56,16 @@ Tensor product(const Tensor& a, const Tensor& b, const SourceLoc& loc) {
 
 // 2-D x 2-D.
 Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
-  LOOM_CHECK(a.size(1) == b.size(0), op, loc, "mat1 and mat2 shapes cannot be multiplied (", mat(a.size(0), a.size(1)),
-             " and ", mat(b.size(0), b.size(1)), ")");
+  // Both are 2-D (the callers check): their sizes read in place, not through
+  // Tensor::size's dim checks (60 instructions each, four per product).
+  const ir::Dims& as = a.impl()->view.sizes;
+  const ir::Dims& bs = b.impl()->view.sizes;
+  LOOM_CHECK(as[1] == bs[0], op, loc, "mat1 and mat2 shapes cannot be multiplied (", mat(as[0], as[1]), " and ",
+             mat(bs[0], bs[1]), ")");
   if (widen_bf16(a)) return mm2(a.to(kFloat, loc), b.to(kFloat, loc), op, loc).to(kBFloat16, loc);
   if (detail::needs_grad(a, b)) [[unlikely]]
     return detail::grad::mm(a, b, [&] { return mm2(a, b, op, loc); }, loc);
-  const int64_t dims[2] = {a.size(0), b.size(1)};
+  const int64_t dims[2] = {as[0], bs[1]};
   return detail::wrap(detail::new_node2(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 2), detail::read(a, loc),
                                         detail::read(b, loc), loc));
 }
