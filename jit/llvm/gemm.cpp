@@ -188,11 +188,7 @@ class TileEmitter {
         fma(acc_[u * nv + q], av, bv);
       }
     };
-    Value* kmain = b_.CreateAnd(kc_, b_.getInt64(~int64_t{kWideChains - 1}));
-    for_range(b_.getInt64(0), kmain, [&](Value* k) {
-      for (int u = 0; u < kWideChains; ++u) step(b_.CreateAdd(k, b_.getInt64(u)), u);
-    }, kWideChains);
-    for_range(kmain, kc_, [&](Value* k) { step(k, 0); });
+    chained_k(kWideChains, step);
     for (int q = 0; q < nv; ++q) {
       Value* sum = b_.CreateFAdd(b_.CreateLoad(vt_, acc_[q]), b_.CreateLoad(vt_, acc_[nv + q]));
       put(b_.getInt64(0), b_.getInt64(q * s_.lanes), s_.lanes, sum);
@@ -287,11 +283,7 @@ class TileEmitter {
           Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, arow, b_.CreateMul(k, a_ks_))));
           for (int q = 0; q < nv; ++q) fma(acc_[u * nv_ + q], av, bload(k, q));
         };
-        Value* kmain = b_.CreateAnd(kc_, b_.getInt64(~int64_t{chains - 1}));
-        for_range(b_.getInt64(0), kmain, [&](Value* k) {
-          for (int u = 0; u < chains; ++u) step(b_.CreateAdd(k, b_.getInt64(u)), u);
-        }, chains);
-        for_range(kmain, kc_, [&](Value* k) { step(k, 0); });
+        chained_k(chains, step);
         for (int q = 0; q < nv_; ++q) {
           auto chain = [&](int u) { return b_.CreateLoad(vt_, acc_[u * nv_ + q]); };
           Value* sum = chains == 1 ? chain(0) : b_.CreateFAdd(b_.CreateFAdd(chain(0), chain(1)), b_.CreateFAdd(chain(2), chain(3)));
@@ -433,6 +425,17 @@ class TileEmitter {
         for_range(b_.getInt64(0), cols_, [&](Value* c) { body(r, c, 1); });
       });
     });
+  }
+
+  // The K loop of an unpacked row in `chains` interleaved FMA chains:
+  // step(k, u) adds k into chain u, `chains` k a trip (a power of two),
+  // then the k past the last whole group into chain 0.
+  void chained_k(int chains, const std::function<void(Value*, int)>& step) {
+    Value* kmain = b_.CreateAnd(kc_, b_.getInt64(~int64_t{chains - 1}));
+    for_range(b_.getInt64(0), kmain, [&](Value* k) {
+      for (int u = 0; u < chains; ++u) step(b_.CreateAdd(k, b_.getInt64(u)), u);
+    }, chains);
+    for_range(kmain, kc_, [&](Value* k) { step(k, 0); });
   }
 
   // for (i = lo; i < hi; i += stride) body(i) (ir_loops.h).
