@@ -178,15 +178,13 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const SourceLoc& loc
   return dim < 0 ? dim + n : dim;
 }
 
-void check_same_device(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
-  // Storage devices directly: Tensor::device() is an out-of-line call per operand.
-  LOOM_CHECK(impl_of(a, op, loc).storage->device == impl_of(b, op, loc).storage->device, op, loc,
-             "expected all tensors to be on the same device, but found at least two devices, ", a.device(), " and ",
-             b.device(), " (", describe(a), " and ", describe(b), ")");
+void throw_device_mismatch(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
+  LOOM_CHECK(false, op, loc, "expected all tensors to be on the same device, but found at least two devices, ",
+             a.device(), " and ", b.device(), " (", describe(a), " and ", describe(b), ")");
+  std::abort();  // LOOM_CHECK(false, ...) threw
 }
 
-ir::Dims broadcast_shapes(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc) {
-  if (a == b) return a;  // the common case, without the per-dim checks
+ir::Dims broadcast_shapes_general(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc) {
   ir::Dims out;
   const int n = std::max(a.n, b.n);
   out.n = static_cast<uint8_t>(n);

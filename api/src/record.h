@@ -145,9 +145,21 @@ inline const TensorImpl& impl_of(const Tensor& t, const char* op, const SourceLo
   return *t.impl();
 }
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const SourceLoc& loc);
-void check_same_device(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc);
+[[noreturn]] void throw_device_mismatch(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc);
+// Inline: every binary op calls it, almost always with one device.
+inline void check_same_device(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
+  // Storage devices directly: Tensor::device() is an out-of-line call per operand.
+  if (impl_of(a, op, loc).storage->device != impl_of(b, op, loc).storage->device) [[unlikely]]
+    throw_device_mismatch(a, b, op, loc);
+}
 // NumPy broadcast of two shapes, or an error naming both.
-ir::Dims broadcast_shapes(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc);
+ir::Dims broadcast_shapes_general(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc);
+// Inline for the common case, two equal shapes, without the per-dim checks.
+inline ir::Dims broadcast_shapes(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc) {
+  if (a == b) [[likely]]
+    return a;
+  return broadcast_shapes_general(a, b, op, loc);
+}
 inline ir::Dims shape_of(const Tensor& t) { return t.impl()->view.sizes; }
 
 // Resolves an unset device index to 0 and rejects malformed devices.
