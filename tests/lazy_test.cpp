@@ -365,6 +365,22 @@ TEST_P(LazyTest, TensorsDroppedWithoutASyncAreLetGoOfWithinAFewDozenOps) {
   loom::sync();
 }
 
+// A thread that ends with work pending and never synced lets go of it at
+// exit: its pending list, which holds the storages, is freed with the
+// thread, after the node pools it releases into are still usable (a long
+// chain's release grows the node drain stack).
+TEST_P(LazyTest, AThreadEndingWithPendingWorkLetsGoOfIt) {
+  std::weak_ptr<const void> last;
+  std::thread worker([&] {
+    Tensor x = materialized({16});
+    Tensor y = x;
+    for (int i = 0; i < 3000; ++i) y = y + x;
+    last = loom::testing::node_ref(y);
+  });
+  worker.join();
+  EXPECT_TRUE(last.expired()) << "a thread's pending chain outlived the thread";
+}
+
 TEST_P(LazyTest, ALongStepAndSyncLoopKeepsResidentMemoryFlat) {
   if (resident_kib() < 0) GTEST_SKIP() << "no /proc/self/status";
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)

@@ -136,6 +136,10 @@ struct RecycleNode {
 
 }  // namespace
 
+void register_pool_cleanup() {
+  if (!t_lists.reaper_registered && !t_lists.thread_exiting) register_reaper();
+}
+
 std::shared_ptr<ir::Node> make_node() {
   NodeList& l = t_nodes;
   ir::Node* n = l.count ? l.nodes[--l.count] : new ir::Node();

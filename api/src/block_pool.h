@@ -112,4 +112,11 @@ std::shared_ptr<T> make_pooled(Args&&... args) {
 // keeps its inputs' capacity. Lists are capped and freed at thread exit.
 std::shared_ptr<ir::Node> make_node();
 
+// Registers this thread's exit-time cleanup of its lists now (it is
+// otherwise registered on the first free). Thread-local destructors run in
+// reverse order of construction: an object made after this call and freeing
+// nodes or pooled blocks in its destructor (a thread's pending list) then
+// runs while the lists still work.
+void register_pool_cleanup();
+
 }  // namespace loom::detail

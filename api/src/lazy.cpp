@@ -138,6 +138,9 @@ struct ListOwner {
   }
 };
 [[gnu::noinline]] PendingList& new_thread_list() {
+  // The pools' cleanup first, so that it runs after ListOwner's: a list
+  // holds its storages, and freeing them at exit releases nodes.
+  register_pool_cleanup();
   thread_local ListOwner owner;  // registered once; a list made after it ran (a thread's own
   (void)owner;                   // exit-time destructors recording ops) is leaked, not dangling
   t_list = new PendingList;
