@@ -115,7 +115,8 @@ std::atomic<int64_t> g_max_pending{initial_max_pending()};
 // dropped, never computed, let go of at the next sync or drop_dead. A weak
 // list (as before) made every dropped tensor's storage take shared_ptr's
 // slow path twice (the last use with a weak reference left, then the weak
-// reference itself): ~40 instructions an op, 3% of W5's step (callgrind).
+// reference itself): 0.6 K instructions of W5's 61 K a step (callgrind),
+// 2% of its time, and O3's sync 10% faster.
 constexpr size_t kFirstDrop = 64;
 struct PendingList {
   std::vector<std::shared_ptr<Storage>> storages;
