@@ -19,6 +19,10 @@ void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
 // The same for a storage created just now by this thread (wrap()), which no
 // other thread can have listed yet.
 void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded);
+// The references pending lists hold on `s`: 1 while it is listed (a list
+// holds what it lists until its sync), else 0. For code that reasons about
+// who else can reach a storage (AccumulateGrad adopting a gradient).
+inline long pending_list_refs(const Storage& s) { return s.listed.load(std::memory_order_relaxed) ? 1 : 0; }
 // Lists a storage that is pending again (after a failed run, late_checks.cpp
 // too) on this thread's list; never syncs.
 void list_pending(const std::shared_ptr<Storage>& s);

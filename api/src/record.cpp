@@ -179,9 +179,10 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op, const SourceLoc& loc
 }
 
 void throw_device_mismatch(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
-  LOOM_CHECK(false, op, loc, "expected all tensors to be on the same device, but found at least two devices, ",
-             a.device(), " and ", b.device(), " (", describe(a), " and ", describe(b), ")");
-  std::abort();  // LOOM_CHECK(false, ...) threw
+  std::ostringstream os;
+  append(os, "expected all tensors to be on the same device, but found at least two devices, ", a.device(), " and ",
+         b.device(), " (", describe(a), " and ", describe(b), ")");
+  throw_error(op, os.str(), loc);
 }
 
 ir::Dims broadcast_shapes_general(const ir::Dims& a, const ir::Dims& b, const char* op, const SourceLoc& loc) {

@@ -168,25 +168,18 @@ class TileEmitter {
   // broadcast of A's element, in two interleaved chains (eight independent
   // FMAs a pair of k, added at the end). Split into NR-wide tiles, a 1 x 64
   // by 64 x 64 product (W5's) ran two calls, each with its own entry and
-  // epilogue setup and one broadcast for two FMAs: 2.8K instructions with
-  // its tanh (callgrind) where this takes ~1.3K.
+  // epilogue setup and one broadcast for two FMAs: with its tanh 2.80K ->
+  // 2.06K instructions a product under callgrind (which runs AVX2 tiles).
   static constexpr int kWideChains = 2;
   void wide_row() {
     const int nv = 2 * nv_;
     assert(static_cast<int>(acc_.size()) >= kWideChains * nv);
-    std::vector<Value*> mask;
-    for (int q = 0; q < nv; ++q) mask.push_back(lanes_below(cols_, q * s_.lanes));
-    const llvm::Align al(dt_ == kDouble ? 8 : 4);
+    const std::vector<Value*> mask = b_masks(nv);
     for (int u = 0; u < kWideChains; ++u)
       for (int q = 0; q < nv; ++q) b_.CreateStore(llvm::Constant::getNullValue(vt_), acc_[u * nv + q]);
     auto step = [&](Value* k, int u) {
       Value* av = b_.CreateVectorSplat(s_.lanes, b_.CreateLoad(t_, b_.CreateGEP(t_, a_, b_.CreateMul(k, a_ks_))));
-      Value* brow = b_.CreateGEP(t_, bp_, b_.CreateMul(k, b_ks_));
-      for (int q = 0; q < nv; ++q) {
-        Value* bv = b_.CreateMaskedLoad(vt_, b_.CreateConstGEP1_64(t_, brow, q * s_.lanes), al, mask[q],
-                                        llvm::Constant::getNullValue(vt_));
-        fma(acc_[u * nv + q], av, bv);
-      }
+      for (int q = 0; q < nv; ++q) fma(acc_[u * nv + q], av, load_b(k, q, mask[q]));
     };
     chained_k(kWideChains, step);
     for (int q = 0; q < nv; ++q) {
@@ -239,13 +232,22 @@ class TileEmitter {
   // times a matrix) one row at a time, so it pays for no padding rows. A
   // [10, 256] x [256, 1024] product (W4's last weight gradient) re-read
   // B's strip ten times, 4 KiB apart, and took 367 us; now 32 us.
-  void direct_loops() {
+  // Unpacked B (direct tiles): which lanes of each of the first `nv`
+  // vectors of a row are columns below `cols`, and vector q of row k,
+  // masked to them (zero past the edge).
+  std::vector<Value*> b_masks(int nv) {
     std::vector<Value*> mask;
-    for (int q = 0; q < nv_; ++q) mask.push_back(lanes_below(cols_, q * s_.lanes));
-    auto bload = [&](Value* k, int q) {
-      Value* at = b_.CreateGEP(t_, bp_, b_.CreateAdd(b_.CreateMul(k, b_ks_), b_.getInt64(q * s_.lanes)));
-      return b_.CreateMaskedLoad(vt_, at, llvm::Align(dt_ == kDouble ? 8 : 4), mask[q], llvm::Constant::getNullValue(vt_));
-    };
+    for (int q = 0; q < nv; ++q) mask.push_back(lanes_below(cols_, q * s_.lanes));
+    return mask;
+  }
+  Value* load_b(Value* k, int q, Value* mask) {
+    Value* at = b_.CreateGEP(t_, bp_, b_.CreateAdd(b_.CreateMul(k, b_ks_), b_.getInt64(q * s_.lanes)));
+    return b_.CreateMaskedLoad(vt_, at, llvm::Align(dt_ == kDouble ? 8 : 4), mask, llvm::Constant::getNullValue(vt_));
+  }
+
+  void direct_loops() {
+    const std::vector<Value*> mask = b_masks(nv_);
+    auto bload = [&](Value* k, int q) { return load_b(k, q, mask[q]); };
     // nv vectors of B per k: a product at most one vector wide (N = 10: a
     // classifier's last layer and its weight gradient) runs half the FMAs
     // of a full tile; its unused accumulators stay zero.

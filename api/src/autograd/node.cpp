@@ -5,6 +5,7 @@
 #include <atomic>
 
 #include "api/src/block_pool.h"
+#include "api/src/lazy.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -205,10 +206,9 @@ autograd::variable_list AccumulateGrad::apply(autograd::variable_list&& grads) {
                      gi.view.strides == ir::contiguous_strides(gi.view.sizes);
   // Nothing else can reach the storage: g alone, or g and the base it is a
   // view of (a transposed product transposed back), which only g holds, and
-  // the pending list the storage waits on (api/src/lazy.cpp), which holds
-  // it until its sync.
+  // the pending list the storage waits on.
   const long holders = 1 + (gi.view_base && gi.view_base.use_count() == 1 && gi.view_base->storage == gi.storage) +
-                       (gi.storage->listed.load(std::memory_order_relaxed) ? 1 : 0);
+                       pending_list_refs(*gi.storage);
   const bool alone = g.impl().use_count() == 1 && gi.storage.use_count() == holders;
   m.grad = whole && alone ? plain_alias(g) : g.clone();
   return {};
