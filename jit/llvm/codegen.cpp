@@ -111,7 +111,8 @@ KernelFunctions share_functions(const ir::KernelProgram& p) {
     const MemoryHints h = memory_hints(p, k);
     std::string key;
     for (bool s : h.stream) key += s ? 'S' : '.';
-    key += ';' + std::to_string(h.prefetch_phase);
+    key += h.prefetch_spread ? ";spread" : ";";
+    for (int ph : h.prefetch_phases) key += ':' + std::to_string(ph);
     for (uint32_t a : h.prefetch) key += ',' + std::to_string(a);
     key += ';';
     for (uint32_t a : h.ahead) key += ',' + std::to_string(a);

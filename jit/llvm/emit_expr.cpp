@@ -119,12 +119,7 @@ void KernelEmitter::plan_stash() {
   int64_t row = 1;
   for (int d = k_.outer; d < k_.loop.n; ++d) row *= k_.loop[d];
   if (row > kMaxStashRow) return;
-  std::vector<bool> row_dependent(n, false);
-  for (size_t e = 0; e < n; ++e) {
-    const ir::Expr& x = k_.exprs[e];
-    if (ir::reads_memory(x) || x.kind == ExprKind::Iota) row_dependent[e] = true;
-    for (int o = 0; o < ir::operand_count(x); ++o) row_dependent[e] = row_dependent[e] || row_dependent[ir::operand(x, o)];
-  }
+  const std::vector<bool> along_row = row_dependent();
   std::vector<int> last(n, -1);
   for (size_t p = 0; p < k_.phases.size(); ++p) {
     const ir::Phase& ph = k_.phases[p];
@@ -140,11 +135,21 @@ void KernelEmitter::plan_stash() {
   for (size_t e = 0; e < n; ++e) {
     const ir::Expr& x = k_.exprs[e];
     const int first = stash_first_[e];
-    stash_[e] = x.kind == ExprKind::Op && ir::costly_op(x.op) && x.dtype != kBool && row_dependent[e] && first >= 0 &&
+    stash_[e] = x.kind == ExprKind::Op && ir::costly_op(x.op) && x.dtype != kBool && along_row[e] && first >= 0 &&
                 last[e] > first && k_.phases[first].kind == ir::Phase::Reduce &&
                 k_.phases[first].reduce_op != Op::ArgMax && k_.phases[first].reduce_op != Op::ArgMin;
     if (stash_[e]) stash_buf_[e] = b_.CreateAlloca(scalar_type(x.dtype), b_.getInt64(row), "stash" + std::to_string(e));
   }
+}
+
+std::vector<bool> KernelEmitter::row_dependent() const {
+  std::vector<bool> along(k_.exprs.size(), false);
+  for (size_t e = 0; e < k_.exprs.size(); ++e) {
+    const ir::Expr& x = k_.exprs[e];
+    if (ir::reads_memory(x) || x.kind == ExprKind::Iota) along[e] = true;
+    for (int o = 0; o < ir::operand_count(x); ++o) along[e] = along[e] || along[ir::operand(x, o)];
+  }
+  return along;
 }
 
 // Stores `v` into (or, with v null, loads from) e's stash at the row position.

@@ -82,11 +82,12 @@ class KernelEmitter {
 
   void stream_loop(int d, Value* hi, int step, const std::function<void(int)>& body);
 
-  void prefetch_lines(const std::vector<uint32_t>& accesses, int w,
-                      const std::function<int64_t(const ir::Access&, int64_t esize)>& distance, int locality);
+  void prefetch_lines(const std::vector<uint32_t>& accesses, int w, int64_t num, int64_t den,
+                      const std::function<Value*(const ir::Access&, int64_t esize)>& distance, int locality);
   void prefetch_ahead(int w);
 
-  void prefetch_next_row(int w);
+  void prefetch_next_row(int w, int share);
+  void plan_prefetch();
 
   void loop(int d, Value* hi, int step, const std::function<void()>& body);
 
@@ -133,6 +134,7 @@ class KernelEmitter {
 
   // ---------------------------------------------------------------- row stash (emit_expr.cpp)
   void plan_stash();
+  std::vector<bool> row_dependent() const;  // exprs whose value changes along the row
   bool reloaded(uint32_t e) const { return !stash_.empty() && stash_[e] && phase_ > stash_first_[e]; }
   Value* stash_access(uint32_t e, int w, Value* v);
   static constexpr int64_t kMaxStashRow = 16384;
@@ -226,6 +228,7 @@ class KernelEmitter {
   std::vector<bool> stash_;        // exprs kept per row (plan_stash)
   std::vector<int> stash_first_;   // the phase that computes each
   std::map<uint32_t, Value*> stash_buf_;
+  std::vector<int64_t> prefetch_weight_;  // per listed phase: its share of the next row (plan_prefetch)
 };
 
 // When the emitter's files were built (part of build_id: the disk-cache key):

@@ -52,10 +52,10 @@ MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k) {
   // Prefetch: a row kernel whose first phase reads rows from memory and
   // which has a later phase over the row to overlap the next row's reads with.
   if (k.outer == 0 || k.outer >= k.loop.n || k.phases.empty() || k.phases[0].kind != ir::Phase::Reduce) return h;
-  int next = -1;
-  for (size_t ph = 1; ph < k.phases.size() && next < 0; ++ph)
-    if (!k.phases[ph].per_row) next = static_cast<int>(ph);
-  if (next < 0) return h;
+  std::vector<int> whole_row;  // the phases that walk the whole row (not a per-row store)
+  for (size_t ph = 0; ph < k.phases.size(); ++ph)
+    if (!k.phases[ph].per_row) whole_row.push_back(static_cast<int>(ph));
+  if (whole_row.size() < 2) return h;
   const std::vector<bool> need = ir::phase_exprs(k, k.phases[0]);
   const int row_loop = k.outer - 1;
   for (size_t e = 0; e < k.exprs.size(); ++e) {
@@ -66,7 +66,10 @@ MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k) {
         std::find(h.prefetch.begin(), h.prefetch.end(), a) == h.prefetch.end())
       h.prefetch.push_back(a);
   }
-  if (!h.prefetch.empty()) h.prefetch_phase = next;
+  if (h.prefetch.empty()) return h;
+  h.prefetch_spread = k.outer == k.loop.n - 1;
+  if (h.prefetch_spread) h.prefetch_phases.assign(whole_row.begin() + 1, whole_row.end());
+  else h.prefetch_phases = {whole_row[1]};
   return h;
 }
 

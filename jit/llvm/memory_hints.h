@@ -20,11 +20,27 @@ struct MemoryHints {
   // a copy), and an output that size has mostly left the caches (32 MiB of
   // L3 on the Zen 4 measured) by the time a later program reads it.
   std::vector<bool> stream;
-  // Row kernels: while phase `prefetch_phase` runs over row i, the row i+1
-  // elements of these accesses (read from memory by phase 0) are prefetched
-  // into L2, so the next row's memory reads overlap this row's arithmetic
-  // instead of following it. -1: none.
-  int prefetch_phase = -1;
+  // Row kernels: while the phases in `prefetch_phases` run over row i, the
+  // row i+1 elements of these accesses (read from memory by phase 0) are
+  // prefetched into L2, so the next row's memory reads overlap this row's
+  // arithmetic instead of following it. Empty: none.
+  //
+  // Spread (a row over one loop): every phase after the first that walks
+  // the whole row is listed, and each prefetches its own consecutive part
+  // of the next row, a few lines a step, sized by the emitter to the
+  // phase's arithmetic (KernelEmitter::plan_prefetch) so that the requests
+  // keep one pace through the row's work. Otherwise the one phase listed,
+  // the first after phase 0 that walks the row, prefetches the next row
+  // whole, each step the elements one row below its own. Layer norm's
+  // passes (sum, squared deviations, store) with the whole next row
+  // fetched in the second, its shortest: 256 lines requested in a few
+  // hundred cycles, more than the core's miss queues hold, and the next
+  // first pass waits for the rest. W3 [8192, 4096] on the 2-core Zen 4,
+  // one process, old and new library alternating, six rounds: 5.53-5.88 ms
+  // whole in the second pass, 4.97-5.14 spread over the second and third
+  // (a copy of the same bytes 3.3 ms); W2 5.45-5.91 against 5.56-5.88.
+  std::vector<int> prefetch_phases;
+  bool prefetch_spread = false;
   std::vector<uint32_t> prefetch;
   // Pointwise kernels with a streamed store: the loads through these
   // accesses are prefetched kAheadBytes ahead of each step of the streamed
@@ -38,6 +54,20 @@ struct MemoryHints {
 };
 
 inline constexpr int64_t kAheadBytes = 4096;
+
+// A spread prefetch's arithmetic (KernelEmitter::prefetch_next_row): the
+// phase of weight `mine` (of `total`, after phases weighing `before`) walks
+// its part of the next row at mine/total of its own pace. Its step at
+// element i of a row of `len` prefetches from element spread_from(...) of
+// the next row, spread_lines(...) lines of it: enough that consecutive
+// w-element steps leave no line out, and the last step of one phase meets
+// the first of the next.
+inline int64_t spread_from(int64_t len, int64_t before, int64_t mine, int64_t total, int64_t i) {
+  return (before * len + i * mine) / total;
+}
+inline int64_t spread_lines(int64_t w, int64_t esize, int64_t mine, int64_t total) {
+  return (w * esize * mine + 64 * total - 1) / (64 * total);
+}
 
 inline constexpr int64_t kStreamBytes = int64_t{16} << 20;
 // Inputs smaller than this stay in the caches between rows: no prefetch.

@@ -32,7 +32,7 @@ TEST(MemoryHints, ALargeOutputNobodyReadsIsStreamed) {
   KernelProgram p = lower_outputs({x * 2 + 1});
   ASSERT_EQ(p.kernels.size(), 1u);
   EXPECT_TRUE(any(lc::memory_hints(p, p.kernels[0]).stream));
-  EXPECT_EQ(lc::memory_hints(p, p.kernels[0]).prefetch_phase, -1);  // not a row kernel
+  EXPECT_TRUE(lc::memory_hints(p, p.kernels[0]).prefetch_phases.empty());  // not a row kernel
 }
 
 // A streaming pointwise kernel reads its large inputs kAheadBytes ahead
@@ -79,13 +79,52 @@ TEST(MemoryHints, SmallOrReReadOutputsAreNotStreamed) {
       if (pr.buffers[k.accesses[a].buffer].numel == kBig) EXPECT_FALSE(lc::memory_hints(pr, k).stream[a]);
 }
 
+// The spread prefetch's arithmetic, stepped as the emitter's loops step
+// (steps of 4 vectors, then of one; a scalar tail prefetches nothing): the
+// phases together request every line of the next row, and each phase's
+// requests stay within its part of the row.
+TEST(MemoryHints, SpreadPrefetchesCoverTheNextRow) {
+  for (int64_t len : {4096, 1024, 4000, 784}) {
+    for (const std::vector<int64_t>& weights : std::vector<std::vector<int64_t>>{{41, 9}, {13, 23}, {1, 1, 1}, {5}}) {
+      const int64_t esize = 4, w = 16, unroll = 4, lines = (len * esize + 63) / 64;
+      int64_t total = 0;
+      for (int64_t x : weights) total += x;
+      std::vector<bool> got(lines + 8, false);
+      int64_t before = 0;
+      for (int64_t mine : weights) {
+        const int64_t first = before * len / total * esize / 64, last = ((before + mine) * len / total * esize + 63) / 64;
+        auto step = [&](int64_t i, int64_t width) {
+          const int64_t from = lc::spread_from(len, before, mine, total, i) * esize;
+          for (int64_t l = 0; l < lc::spread_lines(width, esize, mine, total); ++l) {
+            const int64_t line = (from + l * 64) / 64;
+            ASSERT_GE(line, first) << len << " elements, phase of weight " << mine;
+            ASSERT_LE(line, last + 1) << len << " elements, phase of weight " << mine;
+            got[line] = true;
+          }
+        };
+        int64_t i = 0;
+        for (; i + w * unroll <= len; i += w * unroll) step(i, w * unroll);
+        for (; i + w <= len; i += w) step(i, w);
+        before += mine;
+      }
+      // What the scalar tail's elements would have requested is left out.
+      const int64_t covered = len / w * w * esize / 64;
+      for (int64_t l = 0; l < covered; ++l)
+        ASSERT_TRUE(got[l]) << len << " elements, " << weights.size() << " phases: line " << l << " never requested";
+    }
+  }
+}
+
 TEST(MemoryHints, SoftmaxPrefetchesTheNextRowWhileSumming) {
   auto x = loom::randn({1024, 4096});  // 16 MiB in and out
   loom::sync();
   KernelProgram p = lower_outputs({loom::softmax(x, -1)});
   ASSERT_EQ(p.kernels.size(), 1u);
   lc::MemoryHints h = lc::memory_hints(p, p.kernels[0]);
-  EXPECT_EQ(h.prefetch_phase, 1);  // max reads the row from memory; the exp-sum phase overlaps the next
+  // Max reads the row from memory; the exp-sum and store phases share the
+  // next row's prefetch (a row over one loop: spread).
+  EXPECT_EQ(h.prefetch_phases, (std::vector<int>{1, 2}));
+  EXPECT_TRUE(h.prefetch_spread);
   EXPECT_EQ(h.prefetch.size(), 1u);
   EXPECT_TRUE(any(h.stream));
   // The emitted IR: non-temporal stores, the fence after them, prefetches.
