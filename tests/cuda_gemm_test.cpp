@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 
 #include "test_util.h"
 
@@ -351,6 +352,49 @@ TEST_F(CudaGemm, Tf32EveryCandidateMatchesFloat64) {
       EXPECT_LT(e, 5e-3) << candidate_case(M, N, K, c);
       EXPECT_GT(e, 1e-5) << candidate_case(M, N, K, c) << ": TF32 rounds the inputs";
     }
+  }
+}
+
+// TF32 products of at least 2^30 multiply-adds read operands that are not
+// contiguous along K from a copy made just before (ir/k_contiguous.cpp),
+// for the warpgroup tiles on an H100 or H200: x W (B copied), x^T W (both),
+// a batch, and x W^T (nothing to copy), with a fused bias; within TF32's
+// rounding of float64, and on a GPU that runs sm_90a code one launch for
+// the product and one per copied operand.
+TEST_F(CudaGemm, Tf32LargeProductsReadOperandsContiguousAlongK) {
+  Tensor x = loom::randn({1024, 1024}), w = loom::randn({1024, 1024}), bias = loom::randn({1024});
+  Tensor bx = loom::randn({4, 512, 1024}), bw = loom::randn({4, 1024, 512});  // 2^30 multiply-adds
+  loom::sync();
+  Tensor X = gpu(x), W = gpu(w), B = gpu(bias), BX = gpu(bx), BW = gpu(bw);
+  struct Case {
+    const char* what;
+    std::function<Tensor()> got;
+    Tensor want;
+    int copies;
+  };
+  const Case cases[] = {
+      {"x W + b", [&] { return loom::matmul(X, W) + B; }, loom::matmul(f64(x), f64(w)) + f64(bias), 1},
+      {"x^T W", [&] { return loom::matmul(X.t(), W); }, loom::matmul(f64(x).t(), f64(w)), 2},
+      {"batched x W", [&] { return loom::matmul(BX, BW); }, loom::matmul(f64(bx), f64(bw)), 1},
+      {"x W^T", [&] { return loom::matmul(X, W.t()); }, loom::matmul(f64(x), f64(w).t()), 0},
+  };
+  const bool wgmma = loom::cuda::device_name().find("H100") != std::string::npos ||
+                     loom::cuda::device_name().find("H200") != std::string::npos;
+  for (const Case& c : cases) {
+    auto launched = [&](bool tf32) {
+      loom::cuda::set_allow_tf32(tf32);
+      const int64_t before = loom::metrics().kernels_launched;
+      Tensor t = c.got();
+      loom::sync();
+      return std::make_pair(t, loom::metrics().kernels_launched - before);
+    };
+    const Tensor exact = launched(false).first;
+    auto [got, tf32_launches] = launched(true);
+    EXPECT_LT(rel_err(exact, c.want), kF32) << c.what;
+    const double e = rel_err(got, c.want);
+    EXPECT_LT(e, 5e-3) << c.what;
+    EXPECT_GT(e, 1e-5) << c.what << ": TF32 rounds the inputs";
+    if (wgmma) EXPECT_EQ(tf32_launches, 1 + c.copies) << c.what;
   }
 }
 

@@ -14,6 +14,13 @@
 
 namespace loom::runtime::cuda {
 
+namespace {
+// Multiply-adds from which a TF32 product's operand that is not contiguous
+// along K is copied so (LowerOptions::k_contiguous_operands_min_work): the
+// copy is one pass over the operand, the product M N K multiply-adds.
+constexpr double kTf32CopyMinWork = 0x1p30;
+}  // namespace
+
 std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   const Device device = g.nodes[g.outputs.at(0)]->device;
   const int index = device.index() < 0 ? 0 : device.index();
@@ -30,6 +37,10 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   // A whole-tensor sum is split in up to 1024 parts: a group of threads
   // each, blocks for every SM (one part per row was one block, one SM).
   options.split_reduction_rows = 1024;
+  // TF32 on sm_90a: a large product's operand that is not contiguous along
+  // K is copied so first, for the warpgroup tensor cores (ir/lower.h).
+  const bool tf32 = allow_tf32();
+  if (tf32 && context(index).wgmma()) options.k_contiguous_operands_min_work = kTf32CopyMinWork;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   LoadedModule module;
@@ -37,7 +48,6 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
     // Each product's tile configuration, tuned once per problem (in memory
     // and on disk). The cubin's key is the graph plus what the graph does
     // not say: the configurations and the TF32 mode.
-    const bool tf32 = allow_tf32();
     std::vector<uint64_t> key(g.canonical.begin(), g.canonical.end());
     key.push_back(tf32);
     // A single-block program computes its products itself: no tuning.

@@ -544,6 +544,48 @@ TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
   }
 }
 
+// Pass "k-contiguous operands" (ir/k_contiguous.cpp), as the cuda backend
+// asks for it with TF32 on sm_90a: an operand not contiguous along K (B of
+// x W, A of x^T W) is copied so by a kernel of its own just before the
+// product, which then takes the warpgroup tiles; an operand already so
+// (x W^T) is read in place; a product under the bound is left alone.
+TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
+  auto x = loom::randn({256, 128}), w = loom::randn({128, 192}), xt = loom::randn({128, 256}), wn = loom::randn({192, 128});
+  auto bias = loom::randn({192});
+  loom::sync();
+  loom::ir::LowerOptions o = gemm_on();
+  o.k_contiguous_operands_min_work = 0;
+  std::string passes;
+  KernelProgram p = lower_outputs({loom::matmul(x, w) + bias, loom::matmul(xt.t(), w), loom::linear(x, wn)}, o, &passes);
+  EXPECT_NE(passes.find("k-contiguous operands: 3 GEMM operands copied"), std::string::npos) << passes;
+  size_t copies = 0, products = 0;
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const auto& k = p.kernels[i];
+    if (k.name.find("_along_k") != std::string::npos) {
+      ++copies;
+      size_t next = i + 1;  // past the product's other copy
+      while (next < p.kernels.size() && p.kernels[next].name.find("_along_k") != std::string::npos) ++next;
+      ASSERT_LT(next, p.kernels.size());
+      EXPECT_TRUE(p.kernels[next].contraction.has_value()) << k.name << " comes just before its product";
+      continue;
+    }
+    if (!k.contraction) continue;
+    ++products;
+    EXPECT_EQ(k.contraction->a_k, 1) << k.name;
+    EXPECT_EQ(k.contraction->b_k, 1) << k.name;
+    jc::GemmProblem g = jc::gemm_problem(p, k, /*tf32=*/true);
+    g.wgmma = true;
+    EXPECT_TRUE(jc::gemm_candidates(g)[0].wgmma) << k.name;
+  }
+  EXPECT_EQ(copies, 3u);
+  EXPECT_EQ(products, 3u);
+  o.k_contiguous_operands_min_work = 2.0 * 256 * 192 * 128;  // each product is half of that
+  KernelProgram small = lower_outputs({loom::matmul(x, w)}, o);
+  EXPECT_EQ(small.kernels.size(), 1u);
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  expect_gemm_compiles(p, true, "TF32 GEMMs of copied operands on sm_90a", "LoomGemmWg<float", /*wgmma=*/true);
+}
+
 // A small program of several steps (W5: two products with tanh, then ten
 // clamped updates) is one kernel of one block: each step a __device__
 // function, each product one sum per element, no GEMM template; it
