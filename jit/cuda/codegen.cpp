@@ -51,6 +51,15 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
       p.steps = kCostlySteps;
       p.block = kCostlyBlock;
     }
+    // A transposing load: tiles, when there are whole tiles to fill.
+    if (n == 2 && k.loop[0] >= kTile && k.loop[1] >= kTile)
+      for (const ir::Expr& x : k.exprs)
+        if (x.kind == ExprKind::Load && tiled_load(k, k.accesses[x.a])) p.tiled = true;
+    if (p.tiled) {
+      p.lanes = 1, p.steps = 1, p.block = kTile * 8;
+      p.threads = prod(k.loop, 0, n);
+      p.tiles = ((k.loop[0] + kTile - 1) / kTile) * ((k.loop[1] + kTile - 1) / kTile);
+    }
     return p;
   }
   p.pointwise = false;
@@ -86,6 +95,11 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
 
 LaunchDims launch_dims(const KernelPlan& plan) {
   LaunchDims d;
+  if (plan.tiled) {  // a block per tile, as many as there are (the kernel loops past the grid limit)
+    d.block = static_cast<uint32_t>(plan.block);
+    d.grid = static_cast<uint32_t>(std::clamp<int64_t>(plan.tiles, 1, int64_t(0x7fffffff)));
+    return d;
+  }
   if (plan.pointwise) {
     // One thread per step of `lanes` elements, as many blocks as that takes:
     // each thread issues its loads at once and the block scheduler keeps

@@ -30,6 +30,11 @@ namespace loom::jit::cuda {
 // How one kernel is launched; derived from its loop shape and accesses.
 struct KernelPlan {
   bool pointwise = true;
+  // pointwise over two loops with a load contiguous along loop 0 (a
+  // transpose): 32 x 32 tiles of the loops, that load staged through shared
+  // memory so both it and the stores walk memory contiguously (tiled_load)
+  bool tiled = false;
+  int64_t tiles = 0;       // tiled: kTile x kTile tiles of the loops, a block each
   int lanes = 1;           // elements per thread step (1, or 4 with 16-byte accesses)
   int64_t threads = 0;     // pointwise: threads' worth of work (elements / lanes)
   int steps = 1;           // pointwise: steps of `lanes` elements per thread, their loads issued together

@@ -134,7 +134,9 @@ std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
       if (preloaded_) return "loaded.x" + std::to_string(e);
       const ir::Access& a = k_.accesses[x.a];
       std::string v = lane_vector(x.a) && lane_ ? "ld" + std::to_string(e) + "[l]"
-                                                : "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + "]";
+                      : !from_tile_.empty() && from_tile_[x.a]
+                          ? "tile" + std::to_string(x.a) + "[tx][ty + j]"  // emit_tiled's stage
+                          : "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + "]";
       if (x.dtype == kBFloat16) return "loom_bf16_widen(" + v + ")";
       return x.dtype == kBool ? "(" + v + " != 0)" : v;
     }

@@ -87,6 +87,14 @@ inline bool is_pointwise(const ir::Kernel& k) {
   return k.phases.size() == 1 && k.phases[0].kind == ir::Phase::Store && !k.phases[0].per_row;
 }
 
+// A load of a pointwise kernel over two loops that walks memory along loop
+// 0, not along loop 1 (the loop a warp's threads walk): `x.t() + y`, a
+// transposing copy. KernelPlan::tiled stages it through shared memory.
+inline constexpr int kTile = 32;  // tiled kernels: kTile x kTile elements a block, kTile x 8 threads
+inline bool tiled_load(const ir::Kernel& k, const ir::Access& a) {
+  return k.loop.n == 2 && a.strides[0] == 1 && a.strides[1] != 1 && a.strides[1] != 0;
+}
+
 // Whether 4 consecutive innermost elements form one aligned 16-byte (or
 // 4-byte for bool) group in every access that walks them.
 inline bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
@@ -150,6 +158,8 @@ class KernelEmitter {
 
   void emit_pointwise();
 
+  void emit_tiled();
+
   bool lane_vector(uint32_t access) const;
 
   void emit_rows();
@@ -209,6 +219,7 @@ class KernelEmitter {
   bool single_block_;          // a step of loom_program, not a kernel (a shared function) of its own
   bool lane_ = false;          // emitting inside a pointwise lane loop
   bool preloaded_ = false;     // a GEMM epilogue: loads come from its `loaded` struct
+  std::vector<bool> from_tile_;  // emit_tiled: per access, read from its shared-memory tile
   int phase_ = -1;
   std::vector<bool> stash_;    // exprs kept in registers across phases
   std::vector<bool> early_;    // stashed loads moved into phase 0 (plan_early_loads)

@@ -72,6 +72,30 @@ TEST(CudaCodegen, OddSizesAndTransposesUseOneLane) {
   EXPECT_EQ(jc::plan_kernel(p, p.kernels[0]).lanes, 1);
 }
 
+// A pointwise kernel over two loops with a load that walks memory along
+// the outer loop (a transpose) is tiled: 32 x 32 elements a block through
+// shared memory; a tile-less one (a row of 7) or one with no such load is
+// not. Odd sizes leave partial tiles; the source compiles with NVRTC.
+TEST(CudaCodegen, TransposingLoadsAreTiled) {
+  auto x = loom::randn({1000, 65}), y = loom::randn({65, 1000}), small = loom::randn({7, 1000});
+  loom::sync();
+  KernelProgram t = lower_outputs({x.t() + y});
+  ASSERT_EQ(t.kernels.size(), 1u);
+  jc::KernelPlan plan = jc::plan_kernel(t, t.kernels[0]);
+  EXPECT_TRUE(plan.tiled);
+  EXPECT_EQ(plan.tiles, 3 * 32);  // 65 rows: 3 tiles; 1000 columns: 32
+  EXPECT_EQ(jc::launch_dims(plan).grid, 96u);
+  EXPECT_EQ(jc::launch_dims(plan).block, 256u);
+  const std::string src = jc::emit_source(t);
+  EXPECT_NE(src.find("__shared__ float tile"), std::string::npos) << src;
+  KernelProgram plain = lower_outputs({y * 2 + 1});
+  EXPECT_FALSE(jc::plan_kernel(plain, plain.kernels[0]).tiled);
+  KernelProgram thin = lower_outputs({small.t() * 2});
+  EXPECT_FALSE(jc::plan_kernel(thin, thin.kernels[0]).tiled);
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  expect_compiles(t, "a tiled transpose");
+}
+
 TEST(CudaCodegen, SoftmaxRowStaysInRegisters) {
   auto x = loom::randn({64, 4096});
   loom::sync();
