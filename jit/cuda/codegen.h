@@ -5,7 +5,8 @@
 // Two shapes of kernel:
 // - pointwise (no reduce phase): a grid-stride loop over the flattened
 //   iteration space; when every access allows it each thread handles 4
-//   consecutive elements with 16-byte vector loads and stores;
+//   consecutive elements with 16-byte vector loads and stores; over two
+//   loops with a transposing load, 32 x 32 tiles through shared memory;
 // - row (reduce phases): a group of G threads (a warp up to a whole block)
 //   per outer index. Each phase walks the row with stride G; a reduce phase
 //   ends in a warp-shuffle + shared-memory group reduction whose result
