@@ -92,9 +92,8 @@ KernelProgram Lowering::attempt(std::string* passes) {
   note(passes, "collapse: " + std::to_string(collapsed) + " loop dims merged");
   note(passes, "split: " + std::to_string(split_reductions(p_, opt_.split_reduction_rows)) +
                    " reductions split into partials and their fold");
-  note(passes, "k-contiguous operands: " +
-                   std::to_string(k_contiguous_operands(p_, opt_.k_contiguous_operands_min_work)) +
-                   " GEMM operands copied contiguous along K");
+  note(passes, "operand copies: " + std::to_string(copy_operands(p_, opt_)) +
+                   " GEMM operands copied in the layout their tiles want");
   plan_buffers();
   note(passes, "buffers: arena " + std::to_string(p_.arena_bytes) + " bytes");
   for (uint32_t i = 0; i < n_; ++i)
@@ -235,7 +234,7 @@ KernelProgram lower(const Graph& g, LowerLog* log, const LowerOptions& options) 
 
 std::string lower_build_id() {
   return std::string("lower ") + __DATE__ " " __TIME__ + ", " + lowering::lower_kernels_build_id() + ", " +
-         lowering::lower_fusion_build_id() + ", " + split_build_id() + ", " + k_contiguous_build_id();
+         lowering::lower_fusion_build_id() + ", " + split_build_id() + ", " + operand_copies_build_id();
 }
 
 // ---------------------------------------------------------------- printing

@@ -73,13 +73,16 @@ struct LowerOptions {
   // 0: never. llvm: enough rows for TBB's ranges on many cores; cuda:
   // enough groups of threads for every SM.
   int64_t split_reduction_rows = 0;
-  // A float GEMM of at least this many multiply-adds (M * N * K) whose
-  // operand is not contiguous along K (B = [K, N] row-major) reads it from
-  // a copy that is, made by a kernel of its own just before (pass "k-
-  // contiguous operands", ir/k_contiguous.cpp); negative: never. cuda with
-  // TF32 on sm_90a: the warpgroup tensor cores take TF32 operands only K
-  // major (docs/PERFORMANCE.md, session 35).
+  // Pass "operand copies" (ir/operand_copies.cpp): a float GEMM of at
+  // least this many multiply-adds (M * N * K) whose raw operand is not
+  // contiguous along K (B = [K, N] row-major) reads it from a copy that is,
+  // made by a kernel of its own just before; negative: never. cuda with TF32
+  // on sm_90a: the warpgroup tensor cores take TF32 operands only K-major.
   double k_contiguous_operands_min_work = -1;
+  // The same for a B contiguous along K (x W^T) where the tiles want it
+  // contiguous along N: cuda's exact float32 (FFMA) tiles. (Both passes:
+  // docs/PERFORMANCE.md, session 35.)
+  double n_contiguous_b_min_work = -1;
 };
 inline constexpr int64_t kSplitMinPart = 1024;  // elements each partial reduces, at least
 inline constexpr int64_t kNarrowProductMaxN = 16;
@@ -111,10 +114,10 @@ int split_reductions(KernelProgram& p, int64_t target_rows);
 // split alone still changes the disk caches' keys.
 std::string split_build_id();
 
-// Pass "k-contiguous operands" (ir/k_contiguous.cpp), after the split:
-// returns how many operand copies it added.
-int k_contiguous_operands(KernelProgram& p, double min_work);
-std::string k_contiguous_build_id();
+// Pass "operand copies" (ir/operand_copies.cpp), after the split: returns
+// how many operand copies it added.
+int copy_operands(KernelProgram& p, const LowerOptions& options);
+std::string operand_copies_build_id();
 
 // When lowering was built, each of its files (part of compiled objects'
 // disk-cache key).

@@ -15,10 +15,11 @@
 namespace loom::runtime::cuda {
 
 namespace {
-// Multiply-adds from which a TF32 product's operand that is not contiguous
-// along K is copied so (LowerOptions::k_contiguous_operands_min_work): the
-// copy is one pass over the operand, the product M N K multiply-adds.
-constexpr double kTf32CopyMinWork = 0x1p30;
+// Multiply-adds from which a product's operand is copied in the layout its
+// tiles want (pass "operand copies", ir/operand_copies.cpp): contiguous
+// along K for TF32 on sm_90a, a B contiguous along N for exact float32.
+// The copy is one pass over the operand, the product M N K multiply-adds.
+constexpr double kOperandCopyMinWork = 0x1p30;
 }  // namespace
 
 std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
@@ -37,10 +38,12 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   // A whole-tensor sum is split in up to 1024 parts: a group of threads
   // each, blocks for every SM (one part per row was one block, one SM).
   options.split_reduction_rows = 1024;
-  // TF32 on sm_90a: a large product's operand that is not contiguous along
-  // K is copied so first, for the warpgroup tensor cores (ir/lower.h).
+  // A large product's operand in the layout its tiles want (ir/lower.h):
+  // contiguous along K for the warpgroup tensor cores (TF32 on sm_90a), B
+  // contiguous along N for the FFMA tiles (exact float32).
   const bool tf32 = allow_tf32();
-  if (tf32 && context(index).wgmma()) options.k_contiguous_operands_min_work = kTf32CopyMinWork;
+  if (tf32 && context(index).wgmma()) options.k_contiguous_operands_min_work = kOperandCopyMinWork;
+  if (!tf32) options.n_contiguous_b_min_work = kOperandCopyMinWork;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   LoadedModule module;

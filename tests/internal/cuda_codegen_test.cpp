@@ -568,11 +568,11 @@ TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
   }
 }
 
-// Pass "k-contiguous operands" (ir/k_contiguous.cpp), as the cuda backend
-// asks for it with TF32 on sm_90a: an operand not contiguous along K (B of
-// x W, A of x^T W) is copied so by a kernel of its own just before the
-// product, which then takes the warpgroup tiles; an operand already so
-// (x W^T) is read in place; a product under the bound is left alone.
+// Pass "operand copies" (ir/operand_copies.cpp), as the cuda backend asks
+// for it with TF32 on sm_90a: an operand not contiguous along K (B of x W,
+// A of x^T W) is copied so by a kernel of its own just before the product,
+// which then takes the warpgroup tiles; an operand already so (x W^T) is
+// read in place; a product under the bound is left alone.
 TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
   auto x = loom::randn({256, 128}), w = loom::randn({128, 192}), xt = loom::randn({128, 256}), wn = loom::randn({192, 128});
   auto bias = loom::randn({192});
@@ -581,7 +581,7 @@ TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
   o.k_contiguous_operands_min_work = 0;
   std::string passes;
   KernelProgram p = lower_outputs({loom::matmul(x, w) + bias, loom::matmul(xt.t(), w), loom::linear(x, wn)}, o, &passes);
-  EXPECT_NE(passes.find("k-contiguous operands: 3 GEMM operands copied"), std::string::npos) << passes;
+  EXPECT_NE(passes.find("operand copies: 3 GEMM operands copied"), std::string::npos) << passes;
   size_t copies = 0, products = 0;
   for (size_t i = 0; i < p.kernels.size(); ++i) {
     const auto& k = p.kernels[i];
@@ -608,6 +608,29 @@ TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
   EXPECT_EQ(small.kernels.size(), 1u);
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   expect_gemm_compiles(p, true, "TF32 GEMMs of copied operands on sm_90a", "LoomGemmWg<float", /*wgmma=*/true);
+}
+
+// The same pass for exact float32 (the FFMA tiles): a B contiguous along
+// K (x W^T, a batch of them) is copied contiguous along N, and the product
+// reads the copy; B already so (x W) and A are read in place.
+TEST(CudaCodegen, FloatProductsReadBContiguousAlongN) {
+  auto x = loom::randn({256, 128}), w = loom::randn({192, 128}), wn = loom::randn({128, 192});
+  auto bx = loom::randn({3, 64, 128}), bw = loom::randn({3, 96, 128});
+  loom::sync();
+  loom::ir::LowerOptions o = gemm_on();
+  o.n_contiguous_b_min_work = 0;
+  KernelProgram p = lower_outputs({loom::linear(x, w), loom::matmul(x, wn), loom::matmul(bx, bw.transpose(1, 2))}, o);
+  size_t copies = 0;
+  for (const auto& k : p.kernels) {
+    if (k.name.find("_b_along_n") != std::string::npos) ++copies;
+    if (!k.contraction) continue;
+    const jc::GemmProblem g = jc::gemm_problem(p, k, false);
+    EXPECT_TRUE(g.b_kmajor) << k.name << ": B contiguous along N";
+    EXPECT_FALSE(g.a_kmajor) << k.name << ": A read in place, contiguous along K";
+  }
+  EXPECT_EQ(copies, 2u) << loom::ir::to_string(p);
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  expect_gemm_compiles(p, false, "float GEMMs of copied operands");
 }
 
 // A small program of several steps (W5: two products with tanh, then ten
