@@ -243,6 +243,34 @@ inline StepBuffers step_buffers(const KernelProgram& p, const Step& s) {
   return StepBuffers{c.inputs, {c.output}};
 }
 
+// For the passes that replace a kernel by several (split, operand
+// copies): calls each(kernel, emit) for every generated step in order;
+// emit(k) appends a kernel where that step was (the kernel itself
+// included, when it stays). Library steps keep their place.
+template <class Each>
+void rewrite_kernels(KernelProgram& p, Each&& each) {
+  std::vector<Step> steps;
+  std::vector<Kernel> kernels;
+  auto emit = [&](Kernel k) {
+    steps.push_back({Step::Generated, static_cast<uint32_t>(kernels.size())});
+    kernels.push_back(std::move(k));
+  };
+  for (const Step& s : p.steps) {
+    if (s.kind == Step::Generated) each(p.kernels[s.index], emit);
+    else steps.push_back(s);
+  }
+  p.steps = std::move(steps);
+  p.kernels = std::move(kernels);
+}
+
+// A new temporary buffer of p (numbered after the others): its id.
+inline uint32_t add_temp(KernelProgram& p, ScalarType dt, int64_t numel) {
+  const uint32_t index = static_cast<uint32_t>(
+      std::count_if(p.buffers.begin(), p.buffers.end(), [](const BufferInfo& b) { return b.kind == BufferKind::Temp; }));
+  p.buffers.push_back({BufferKind::Temp, index, dt, numel});
+  return static_cast<uint32_t>(p.buffers.size() - 1);
+}
+
 // Whether a step can fail on bad data: an index out of range (gather,
 // index_select, scatter_add) or an integer division by zero (fmod,
 // remainder). A failed run must leave every existing tensor as it was, so

@@ -73,58 +73,44 @@ Kernel copy_operand(const Kernel& g, int side, bool k_inner, uint32_t to, Dims& 
 int copy_operands(KernelProgram& prog, const LowerOptions& o) {
   if (o.k_contiguous_operands_min_work < 0 && o.n_contiguous_b_min_work < 0) return 0;
   int copies = 0;
-  uint32_t temps = 0;
-  for (const BufferInfo& b : prog.buffers) temps += b.kind == BufferKind::Temp;
-  std::vector<Step> steps;
-  std::vector<Kernel> kernels;
-  auto add = [&](Kernel k) {
-    steps.push_back({Step::Generated, static_cast<uint32_t>(kernels.size())});
-    kernels.push_back(std::move(k));
-  };
-  for (const Step& s : prog.steps) {
-    if (s.kind != Step::Generated) {
-      steps.push_back(s);
-      continue;
+  rewrite_kernels(prog, [&](Kernel& g, auto&& add) {
+    if (!g.contraction || g.loop.n == 0) {
+      add(std::move(g));
+      return;
     }
-    Kernel& g = prog.kernels[s.index];
-    if (g.contraction) {
-      Contraction& c = *g.contraction;
-      double work = static_cast<double>(c.k);
-      for (uint8_t d = 0; d < g.loop.n; ++d) work *= static_cast<double>(g.loop[d]);
-      auto at_least = [&](double bound) { return bound >= 0 && work >= bound; };
-      for (int side = 0; side < 2; ++side) {
-        const uint32_t a = side == 0 ? c.a : c.b;
-        const Access& acc = g.accesses[a];
-        int64_t& along_k = side == 0 ? c.a_k : c.b_k;
-        // Float operands read as they are (a fused producer's exprs live
-        // in g), through an access nothing else in g reads.
-        const bool shared = std::any_of(g.exprs.begin(), g.exprs.end(), [&](const Expr& e) {
-          return reads_memory(e) && e.a == a;
-        });
-        if (c.fused_operand(side) || prog.buffers[acc.buffer].dtype != kFloat || shared || g.loop.n == 0) continue;
-        const bool to_k = along_k != 1 && at_least(o.k_contiguous_operands_min_work);
-        const bool to_n = side == 1 && along_k == 1 && acc.strides[g.loop.n - 1] != 1 &&
-                          acc.strides[g.loop.n - 1] != 0 && at_least(o.n_contiguous_b_min_work);
-        if (!to_k && !to_n) continue;
-        int64_t numel = c.k;
-        int kept = 1;
-        for (uint8_t d = 0; d < g.loop.n; ++d)
-          if (acc.strides[d] != 0 && g.loop[d] != 1) numel *= g.loop[d], ++kept;
-        if (kept > kMaxDims) continue;
-        prog.buffers.push_back({BufferKind::Temp, temps++, kFloat, numel});
-        const uint32_t to = static_cast<uint32_t>(prog.buffers.size() - 1);
-        Dims to_strides;
-        int64_t new_k = 1;
-        add(copy_operand(g, side, to_k, to, to_strides, new_k));
-        g.accesses[a] = Access{to, 0, to_strides};
-        along_k = new_k;
-        ++copies;
-      }
+    Contraction& c = *g.contraction;
+    double work = static_cast<double>(c.k);
+    for (uint8_t d = 0; d < g.loop.n; ++d) work *= static_cast<double>(g.loop[d]);
+    auto at_least = [&](double bound) { return bound >= 0 && work >= bound; };
+    for (int side = 0; side < 2; ++side) {
+      const uint32_t a = side == 0 ? c.a : c.b;
+      const Access& acc = g.accesses[a];
+      int64_t& along_k = side == 0 ? c.a_k : c.b_k;
+      // Float operands read as they are (a fused producer's exprs live
+      // in g), through an access nothing else in g reads.
+      const bool shared = std::any_of(g.exprs.begin(), g.exprs.end(), [&](const Expr& e) {
+        return reads_memory(e) && e.a == a;
+      });
+      if (c.fused_operand(side) || prog.buffers[acc.buffer].dtype != kFloat || shared) continue;
+      const bool to_k = along_k != 1 && at_least(o.k_contiguous_operands_min_work);
+      const bool to_n = side == 1 && along_k == 1 && acc.strides[g.loop.n - 1] != 1 &&
+                        acc.strides[g.loop.n - 1] != 0 && at_least(o.n_contiguous_b_min_work);
+      if (!to_k && !to_n) continue;
+      int64_t numel = c.k;
+      int kept = 1;
+      for (uint8_t d = 0; d < g.loop.n; ++d)
+        if (acc.strides[d] != 0 && g.loop[d] != 1) numel *= g.loop[d], ++kept;
+      if (kept > kMaxDims) continue;
+      const uint32_t to = add_temp(prog, kFloat, numel);
+      Dims to_strides;
+      int64_t new_k = 1;
+      add(copy_operand(g, side, to_k, to, to_strides, new_k));
+      g.accesses[a] = Access{to, 0, to_strides};
+      along_k = new_k;
+      ++copies;
     }
     add(std::move(g));
-  }
-  prog.steps = std::move(steps);
-  prog.kernels = std::move(kernels);
+  });
   return copies;
 }
 

@@ -371,29 +371,13 @@ Kernel apply(const Kernel& k, const SplitBuffers& sb) {
 
 int split_reductions(KernelProgram& prog, int64_t target_rows) {
   int split = 0;
-  uint32_t temps = 0;
-  for (const BufferInfo& b : prog.buffers) temps += b.kind == BufferKind::Temp;
-  auto temp = [&](ScalarType dt, int64_t numel) {
-    prog.buffers.push_back({BufferKind::Temp, temps++, dt, numel});
-    return static_cast<uint32_t>(prog.buffers.size() - 1);
-  };
-  std::vector<Step> steps;
-  std::vector<Kernel> kernels;
-  auto add = [&](Kernel k) {
-    steps.push_back({Step::Generated, static_cast<uint32_t>(kernels.size())});
-    kernels.push_back(std::move(k));
-  };
-  for (const Step& s : prog.steps) {
-    if (s.kind != Step::Generated) {
-      steps.push_back(s);
-      continue;
-    }
-    Kernel& k = prog.kernels[s.index];
+  auto temp = [&](ScalarType dt, int64_t numel) { return add_temp(prog, dt, numel); };
+  rewrite_kernels(prog, [&](Kernel& k, auto&& add) {
     const SplitShape sh = parts(k, target_rows);
     const int64_t p = sh.count();  // partials per row
     if (sh.parts == 0) {
       add(std::move(k));
-      continue;
+      return;
     }
     SplitBuffers sb;
     sb.row_strides.n = k.outer;
@@ -401,14 +385,14 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
       sb.row_strides[d] = sb.count;
       sb.count *= k.loop[d];
     }
+    ++split;
     if (is_arg_split(k)) {
       ArgBuffers ab;
       ab.values = temp(k.exprs[k.phases[0].value].dtype, p * sb.count);
       ab.positions = temp(kLong, p * sb.count);
       for (const PartRange& pr : part_ranges(sh)) add(arg_partials(k, pr, sb, ab));
       add(arg_fold(k, p, sb, ab));
-      ++split;
-      continue;
+      return;
     }
     const size_t m = k.phases.size() - 1;
     const bool per_row = k.phases.back().per_row;
@@ -422,10 +406,7 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
       add(fold(k, i, p, sb));
     }
     if (!per_row) add(apply(k, sb));
-    ++split;
-  }
-  prog.steps = std::move(steps);
-  prog.kernels = std::move(kernels);
+  });
   return split;
 }
 
