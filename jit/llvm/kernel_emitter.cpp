@@ -9,13 +9,11 @@
 #include <llvm/IR/Module.h>
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
 
 #include <loom/error.h>
 
-#include "ir/lowering.h"
 #include "jit/llvm/gemm.h"
 #include "jit/llvm/ir_loops.h"
 #include "jit/llvm/runtime_calls.h"
@@ -264,96 +262,6 @@ void KernelEmitter::stream_loop(int d, Value* hi, int step, const std::function<
   streaming_ = false;
   b_.CreateBr(after);
   b_.SetInsertPoint(after);
-}
-
-// Prefetches, for each of `accesses`, from `distance` elements past the
-// current one, the lines that w * num / den elements take (enough that
-// steps advancing by that much leave no line out; `locality` as
-// ir_loops.h's prefetch).
-void KernelEmitter::prefetch_lines(const std::vector<uint32_t>& accesses, int w, int64_t num, int64_t den,
-                                   const std::function<Value*(const ir::Access&, int64_t esize)>& distance,
-                                   int locality) {
-  for (uint32_t a : accesses) {
-    const ir::Access& acc = k_.accesses[a];
-    const ScalarType dt = p_.buffers[acc.buffer].dtype;
-    const int64_t esize = static_cast<int64_t>(element_size(dt));
-    Value* at = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), distance(acc, esize)));
-    const int64_t lines = spread_lines(w, esize, num, den);
-    for (int64_t line = 0; line < lines; ++line)
-      llvm_cpu::prefetch(b_, b_.CreateConstGEP1_64(b_.getInt8Ty(), at, line * 64), false, locality);
-  }
-}
-
-// A streaming pointwise kernel's inputs kAheadBytes ahead (MemoryHints::ahead).
-void KernelEmitter::prefetch_ahead(int w) {
-  prefetch_lines(hints_.ahead, w, 1, 1, [&](const ir::Access&, int64_t esize) {
-    return b_.getInt64(kAheadBytes / esize);
-  }, 3);
-}
-
-// How a spread prefetch of the next row (MemoryHints::prefetch_phases) is
-// shared: each listed phase in proportion to its arithmetic per element
-// (op_cost of the exprs it evaluates along the row; a load, a value read
-// back from the row stash, a store or a reduction step a quarter or one),
-// so that the prefetches go out at one pace through the row's work. W2's
-// exp-sum phase takes 82% of the next row, its store 18%; W3's squared
-// deviations 36%, its store 64%. Measured on the 2-core Zen 4, loom's own
-// kernels (W3 [8192, 4096] in one process with a copy of the same bytes,
-// old and new library alternating): equal halves ran W3 5.1-5.3 ms against
-// 5.5-6.0 with the whole next row in the second phase, but W2 6.4-6.6
-// against 5.5-6.0: its short store phase sent half the row's prefetches
-// in a burst. Phase 0 is never listed: it reads this row from memory, and
-// prefetches beside those misses slowed both (5.6-5.9 and 6.6-7.0).
-void KernelEmitter::plan_prefetch() {
-  prefetch_weight_.clear();
-  if (!hints_.prefetch_spread) return;
-  const std::vector<bool> along = row_dependent();
-  for (int p : hints_.prefetch_phases) {
-    const ir::Phase& ph = k_.phases[p];
-    phase_ = p;  // as the phase's loop sees the stash
-    std::vector<bool> need(k_.exprs.size(), false);
-    if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
-    for (auto [a, e] : ph.stores) mark(e, need);
-    double cost = static_cast<double>(ph.stores.size()) + (ph.kind == ir::Phase::Reduce ? 1 : 0);
-    for (size_t e = 0; e < need.size(); ++e) {
-      if (!need[e] || !along[e]) continue;
-      const ir::Expr& x = k_.exprs[e];
-      cost += x.kind == ExprKind::Op && !reloaded(static_cast<uint32_t>(e)) ? ir::lowering::op_cost(x.op) : 0.25;
-    }
-    prefetch_weight_.push_back(std::max<int64_t>(1, std::llround(cost * 4)));
-  }
-  phase_ = -1;
-}
-
-// The next row of the hinted accesses (MemoryHints::prefetch), from a
-// w-lane step of the phase that is share `share` of the listed phases.
-// Whole: the elements one row below this step's. Spread: the listed phases
-// walk the next row one after another, each over its weight's part of it
-// (plan_prefetch) at that fraction of its own pace: with weights W and
-// total T, phase s's step at element i prefetches from element
-// (L * (W_0 + ... + W_{s-1}) + i * W_s) / T of the next row (L its length).
-void KernelEmitter::prefetch_next_row(int w, int share) {
-  const int row_loop = k_.outer - 1;
-  if (!hints_.prefetch_spread) {
-    prefetch_lines(hints_.prefetch, w, 1, 1, [&](const ir::Access& acc, int64_t) {
-      return b_.getInt64(acc.strides[row_loop]);
-    }, 2);
-    return;
-  }
-  int64_t before = 0, total = 0;
-  for (size_t s = 0; s < prefetch_weight_.size(); ++s) {
-    if (static_cast<int>(s) < share) before += prefetch_weight_[s];
-    total += prefetch_weight_[s];
-  }
-  const int64_t mine = prefetch_weight_[share];
-  const int inner = k_.loop.n - 1;
-  Value* i = b_.CreateLoad(b_.getInt64Ty(), idx_[inner]);
-  Value* from = b_.CreateUDiv(b_.CreateAdd(b_.getInt64(before * k_.loop[inner]), b_.CreateMul(i, b_.getInt64(mine))),
-                              b_.getInt64(total));  // spread_from
-  Value* along = b_.CreateSub(from, i);  // from this step's element to where its prefetch starts, in the row
-  prefetch_lines(hints_.prefetch, w, mine, total, [&](const ir::Access& acc, int64_t) {
-    return b_.CreateAdd(along, b_.getInt64(acc.strides[row_loop]));
-  }, 2);
 }
 
 // while (idx[d] + step <= hi) { body; idx[d] += step; }  (continues from idx[d])
@@ -636,7 +544,8 @@ Value* KernelEmitter::horizontal(Op op, ScalarType dt, Value* v) {
 }
 
 std::string kernel_emitter_build_id() {
-  return std::string("kernel emitter ") + __DATE__ " " __TIME__ + ", " + emit_expr_build_id();
+  return std::string("kernel emitter ") + __DATE__ " " __TIME__ + ", " + emit_expr_build_id() + ", " +
+         emit_prefetch_build_id();
 }
 
 }  // namespace loom::jit::llvm_cpu::detail

@@ -5,6 +5,7 @@
 // mem2reg/SROA turn it into registers. Its members are defined by stage:
 //   kernel_emitter.cpp  the function, loops, columns, phases, reductions
 //   emit_expr.cpp       memory accesses, expressions, the row stash, types
+//   emit_prefetch.cpp   prefetches: inputs ahead, a row kernel's next row
 // emit_module (codegen.cpp) makes one per distinct kernel and calls emit().
 #pragma once
 #include <llvm/IR/IRBuilder.h>
@@ -232,8 +233,9 @@ class KernelEmitter {
 };
 
 // When the emitter's files were built (part of build_id: the disk-cache key):
-// kernel_emitter_build_id includes emit_expr_build_id.
+// kernel_emitter_build_id includes emit_expr_build_id and emit_prefetch_build_id.
 std::string kernel_emitter_build_id();
 std::string emit_expr_build_id();
+std::string emit_prefetch_build_id();
 
 }  // namespace loom::jit::llvm_cpu::detail
