@@ -23,24 +23,30 @@ namespace loom::ir {
 
 namespace {
 
-// The kernel that copies operand `side` (0: A, 1: B) of GEMM kernel g into
-// buffer `to`: its loops are g's loops the operand varies along (a batch,
-// M for A, N for B) and K, K last (`k_inner`) or just before the operand's
-// own last loop; the copy is row-major over them. Sets the GEMM's view of
-// the copy: `to_strides` along g's loops and `to_k` along K.
-Kernel copy_operand(const Kernel& g, int side, bool k_inner, uint32_t to, Dims& to_strides, int64_t& to_k) {
+// The loops of a copy of operand access `from` of GEMM kernel g: g's loops
+// the operand varies along (a batch, M for A, N for B), as g's loop
+// numbers, and -1 for K, last (`k_inner`) or just before the operand's own
+// last loop.
+std::vector<int> copy_loops(const Kernel& g, const Access& from, bool k_inner) {
+  std::vector<int> loop_of;
+  for (int d = 0; d < g.loop.n; ++d)
+    if (from.strides[d] != 0 && g.loop[d] != 1) loop_of.push_back(d);
+  loop_of.insert(k_inner || loop_of.empty() ? loop_of.end() : loop_of.end() - 1, -1);
+  return loop_of;
+}
+
+// The kernel that copies operand `side` (0: A, 1: B) of GEMM kernel g,
+// over `loop_of` (copy_loops), into buffer `to`, row-major. Sets the
+// GEMM's view of the copy: `to_strides` along g's loops and `to_k` along K.
+Kernel copy_operand(const Kernel& g, int side, const std::vector<int>& loop_of, uint32_t to, Dims& to_strides,
+                    int64_t& to_k) {
   const Contraction& c = *g.contraction;
   const Access& from = g.accesses[side == 0 ? c.a : c.b];
-  auto kept = [&](int d) { return from.strides[d] != 0 && g.loop[d] != 1; };
   Kernel k;
-  k.name = g.name + (side == 0 ? "_a" : "_b") + (k_inner ? "_along_k" : "_along_n");
+  k.name = g.name + (side == 0 ? "_a" : "_b") + (loop_of.back() < 0 ? "_along_k" : "_along_n");
   k.root = g.root;
   k.graph_nodes = {c.node};
   Access src{from.buffer, from.offset, {}}, dst{to, 0, {}};
-  std::vector<int> loop_of;  // per loop of the copy: g's loop, or -1 for K
-  for (int d = 0; d < g.loop.n; ++d)
-    if (kept(d)) loop_of.push_back(d);
-  loop_of.insert(k_inner || loop_of.empty() ? loop_of.end() : loop_of.end() - 1, -1);
   for (int d : loop_of) {
     k.loop.push_back(d < 0 ? c.k : g.loop[d]);
     src.strides.push_back(d < 0 ? (side == 0 ? c.a_k : c.b_k) : from.strides[d]);
@@ -96,15 +102,14 @@ int copy_operands(KernelProgram& prog, const LowerOptions& o) {
       const bool to_n = side == 1 && along_k == 1 && acc.strides[g.loop.n - 1] != 1 &&
                         acc.strides[g.loop.n - 1] != 0 && at_least(o.n_contiguous_b_min_work);
       if (!to_k && !to_n) continue;
-      int64_t numel = c.k;
-      int kept = 1;
-      for (uint8_t d = 0; d < g.loop.n; ++d)
-        if (acc.strides[d] != 0 && g.loop[d] != 1) numel *= g.loop[d], ++kept;
-      if (kept > kMaxDims) continue;
+      const std::vector<int> loop_of = copy_loops(g, acc, to_k);
+      if (loop_of.size() > kMaxDims) continue;
+      int64_t numel = 1;
+      for (int d : loop_of) numel *= d < 0 ? c.k : g.loop[d];
       const uint32_t to = add_temp(prog, kFloat, numel);
       Dims to_strides;
       int64_t new_k = 1;
-      add(copy_operand(g, side, to_k, to, to_strides, new_k));
+      add(copy_operand(g, side, loop_of, to, to_strides, new_k));
       g.accesses[a] = Access{to, 0, to_strides};
       along_k = new_k;
       ++copies;

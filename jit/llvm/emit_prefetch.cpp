@@ -16,10 +16,9 @@
 namespace loom::jit::llvm_cpu::detail {
 
 // Prefetches, for each of `accesses`, from `distance` elements past the
-// current one, the lines that w * num / den elements take (enough that
-// steps advancing by that much leave no line out; `locality` as
-// ir_loops.h's prefetch).
-void KernelEmitter::prefetch_lines(const std::vector<uint32_t>& accesses, int w, int64_t num, int64_t den,
+// current one, the lines of the w-lane step's part (SpreadShare::lines;
+// `locality` as ir_loops.h's prefetch).
+void KernelEmitter::prefetch_lines(const std::vector<uint32_t>& accesses, int w, const SpreadShare& part,
                                    const std::function<Value*(const ir::Access&, int64_t esize)>& distance,
                                    int locality) {
   for (uint32_t a : accesses) {
@@ -27,15 +26,14 @@ void KernelEmitter::prefetch_lines(const std::vector<uint32_t>& accesses, int w,
     const ScalarType dt = p_.buffers[acc.buffer].dtype;
     const int64_t esize = static_cast<int64_t>(element_size(dt));
     Value* at = b_.CreateGEP(memory_type(dt), base_[a], b_.CreateAdd(offset(acc), distance(acc, esize)));
-    const int64_t lines = spread_lines(w, esize, num, den);
-    for (int64_t line = 0; line < lines; ++line)
+    for (int64_t line = 0; line < part.lines(w, esize); ++line)
       llvm_cpu::prefetch(b_, b_.CreateConstGEP1_64(b_.getInt8Ty(), at, line * 64), false, locality);
   }
 }
 
 // A streaming pointwise kernel's inputs kAheadBytes ahead (MemoryHints::ahead).
 void KernelEmitter::prefetch_ahead(int w) {
-  prefetch_lines(hints_.ahead, w, 1, 1, [&](const ir::Access&, int64_t esize) {
+  prefetch_lines(hints_.ahead, w, SpreadShare{}, [&](const ir::Access&, int64_t esize) {
     return b_.getInt64(kAheadBytes / esize);
   }, 3);
 }
@@ -76,31 +74,24 @@ void KernelEmitter::plan_prefetch() {
 
 // The next row of the hinted accesses (MemoryHints::prefetch), from a
 // w-lane step of the phase that is share `share` of the listed phases.
-// Whole: the elements one row below this step's. Spread: the listed phases
-// walk the next row one after another, each over its weight's part of it
-// (plan_prefetch) at that fraction of its own pace: with weights W and
-// total T, phase s's step at element i prefetches from element
-// (L * (W_0 + ... + W_{s-1}) + i * W_s) / T of the next row (L its length).
+// Whole: the elements one row below this step's. Spread: the step at
+// element i prefetches from element SpreadShare::from(i) of the next row,
+// the phase's part at its weight's fraction of its pace (plan_prefetch).
 void KernelEmitter::prefetch_next_row(int w, int share) {
   const int row_loop = k_.outer - 1;
   if (!hints_.prefetch_spread) {
-    prefetch_lines(hints_.prefetch, w, 1, 1, [&](const ir::Access& acc, int64_t) {
+    prefetch_lines(hints_.prefetch, w, SpreadShare{}, [&](const ir::Access& acc, int64_t) {
       return b_.getInt64(acc.strides[row_loop]);
     }, 2);
     return;
   }
-  int64_t before = 0, total = 0;
-  for (size_t s = 0; s < prefetch_weight_.size(); ++s) {
-    if (static_cast<int>(s) < share) before += prefetch_weight_[s];
-    total += prefetch_weight_[s];
-  }
-  const int64_t mine = prefetch_weight_[share];
   const int inner = k_.loop.n - 1;
+  const SpreadShare part = spread_share(k_.loop[inner], prefetch_weight_, static_cast<size_t>(share));
   Value* i = b_.CreateLoad(b_.getInt64Ty(), idx_[inner]);
-  Value* from = b_.CreateUDiv(b_.CreateAdd(b_.getInt64(before * k_.loop[inner]), b_.CreateMul(i, b_.getInt64(mine))),
-                              b_.getInt64(total));  // spread_from
+  Value* from = b_.CreateUDiv(b_.CreateAdd(b_.getInt64(part.base), b_.CreateMul(i, b_.getInt64(part.num))),
+                              b_.getInt64(part.den));  // SpreadShare::from(i)
   Value* along = b_.CreateSub(from, i);  // from this step's element to where its prefetch starts, in the row
-  prefetch_lines(hints_.prefetch, w, mine, total, [&](const ir::Access& acc, int64_t) {
+  prefetch_lines(hints_.prefetch, w, part, [&](const ir::Access& acc, int64_t) {
     return b_.CreateAdd(along, b_.getInt64(acc.strides[row_loop]));
   }, 2);
 }

@@ -83,7 +83,7 @@ class KernelEmitter {
 
   void stream_loop(int d, Value* hi, int step, const std::function<void(int)>& body);
 
-  void prefetch_lines(const std::vector<uint32_t>& accesses, int w, int64_t num, int64_t den,
+  void prefetch_lines(const std::vector<uint32_t>& accesses, int w, const SpreadShare& part,
                       const std::function<Value*(const ir::Access&, int64_t esize)>& distance, int locality);
   void prefetch_ahead(int w);
 

@@ -56,17 +56,26 @@ struct MemoryHints {
 inline constexpr int64_t kAheadBytes = 4096;
 
 // A spread prefetch's arithmetic (KernelEmitter::prefetch_next_row): the
-// phase of weight `mine` (of `total`, after phases weighing `before`) walks
-// its part of the next row at mine/total of its own pace. Its step at
-// element i of a row of `len` prefetches from element spread_from(...) of
-// the next row, spread_lines(...) lines of it: enough that consecutive
-// w-element steps leave no line out, and the last step of one phase meets
-// the first of the next.
-inline int64_t spread_from(int64_t len, int64_t before, int64_t mine, int64_t total, int64_t i) {
-  return (before * len + i * mine) / total;
-}
-inline int64_t spread_lines(int64_t w, int64_t esize, int64_t mine, int64_t total) {
-  return (w * esize * mine + 64 * total - 1) / (64 * total);
+// listed phase `share`, of weight W_s among `weights` (KernelEmitter::
+// plan_prefetch), walks its part of the next row, after the parts of the
+// phases before it, at W_s / T of its own pace (T the total): its step at
+// element i of a row of `len` prefetches from element (base + i num) / den
+// of the next row (SpreadShare::from), lines(...) lines of it: enough that
+// consecutive w-element steps leave no line out, and the last step of one
+// phase meets the first of the next. {0, 1, 1}: the whole row, each step
+// its own w elements.
+struct SpreadShare {
+  int64_t base = 0, num = 1, den = 1;
+  int64_t from(int64_t i) const { return (base + i * num) / den; }
+  int64_t lines(int64_t w, int64_t esize) const { return (w * esize * num + 64 * den - 1) / (64 * den); }
+};
+inline SpreadShare spread_share(int64_t len, const std::vector<int64_t>& weights, size_t share) {
+  SpreadShare s{0, weights[share], 0};
+  for (size_t k = 0; k < weights.size(); ++k) {
+    if (k < share) s.base += weights[k] * len;
+    s.den += weights[k];
+  }
+  return s;
 }
 
 inline constexpr int64_t kStreamBytes = int64_t{16} << 20;

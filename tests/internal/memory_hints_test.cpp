@@ -87,15 +87,16 @@ TEST(MemoryHints, SpreadPrefetchesCoverTheNextRow) {
   for (int64_t len : {4096, 1024, 4000, 784}) {
     for (const std::vector<int64_t>& weights : std::vector<std::vector<int64_t>>{{41, 9}, {13, 23}, {1, 1, 1}, {5}}) {
       const int64_t esize = 4, w = 16, unroll = 4, lines = (len * esize + 63) / 64;
-      int64_t total = 0;
+      int64_t total = 0, before = 0;
       for (int64_t x : weights) total += x;
       std::vector<bool> got(lines + 8, false);
-      int64_t before = 0;
-      for (int64_t mine : weights) {
+      for (size_t share = 0; share < weights.size(); ++share) {
+        const lc::SpreadShare part = lc::spread_share(len, weights, share);
+        const int64_t mine = weights[share];
         const int64_t first = before * len / total * esize / 64, last = ((before + mine) * len / total * esize + 63) / 64;
         auto step = [&](int64_t i, int64_t width) {
-          const int64_t from = lc::spread_from(len, before, mine, total, i) * esize;
-          for (int64_t l = 0; l < lc::spread_lines(width, esize, mine, total); ++l) {
+          const int64_t from = part.from(i) * esize;
+          for (int64_t l = 0; l < part.lines(width, esize); ++l) {
             const int64_t line = (from + l * 64) / 64;
             ASSERT_GE(line, first) << len << " elements, phase of weight " << mine;
             ASSERT_LE(line, last + 1) << len << " elements, phase of weight " << mine;
