@@ -1243,19 +1243,20 @@ class Generator {
       out = log ? in.log_softmax(d, to) : in.softmax(d, to);
       extra = ", dtype=" + dt_name(to);
     }
-    // log_softmax: besides the sum's rounding (in ulp of 1), the rounding
-    // of x_i - max x itself, an ulp or two of the largest |x| along d, goes
-    // whole into the output. Values near 2^64 that tie in one backend's sum
-    // order and are an ulp apart in another's give -ln 2 against -2^41
-    // (seed 372861); the relative jitter of x breaks such a tie only one way.
-    // (A non-finite largest |x|, where the output is NaN or inf anyway,
-    // counts as 1.)
+    // The rounding of x_i - max x itself, an ulp or two of the largest |x|
+    // along d, goes whole into log_softmax's output, and times the output
+    // into softmax's (besides, for log_softmax, the sum's rounding in ulp
+    // of 1). Values near 2^64 that tie in one backend's sum order and are
+    // an ulp apart in another's give -ln 2 against -2^41 (seed 372861); the
+    // relative jitter of x breaks such a tie only one way. A non-finite
+    // largest |x|, where the output is NaN anyway, counts as 1.
     Tensor scale;
-    if (log && perturb_) {
+    if (perturb_) {
       const Tensor m = x.t.to(out.dtype()).abs().amax({d}, true);
       scale = loom::where(m < std::numeric_limits<double>::infinity(), m, 1.0).clamp_min(1);
+      if (!log) scale = scale * out;
     }
-    add(log ? jitter_absolute(out, log_sum_ulps(x.t.size(d)) + 2, scale) : jitter(out), noisy_op(out.dtype(), x.noise),
+    add(jitter_absolute(out, log ? log_sum_ulps(x.t.size(d)) + 2 : 2, scale), noisy_op(out.dtype(), x.noise),
         std::string(log ? "log_softmax(" : "softmax(") + x.name + ", " + std::to_string(d) + extra + ")");
     return true;
   }
