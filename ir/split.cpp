@@ -371,7 +371,6 @@ Kernel apply(const Kernel& k, const SplitBuffers& sb) {
 
 int split_reductions(KernelProgram& prog, int64_t target_rows) {
   int split = 0;
-  auto temp = [&](ScalarType dt, int64_t numel) { return add_temp(prog, dt, numel); };
   rewrite_kernels(prog, [&](Kernel& k, auto&& add) {
     const SplitShape sh = parts(k, target_rows);
     const int64_t p = sh.count();  // partials per row
@@ -388,8 +387,8 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
     ++split;
     if (is_arg_split(k)) {
       ArgBuffers ab;
-      ab.values = temp(k.exprs[k.phases[0].value].dtype, p * sb.count);
-      ab.positions = temp(kLong, p * sb.count);
+      ab.values = add_temp(prog, k.exprs[k.phases[0].value].dtype, p * sb.count);
+      ab.positions = add_temp(prog, kLong, p * sb.count);
       for (const PartRange& pr : part_ranges(sh)) add(arg_partials(k, pr, sb, ab));
       add(arg_fold(k, p, sb, ab));
       return;
@@ -398,8 +397,8 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
     const bool per_row = k.phases.back().per_row;
     for (size_t i = 0; i < m; ++i) {
       const ScalarType dt = widened(k.exprs[k.phases[i].value].dtype);
-      sb.parts.push_back(temp(dt, p * sb.count));
-      sb.rows.push_back(i + 1 < m || !per_row ? temp(dt, sb.count) : ~0u);
+      sb.parts.push_back(add_temp(prog, dt, p * sb.count));
+      sb.rows.push_back(i + 1 < m || !per_row ? add_temp(prog, dt, sb.count) : ~0u);
     }
     for (size_t i = 0; i < m; ++i) {
       for (const PartRange& pr : part_ranges(sh)) add(partials(k, i, pr, sb));

@@ -123,9 +123,7 @@ void KernelEmitter::plan_stash() {
   std::vector<int> last(n, -1);
   for (size_t p = 0; p < k_.phases.size(); ++p) {
     const ir::Phase& ph = k_.phases[p];
-    std::vector<bool> need(n, false);
-    if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
-    for (auto [a, e] : ph.stores) mark(e, need);
+    const std::vector<bool> need = phase_need(ph);
     for (size_t e = 0; e < n; ++e) {
       if (!need[e]) continue;
       if (stash_first_[e] < 0) stash_first_[e] = static_cast<int>(p);

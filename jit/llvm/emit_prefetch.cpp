@@ -58,9 +58,7 @@ void KernelEmitter::plan_prefetch() {
   for (int p : hints_.prefetch_phases) {
     const ir::Phase& ph = k_.phases[p];
     phase_ = p;  // as the phase's loop sees the stash
-    std::vector<bool> need(k_.exprs.size(), false);
-    if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
-    for (auto [a, e] : ph.stores) mark(e, need);
+    const std::vector<bool> need = phase_need(ph);
     double cost = static_cast<double>(ph.stores.size()) + (ph.kind == ir::Phase::Reduce ? 1 : 0);
     for (size_t e = 0; e < need.size(); ++e) {
       if (!need[e] || !along[e]) continue;

@@ -312,9 +312,7 @@ void KernelEmitter::column_phases(int w) {
   for (size_t p = 0; p < k_.phases.size(); ++p) {
     const ir::Phase& ph = k_.phases[p];
     phase_ = static_cast<int>(p);
-    std::vector<bool> need(k_.exprs.size(), false);
-    if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
-    for (auto [a, e] : ph.stores) mark(e, need);
+    const std::vector<bool> need = phase_need(ph);
     if (ph.kind == ir::Phase::Reduce) {
       const ScalarType dt = k_.exprs[ph.value].dtype;
       llvm::AllocaInst* acc = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_acc");
@@ -347,9 +345,7 @@ void KernelEmitter::column_phases(int w) {
 void KernelEmitter::emit_phase(size_t ph_index) {
   const ir::Phase& ph = k_.phases[ph_index];
   phase_ = static_cast<int>(ph_index);
-  std::vector<bool> need(k_.exprs.size(), false);
-  if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
-  for (auto [a, e] : ph.stores) mark(e, need);
+  const std::vector<bool> need = phase_need(ph);
 
   // This phase's share of the next row's prefetch, or -1 (MemoryHints::prefetch_phases).
   const auto listed = std::find(hints_.prefetch_phases.begin(), hints_.prefetch_phases.end(), static_cast<int>(ph_index));
@@ -413,6 +409,13 @@ void KernelEmitter::emit_phase(size_t ph_index) {
     if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
   }
   b_.CreateStore(total, row_[ph_index]);
+}
+
+std::vector<bool> KernelEmitter::phase_need(const ir::Phase& ph) {
+  std::vector<bool> need(k_.exprs.size(), false);
+  if (ph.kind == ir::Phase::Reduce) mark(ph.value, need);
+  for (auto [a, e] : ph.stores) mark(e, need);
+  return need;
 }
 
 void KernelEmitter::mark(uint32_t e, std::vector<bool>& need) {

@@ -103,6 +103,10 @@ class KernelEmitter {
   void emit_phase(size_t ph_index);
 
   void mark(uint32_t e, std::vector<bool>& need);
+  // The exprs phase ph's loop evaluates: its reduced value and its stores
+  // with their operands, down to values read back from the row stash (as
+  // phase_ sees it).
+  std::vector<bool> phase_need(const ir::Phase& ph);
 
   Value* arg_better(Op op, ScalarType dt, Value* v, Value* b);
 
