@@ -502,6 +502,42 @@ struct W4 {
   static double flops() { return 3.0 * 2 * kBatch * (784 * 1024 + 1024 * 1024 + 1024 * 10); }
 };
 
+// W4's whole plain step (the same modules, loss, optimizer and ops) on a
+// tiny model, 784-16-16-10 at batch 8, whose kernels take microseconds: the
+// host's work per step when no large product runs between steps. Timed
+// back to back, then with 4 ms of idle spinning (no memory touched) before
+// each step: on the 2-vCPU VM this tells what elapsed time alone, one timer
+// tick (HZ=250) or more, does to the host's next step.
+void w4_tiny_host() {
+  loom::manual_seed(0);
+  loom::nn::Sequential model(loom::nn::Linear(784, 16), loom::nn::ReLU(), loom::nn::Linear(16, 16), loom::nn::ReLU(),
+                             loom::nn::Linear(16, 10));
+  const loom::Tensor x = loom::randn({8, 784});
+  const loom::Tensor y = loom::randint(0, 10, {8}, loom::TensorOptions(loom::kLong));
+  loom::optim::SGD opt(model->parameters(), loom::optim::SGDOptions(0.01).momentum(0.9));
+  auto host_us = [&](int steps, double idle_us) {
+    std::vector<double> host;
+    for (int i = 0; i < steps; ++i) {
+      const auto s0 = Clock::now();
+      while (seconds_since(s0) * 1e6 < idle_us) {
+      }
+      const int64_t exec0 = loom::metrics().execute_ns;
+      const auto t0 = Clock::now();
+      opt.zero_grad();
+      {
+        loom::Tensor loss = F::cross_entropy(model->forward(x), y);
+        loss.backward();
+        opt.step();
+      }
+      const double wall_us = seconds_since(t0) * 1e6;
+      if (i >= 3) host.push_back(wall_us - (loom::metrics().execute_ns - exec0) / 1e3);  // the first compiled
+    }
+    return median(host);
+  };
+  row_value("W4 host tiny-model step", "us", host_us(200, 0));
+  row_value("W4 host tiny-model step after 4 ms idle", "us", host_us(100, 4000));
+}
+
 void w4(const std::string& peer) {
   W4 w;
   Repeats r;
@@ -606,6 +642,7 @@ void w4(const std::string& peer) {
       w.opt->step();
     }
     row_value("W4 host fwd+bwd warmed", "us", median(warmed));
+    w4_tiny_host();
   }
 
   // The same step as a loom::compile'd function: one plain step first (it
