@@ -151,6 +151,90 @@ TEST_P(CompileTest, ATrainingStepCompilesAfterItsStateExists) {
   EXPECT_EQ(step.traces(), 1u);
 }
 
+// A training step whose optimizer records numbers that change between
+// calls: Adam's bias corrections change every step, and a learning rate may
+// be changed between calls. A replay must use the numbers the plain step
+// would record, and leave the optimizer's step counts where the plain loop
+// leaves them; neither may compile anything new (the graph is the same).
+template <class Opt, class Options>
+struct OptRun {
+  std::shared_ptr<Mlp> model;
+  std::unique_ptr<Opt> opt;
+  Tensor x, y;
+  explicit OptRun(const Options& o) {
+    loom::manual_seed(5);
+    model = std::make_shared<Mlp>();
+    opt = std::make_unique<Opt>(model->parameters(), o);
+    x = loom::randn({8, 16});
+    y = loom::randint(0, 4, {8});
+  }
+  Tensor step() {
+    opt->zero_grad(/*set_to_none=*/false);
+    Tensor loss = F::cross_entropy(model->forward(x), y);
+    loss.backward();
+    opt->step();
+    return loss.detach();
+  }
+  void set_lr(double lr) {
+    for (auto& g : opt->param_groups()) g.options().set_lr(lr);
+  }
+  std::vector<float> params() const {
+    std::vector<float> all;
+    for (const Tensor& p : model->parameters())
+      for (float v : p.to_vector<float>()) all.push_back(v);
+    return all;
+  }
+};
+
+float value(const Tensor& t) { return t.item<float>(); }
+
+template <class Opt, class Options>
+void expect_compiled_steps_match_plain(const Options& options) {
+  OptRun<Opt, Options> plain(options), compiled(options);
+  plain.step();
+  compiled.step();  // creates the gradients
+  loom::CompiledFunction step = loom::compile([&](const TL&) { return TL{compiled.step()}; });
+  int64_t misses = -1;
+  for (int k = 0; k < 8; ++k) {
+    if (k == 5) {  // a learning-rate change between calls
+      plain.set_lr(0.003);
+      compiled.set_lr(0.003);
+    }
+    const float want = value(plain.step());
+    EXPECT_EQ(value(step({})[0]), want) << "call " << k;
+    if (k == 1) misses = loom::metrics().cache_misses;
+  }
+  EXPECT_EQ(compiled.params(), plain.params());
+  EXPECT_EQ(loom::metrics().cache_misses, misses) << "a changed number compiles nothing";
+  // The step counts moved on with the replays: the next plain steps agree.
+  EXPECT_EQ(value(compiled.step()), value(plain.step()));
+  EXPECT_EQ(compiled.params(), plain.params());
+}
+
+TEST_P(CompileTest, AnAdamStepUsesTheBiasCorrectionsOfEachCall) {
+  expect_compiled_steps_match_plain<loom::optim::Adam>(loom::optim::AdamOptions(0.01));
+  expect_compiled_steps_match_plain<loom::optim::AdamW>(loom::optim::AdamWOptions(0.01).weight_decay(0.1));
+}
+
+TEST_P(CompileTest, ALearningRateChangedBetweenCallsTakesEffectAndReplaysResume) {
+  expect_compiled_steps_match_plain<loom::optim::SGD>(loom::optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+  // Replays resume after the call that saw the change: it traced anew.
+  OptRun<loom::optim::SGD, loom::optim::SGDOptions> run(loom::optim::SGDOptions(0.05).momentum(0.9));
+  run.step();
+  run.step();
+  loom::CompiledFunction step = loom::compile([&](const TL&) { return TL{run.step()}; });
+  step({});
+  run.set_lr(0.01);
+  const int64_t before = loom::metrics().nodes_recorded;
+  step({});
+  const int64_t retraced = loom::metrics().nodes_recorded;
+  EXPECT_GT(retraced, before) << "the call after the change records the step again";
+  step({});
+  step({});
+  EXPECT_EQ(loom::metrics().nodes_recorded, retraced) << "and later calls replay it";
+  EXPECT_EQ(step.traces(), 1u);
+}
+
 TEST_P(CompileTest, WhatATraceCannotReplayIsAnErrorSayingWhatToChange) {
   const std::string read = loom_test::error_of([] {
     loom::compile([](const TL& in) { return TL{in[0] * in[0].sum().item<double>()}; })({loom::ones({2})});

@@ -108,6 +108,7 @@ struct Trace {
   std::vector<detail::TraceCapture::Where> nodes;
   std::vector<OutputSink> outputs;
   std::vector<ResultSource> results;
+  std::vector<detail::ReplayGuard> guards;   // host state the trace depends on (lazy.h)
   // Reused by every replay (the State's mutex serializes them).
   std::vector<const runtime::Buffer*> input_buffers;
   std::vector<runtime::BufferPtr> targets, produced;
@@ -169,6 +170,7 @@ std::vector<Tensor> trace(const TensorFunction& fn, const std::vector<Tensor>& a
   t.scalars = std::move(cap.scalars);
   t.randoms = std::move(cap.randoms);
   t.nodes = std::move(cap.nodes);
+  t.guards = std::move(cap.guards);
   for (auto& data : cap.inputs) {
     InputSource src;
     for (size_t i = 0; i < args.size() && src.arg < 0; ++i)
@@ -242,15 +244,23 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   State& st = *state_;
   std::lock_guard lock(st.mu);
   Signature key = signature_of(args, loc);
-  Trace* t = nullptr;
+  std::unique_ptr<Trace>* t_slot = nullptr;
   for (auto& c : st.traces)
-    if (c->key == key) t = c.get();
-  if (!t) {
+    if (c->key == key) t_slot = &c;
+  // A new signature, or host state the trace read has moved on (an
+  // optimizer's learning rate or bias corrections): trace the function
+  // again. Its graph is the one cached already, so nothing compiles.
+  const bool stale = t_slot && !std::all_of((*t_slot)->guards.begin(), (*t_slot)->guards.end(),
+                                            [](const detail::ReplayGuard& g) { return g.unchanged(); });
+  if (!t_slot || stale) {
     auto fresh = std::make_unique<Trace>();
     std::vector<Tensor> results = trace(st.fn, args, std::move(key), *fresh, loc);
-    st.traces.push_back(std::move(fresh));
+    if (t_slot) *t_slot = std::move(fresh);
+    else st.traces.push_back(std::move(fresh));
     return results;
   }
+  Trace* t = t_slot->get();
+  for (const detail::ReplayGuard& g : t->guards) g.advance();
 
   // Replay. Work pending from before the call (an argument computed lazily,
   // a captured weight updated outside) is computed first, as a trace would.

@@ -124,7 +124,9 @@ struct PendingList {
   int64_t recorded_since_sync = 0;
   bool syncing = false;
   bool tracing = false;  // loom::compile is tracing a function on this thread
+  uint64_t trace_number = 0;
   std::vector<const runtime::Buffer*> made_in_trace;
+  std::vector<ReplayGuard> guards;
 };
 // The list is reached through a trivially destructible initial-exec pointer:
 // one %fs-relative load per recorded op instead of a __tls_get_addr call and
@@ -466,23 +468,34 @@ void materialize(const std::shared_ptr<Storage>& s) {
 
 bool tracing() { return pending_list().tracing; }
 
+void add_replay_guard(ReplayGuard guard) {
+  PendingList& list = pending_list();
+  if (list.tracing) list.guards.push_back(std::move(guard));
+}
+
+uint64_t trace_number() { return pending_list().trace_number; }
+
 void begin_trace() {
   PendingList& list = pending_list();  // not tracing: CompiledFunction refuses a call inside a trace
   sync_list(list, nullptr);  // what was pending before the call is not part of the function
   list.tracing = true;
+  ++list.trace_number;
   list.made_in_trace.clear();
+  list.guards.clear();
 }
 
 void abandon_trace() {
   PendingList& list = pending_list();
   list.tracing = false;
   list.made_in_trace.clear();
+  list.guards.clear();
 }
 
 TraceCapture finish_trace() {
   PendingList& list = pending_list();
   TraceCapture cap;
   cap.made_in_trace = std::move(list.made_in_trace);
+  cap.guards = std::move(list.guards);
   abandon_trace();
   // The device of the first pending storage; a second device is an error.
   std::optional<Device> device;

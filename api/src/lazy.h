@@ -2,6 +2,7 @@
 // turns every live pending storage of a device into one graph, runs it, and
 // hands each storage its buffer.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,6 +37,18 @@ void materialize(const std::shared_ptr<Storage>& s);
 // For each node of g: whether its value is computed from node `bad`.
 std::vector<bool> depends_on(const ir::Graph& g, uint32_t bad);
 
+// Host state that a traced function reads and moves on, and that a replay,
+// which runs no host code, would leave behind: an optimizer's step counts,
+// and the numbers (learning rate, bias corrections) it records as runtime
+// scalars, which a replay takes from the trace (api/src/optim/optimizer.cpp).
+// Registered while tracing (ignored otherwise). Before each replay
+// loom::compile asks every guard of the trace whether the traced code would
+// record the same graph with the same numbers now; if one says no, it traces
+// the function again (the same graph: no compile), else it advances them all.
+struct ReplayGuard {
+  std::function<bool()> unchanged;
+  std::function<void()> advance;  // moves the host state on as one run of the traced code would
+};
 // Tracing, for loom::compile (api/src/compile.cpp). Between begin_trace and
 // finish_trace the thread records as usual, but a sync is deferred to the
 // end of the trace (an optimizer's step() syncs; it is one graph anyway)
@@ -61,7 +74,11 @@ struct TraceCapture {
   };
   std::vector<Where> nodes;
   std::vector<const runtime::Buffer*> made_in_trace;  // buffers of tensors made from host data while tracing
+  std::vector<ReplayGuard> guards;                  // add_replay_guard's, in the order they came
 };
+void add_replay_guard(ReplayGuard guard);
+// Counts begin_trace calls on this thread: tells one trace from the next.
+uint64_t trace_number();
 void begin_trace();
 TraceCapture finish_trace();  // also ends the trace; throws (and ends it) if the graph fails
 void abandon_trace();         // ends a trace whose function threw

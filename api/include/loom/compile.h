@@ -22,9 +22,14 @@
 //    same storage, so in-place updates of it (an optimizer's step) are seen,
 //    but a variable later rebound to another tensor is not. Pass what is
 //    replaced between calls as an argument.
-//  - Numbers (a double in the function, an optimizer's learning rate) are
-//    constants of the trace, as in jax.jit: pass a changing number as a 0-d
-//    tensor argument.
+//  - Numbers (a double in the function) are constants of the trace, as in
+//    jax.jit: pass a changing number as a 0-d tensor argument. An
+//    optimizer's are the exception: its step() tells the trace which numbers
+//    it recorded (learning rate, momentum factors, Adam's bias corrections),
+//    a replay moves its step counts on, and a call whose numbers changed
+//    traces the function again (the same graph: nothing compiles). Adam's
+//    bias corrections change at every step until they round to 1 in double
+//    precision, so a compiled Adam step traces on every call until then.
 //  - Random numbers (randn, dropout) are fresh at every call: each replay
 //    takes its counters from the generator, in the order the trace did.
 //  - In-place updates of tensors that existed before the call (arguments,

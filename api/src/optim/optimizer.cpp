@@ -4,9 +4,68 @@
 #include <loom/optim.h>
 #include <loom/runtime.h>
 
+#include "api/src/lazy.h"
 #include "api/src/record.h"
 
 namespace loom::optim {
+
+// One traced step() call's update of one parameter: its state, its group,
+// which of this trace's steps of that state it was (1 for the first), and
+// the numbers it recorded (`known`: replay_numbers gave them).
+struct Optimizer::TracedSteps {
+  struct Entry {
+    OptimizerParamState* state;
+    size_t group;
+    int64_t nth;
+    bool known;
+    bool as_previous;  // the previous entry's group, step and numbers: checked once for both
+    std::vector<double> numbers;
+  };
+  std::vector<Entry> entries;
+  std::vector<double> scratch;  // the numbers a replay would record, reused
+};
+
+bool Optimizer::replay_numbers(const OptimizerOptions&, int64_t, std::vector<double>&) const { return false; }
+
+// Called for each parameter step() updates while loom::compile traces. The
+// first call of a trace registers its replay guard (api/src/lazy.h): before
+// a replay, each parameter's numbers at the step the replay stands for must
+// be those the trace recorded; then the replay moves the step counts on.
+void Optimizer::note_traced_step(OptimizerParamState& state, size_t group) {
+  if (!traced_ || traced_in_ != detail::trace_number()) {
+    traced_ = std::make_shared<TracedSteps>();
+    traced_in_ = detail::trace_number();
+    std::weak_ptr<const bool> alive = alive_;
+    std::shared_ptr<TracedSteps> steps = traced_;
+    detail::add_replay_guard({[this, alive, steps] {
+                                if (alive.expired()) return false;
+                                int64_t previous_at = -1;
+                                for (const TracedSteps::Entry& e : steps->entries) {
+                                  const int64_t at = e.state->step + e.nth;
+                                  if (e.as_previous && at == previous_at) continue;
+                                  previous_at = at;
+                                  if (!e.known || e.group >= groups_.size() ||
+                                      !replay_numbers(groups_[e.group].options(), at, steps->scratch) ||
+                                      steps->scratch != e.numbers)
+                                    return false;
+                                }
+                                return true;
+                              },
+                              [steps] {
+                                for (const TracedSteps::Entry& e : steps->entries) ++e.state->step;
+                              }});
+  }
+  int64_t nth = 1;
+  for (const TracedSteps::Entry& e : traced_->entries) nth += e.state == &state;
+  TracedSteps::Entry entry{&state, group, nth, false, false, {}};
+  entry.known = replay_numbers(groups_[group].options(), state.step, entry.numbers);
+  if (!traced_->entries.empty()) {
+    const TracedSteps::Entry& p = traced_->entries.back();
+    entry.as_previous = entry.known && p.known && p.group == group && p.nth == nth && p.numbers == entry.numbers &&
+                        p.state->step == state.step;
+  }
+  traced_->entries.push_back(std::move(entry));
+}
 
 Optimizer::Optimizer(std::unique_ptr<OptimizerOptions> defaults) : defaults_(std::move(defaults)) {}
 
@@ -45,12 +104,14 @@ Tensor Optimizer::step(LossClosure closure) {
   }
   {
     NoGradGuard no_grad;
-    for (OptimizerParamGroup& g : groups_)
-      for (Tensor& p : g.params()) {
+    const bool traced = detail::tracing();
+    for (size_t gi = 0; gi < groups_.size(); ++gi)
+      for (Tensor& p : groups_[gi].params()) {
         if (!p.grad().defined()) continue;  // as PyTorch: a parameter without a gradient is left alone
         OptimizerParamState& st = *state_.at(p.impl().get());
         ++st.step;
-        update(p, st, g.options());
+        update(p, st, groups_[gi].options());
+        if (traced) note_traced_step(st, gi);
       }
   }
   if (sync_on_step_) sync_all();

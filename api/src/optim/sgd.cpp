@@ -10,6 +10,23 @@
 
 namespace loom::optim {
 
+namespace {
+// What SGD's update of one parameter records at step `step`: its runtime
+// scalars and the options that shape its graph. One function for update()
+// and replay_numbers(), so a compiled step checks exactly what it records.
+struct SgdNumbers {
+  double lr, weight_decay, momentum;
+  double buffer_scale;  // the momentum buffer's factor: 0 on the first step (PyTorch clones d_p)
+  double grad_scale;    // d_p's factor in the buffer: 1 on the first step, else 1 - dampening
+  bool maximize, nesterov, dampened;
+};
+SgdNumbers sgd_numbers(const SGDOptions& o, int64_t step) {
+  const bool first = step == 1;
+  return {o.lr(),       o.weight_decay(),  o.momentum(),       first ? 0.0 : o.momentum(), first ? 1.0 : 1.0 - o.dampening(),
+          o.maximize(), o.nesterov(),      o.dampening() != 0};
+}
+}  // namespace
+
 SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
     : SGD(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, options) {}
 
@@ -25,20 +42,26 @@ std::unique_ptr<OptimizerParamState> SGD::make_state(const Tensor& p, const Opti
 }
 
 void SGD::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) {
-  const auto& o = static_cast<const SGDOptions&>(options);
   auto& s = static_cast<SGDParamState&>(state);
-  Tensor d_p = o.maximize() ? p.grad().neg() : p.grad();
-  if (o.weight_decay() != 0) d_p = d_p + p * o.weight_decay();
-  if (o.momentum() != 0) {
+  const SgdNumbers n = sgd_numbers(static_cast<const SGDOptions&>(options), s.step);
+  Tensor d_p = n.maximize ? p.grad().neg() : p.grad();
+  if (n.weight_decay != 0) d_p = d_p + p * n.weight_decay;
+  if (n.momentum != 0) {
     if (!s.momentum_buffer.defined()) s.momentum_buffer = zeros_like(p);  // momentum turned on later
-    const bool first = s.step == 1;
     // Without dampening the factor of d_p is 1 on every step: no node for it.
-    Tensor& buf = s.momentum_buffer.mul_(first ? 0.0 : o.momentum());
-    if (o.dampening() == 0) buf.add_(d_p);
-    else buf.add_(d_p * (first ? 1.0 : 1.0 - o.dampening()));
-    d_p = o.nesterov() ? d_p + s.momentum_buffer * o.momentum() : s.momentum_buffer;
+    Tensor& buf = s.momentum_buffer.mul_(n.buffer_scale);
+    if (!n.dampened) buf.add_(d_p);
+    else buf.add_(d_p * n.grad_scale);
+    d_p = n.nesterov ? d_p + s.momentum_buffer * n.momentum : s.momentum_buffer;
   }
-  p.sub_(d_p * o.lr());
+  p.sub_(d_p * n.lr);
+}
+
+bool SGD::replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const {
+  const SgdNumbers n = sgd_numbers(static_cast<const SGDOptions&>(options), step);
+  out.assign({n.lr, n.weight_decay, n.momentum, n.buffer_scale, n.grad_scale, double(n.maximize), double(n.nesterov),
+              double(n.dampened)});
+  return true;
 }
 
 }  // namespace loom::optim

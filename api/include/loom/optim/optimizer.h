@@ -12,7 +12,11 @@
 //    leaves the update pending instead (it joins the next sync);
 //  - hyperparameters (learning rate, betas, eps, ...) and step-dependent
 //    factors (bias corrections) enter the graph as runtime scalars: changing
-//    them never recompiles.
+//    them never recompiles;
+//  - inside loom::compile, a replay runs no host code, so step() tells the
+//    trace what it depends on (replay_numbers): a replay advances the step
+//    counts, and a call whose numbers changed (a new learning rate, Adam's
+//    bias corrections) traces the step again, which compiles nothing.
 #pragma once
 #include <functional>
 #include <memory>
@@ -96,13 +100,28 @@ class Optimizer {
   virtual void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) = 0;
   // The state a new parameter starts with (its tensors already made).
   virtual std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) = 0;
+  // Writes into `out` the numbers update() records as runtime scalars at
+  // step `step` of a parameter's state, with every option that shapes its
+  // graph: a step traced by loom::compile is replayed while they stay what
+  // the trace recorded, and traced again when they change. False (this
+  // default, for a subclass that does not say): every compiled call traces
+  // the step again. (`out` is the caller's: a replay allocates nothing.)
+  virtual bool replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const;
 
  private:
+  struct TracedSteps;  // optimizer.cpp
+  void note_traced_step(OptimizerParamState& state, size_t group);
   void adopt(OptimizerParamGroup& group);
   std::vector<OptimizerParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;
   std::unordered_map<const void*, std::unique_ptr<OptimizerParamState>> state_;
   bool sync_on_step_ = true;
+  // The parameters step() updated in the trace numbered traced_in_ (what its
+  // replay guard checks and advances), and a token the guard checks first:
+  // a compiled function may outlive its optimizer.
+  std::shared_ptr<TracedSteps> traced_;
+  uint64_t traced_in_ = 0;
+  std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
 };
 
 }  // namespace loom::optim
