@@ -235,6 +235,31 @@ TEST_P(CompileTest, ALearningRateChangedBetweenCallsTakesEffectAndReplaysResume)
   EXPECT_EQ(step.traces(), 1u);
 }
 
+// A module's training mode is host state too: a forward traced in training
+// mode (Dropout active) must not be replayed after eval(), nor the other
+// way round.
+TEST_P(CompileTest, AModuleSwitchedBetweenTrainAndEvalIsTracedAgain) {
+  nn::Sequential model(nn::Linear(16, 16), nn::Dropout(0.5));
+  loom::CompiledFunction f = loom::compile([&](const TL& in) { return TL{model->forward(in[0]).detach()}; });
+  Tensor x = loom::ones({4, 16});
+  auto zeros_in = [](const Tensor& t) {
+    int n = 0;
+    for (float v : t.to_vector<float>()) n += v == 0;
+    return n;
+  };
+  model->eval();
+  const std::vector<float> eval_out = model->forward(x).to_vector<float>();
+  model->train();
+  EXPECT_GT(zeros_in(f({x})[0]), 0) << "training: dropout zeroes about half";
+  EXPECT_GT(zeros_in(f({x})[0]), 0) << "a replay in training mode";
+  model->eval();
+  EXPECT_EQ(f({x})[0].to_vector<float>(), eval_out) << "after eval(): no dropout";
+  EXPECT_EQ(f({x})[0].to_vector<float>(), eval_out) << "and its replay";
+  model->train();
+  EXPECT_GT(zeros_in(f({x})[0]), 0) << "after train() again";
+  EXPECT_EQ(f.traces(), 1u);
+}
+
 TEST_P(CompileTest, WhatATraceCannotReplayIsAnErrorSayingWhatToChange) {
   const std::string read = loom_test::error_of([] {
     loom::compile([](const TL& in) { return TL{in[0] * in[0].sum().item<double>()}; })({loom::ones({2})});

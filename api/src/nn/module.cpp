@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <typeinfo>
 
+#include "api/src/lazy.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -110,6 +111,20 @@ std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) {
   for (auto& child : children_)
     for (auto& m : child.value()->modules(true)) out.push_back(m);
   return out;
+}
+
+bool Module::is_training() const {
+  // A replay runs no host code, so it would keep the mode of its trace.
+  if (detail::tracing()) {
+    std::weak_ptr<const Module> self = weak_from_this();  // empty for a module no shared_ptr owns: trace every call
+    const bool was = training_;
+    detail::add_replay_guard({[self, was] {
+                                const std::shared_ptr<const Module> m = self.lock();
+                                return m && m->training_ == was;
+                              },
+                              [] {}});
+  }
+  return training_;
 }
 
 void Module::train(bool on) {

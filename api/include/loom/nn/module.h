@@ -102,10 +102,12 @@ class Module : public std::enable_shared_from_this<Module> {
   // This module and every descendant, depth first.
   std::vector<std::shared_ptr<Module>> modules(bool include_self = true);
 
-  // Training mode (Dropout is active); recursive.
+  // Training mode (Dropout is active); recursive. Read inside loom::compile's
+  // trace, the mode becomes part of it: a later call in the other mode
+  // traces again.
   virtual void train(bool on = true);
   void eval() { train(false); }
-  virtual bool is_training() const { return training_; }
+  virtual bool is_training() const;
 
   // Moves/converts every parameter and buffer in place: the tensors keep
   // their identity (an optimizer made before still holds them).
