@@ -260,6 +260,22 @@ TEST_P(CompileTest, AModuleSwitchedBetweenTrainAndEvalIsTracedAgain) {
   EXPECT_EQ(f.traces(), 1u);
 }
 
+// Dropping the executable cache (loom::clear_executable_cache, or on a GPU
+// a change of TF32 mode) drops what a trace replays too: the next call
+// traces and compiles again.
+TEST_P(CompileTest, AClearedExecutableCacheIsNotReplayedFromATrace) {
+  loom::CompiledFunction f = loom::compile([](const TL& in) { return TL{in[0] * 3}; });
+  Tensor x = loom::ones({4});
+  EXPECT_EQ(f({x})[0].to_vector<double>(), (std::vector<double>(4, 3.0)));
+  EXPECT_EQ(f({x})[0].to_vector<double>(), (std::vector<double>(4, 3.0)));
+  loom::clear_executable_cache();
+  const int64_t misses = loom::metrics().cache_misses;
+  EXPECT_EQ(f({x})[0].to_vector<double>(), (std::vector<double>(4, 3.0)));
+  EXPECT_EQ(loom::metrics().cache_misses, misses + 1) << "traced and compiled again";
+  EXPECT_EQ(loom::executable_cache_size(), 1u);
+  EXPECT_EQ(f.traces(), 1u);
+}
+
 TEST_P(CompileTest, WhatATraceCannotReplayIsAnErrorSayingWhatToChange) {
   const std::string read = loom_test::error_of([] {
     loom::compile([](const TL& in) { return TL{in[0] * in[0].sum().item<double>()}; })({loom::ones({2})});

@@ -28,6 +28,7 @@
 #include "api/src/late_checks.h"
 #include "api/src/lazy.h"
 #include "api/src/record.h"
+#include "runtime/executable_cache.h"
 #include "runtime/executor.h"
 
 namespace loom {
@@ -109,6 +110,10 @@ struct Trace {
   std::vector<OutputSink> outputs;
   std::vector<ResultSource> results;
   std::vector<detail::ReplayGuard> guards;   // host state the trace depends on (lazy.h)
+  // The executable cache's generation before the trace: exe is remembered
+  // outside the cache, so it is replayed only while no clear() dropped it
+  // (loom::clear_executable_cache, a change of TF32 mode).
+  uint64_t cache_generation = 0;
   // Reused by every replay (the State's mutex serializes them).
   std::vector<const runtime::Buffer*> input_buffers;
   std::vector<runtime::BufferPtr> targets, produced;
@@ -131,6 +136,7 @@ Tensor view_of(std::shared_ptr<Storage> s, const ViewSpec& v) {
 // Runs `fn` as a trace and works out the replay table.
 std::vector<Tensor> trace(const TensorFunction& fn, const std::vector<Tensor>& args, Signature key, Trace& t,
                           const SourceLoc& loc) {
+  t.cache_generation = runtime::executable_cache().generation();
   detail::begin_trace();  // syncs what was pending: every argument now has its buffer
   // An error inside the function or its graph names the call it came from.
   auto in_trace = [&](const Error& e) {
@@ -250,8 +256,9 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   // A new signature, or host state the trace read has moved on (an
   // optimizer's learning rate or bias corrections): trace the function
   // again. Its graph is the one cached already, so nothing compiles.
-  const bool stale = t_slot && !std::all_of((*t_slot)->guards.begin(), (*t_slot)->guards.end(),
-                                            [](const detail::ReplayGuard& g) { return g.unchanged(); });
+  const bool stale = t_slot && ((*t_slot)->cache_generation != runtime::executable_cache().generation() ||
+                                !std::all_of((*t_slot)->guards.begin(), (*t_slot)->guards.end(),
+                                             [](const detail::ReplayGuard& g) { return g.unchanged(); }));
   if (!t_slot || stale) {
     auto fresh = std::make_unique<Trace>();
     std::vector<Tensor> results = trace(st.fn, args, std::move(key), *fresh, loc);

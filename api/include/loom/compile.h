@@ -30,6 +30,10 @@
 //    traces the function again (the same graph: nothing compiles). Adam's
 //    bias corrections change at every step until they round to 1 in double
 //    precision, so a compiled Adam step traces on every call until then.
+//    A module's training mode read while tracing (Dropout) is checked the
+//    same way, and so is the executable cache: after
+//    loom::clear_executable_cache() or a change of TF32 mode the next call
+//    traces and compiles again.
 //  - Random numbers (randn, dropout) are fresh at every call: each replay
 //    takes its counters from the generator, in the order the trace did.
 //  - In-place updates of tensors that existed before the call (arguments,
