@@ -110,6 +110,7 @@ struct Trace {
   std::vector<OutputSink> outputs;
   std::vector<ResultSource> results;
   std::vector<detail::ReplayGuard> guards;   // host state the trace depends on (lazy.h)
+  std::vector<detail::TraceCapture::Live> live;  // scalars each replay recomputes (lazy.h)
   // The executable cache's generation before the trace: exe is remembered
   // outside the cache, so it is replayed only while no clear() dropped it
   // (loom::clear_executable_cache, a change of TF32 mode).
@@ -177,6 +178,7 @@ std::vector<Tensor> trace(const TensorFunction& fn, const std::vector<Tensor>& a
   t.randoms = std::move(cap.randoms);
   t.nodes = std::move(cap.nodes);
   t.guards = std::move(cap.guards);
+  t.live = std::move(cap.live);
   for (auto& data : cap.inputs) {
     InputSource src;
     for (size_t i = 0; i < args.size() && src.arg < 0; ++i)
@@ -267,6 +269,12 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
     return results;
   }
   Trace* t = t_slot->get();
+  // The scalars this replay recomputes read the host state as the traced
+  // code would have: before the guards move it on.
+  for (const detail::TraceCapture::Live& l : t->live) {
+    const double v = l.value();
+    t->scalars[l.scalar] = ir::RtScalar{v, static_cast<int64_t>(v)};
+  }
   for (const detail::ReplayGuard& g : t->guards) g.advance();
 
   // Replay. Work pending from before the call (an argument computed lazily,

@@ -127,6 +127,7 @@ struct PendingList {
   uint64_t trace_number = 0;
   std::vector<const runtime::Buffer*> made_in_trace;
   std::vector<ReplayGuard> guards;
+  std::vector<ReplayScalar> replay_scalars;
 };
 // The list is reached through a trivially destructible initial-exec pointer:
 // one %fs-relative load per recorded op instead of a __tls_get_addr call and
@@ -205,6 +206,15 @@ void fill_capture(TraceCapture& cap, const ir::Graph& g, const SyncScratch& sc) 
   }
   std::sort(randoms.begin(), randoms.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& r : randoms) cap.randoms.push_back(r.second);
+  // A replay scalar whose node the graph does not hold fed nothing that
+  // was computed: it has no slot to refresh.
+  for (ReplayScalar& r : cap.replay_scalars)
+    for (uint32_t i = 0; i < g.size(); ++i)
+      if (g.nodes[i] == r.node.get()) {
+        cap.live.push_back({g.scalar_begin[i] + r.slot, std::move(r.value)});
+        break;
+      }
+  cap.replay_scalars.clear();
 }
 
 // A CPU run of milliseconds streams megabytes through the caches, evicting
@@ -468,6 +478,19 @@ void materialize(const std::shared_ptr<Storage>& s) {
 
 bool tracing() { return pending_list().tracing; }
 
+bool add_replay_scalar(const Tensor& t, double now, std::function<double()> value) {
+  PendingList& list = pending_list();
+  if (!list.tracing) return true;
+  ir::NodePtr n = t.impl()->storage->pending_node();
+  if (!n) return false;
+  for (uint32_t k = 0; k < n->num_scalars; ++k)
+    if (n->scalar[k].f == now) {
+      list.replay_scalars.push_back({std::move(n), k, std::move(value)});
+      return true;
+    }
+  return false;
+}
+
 void add_replay_guard(ReplayGuard guard) {
   PendingList& list = pending_list();
   if (list.tracing) list.guards.push_back(std::move(guard));
@@ -482,6 +505,7 @@ void begin_trace() {
   ++list.trace_number;
   list.made_in_trace.clear();
   list.guards.clear();
+  list.replay_scalars.clear();
 }
 
 void abandon_trace() {
@@ -489,6 +513,7 @@ void abandon_trace() {
   list.tracing = false;
   list.made_in_trace.clear();
   list.guards.clear();
+  list.replay_scalars.clear();
 }
 
 TraceCapture finish_trace() {
@@ -496,6 +521,7 @@ TraceCapture finish_trace() {
   TraceCapture cap;
   cap.made_in_trace = std::move(list.made_in_trace);
   cap.guards = std::move(list.guards);
+  cap.replay_scalars = std::move(list.replay_scalars);
   abandon_trace();
   // The device of the first pending storage; a second device is an error.
   std::optional<Device> device;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <loom/device.h>
+#include <loom/tensor.h>
 
 #include "api/src/tensor_impl.h"
 #include "ir/graph.h"
@@ -49,6 +50,21 @@ struct ReplayGuard {
   std::function<bool()> unchanged;
   std::function<void()> advance;  // moves the host state on as one run of the traced code would
 };
+// A runtime scalar of a trace that each replay recomputes instead of taking
+// the traced value (Adam's bias corrections, which change every step): the
+// scalar slot of `node` that held the value when traced, and the function
+// giving its value at a replay (called before the guards advance).
+struct ReplayScalar {
+  ir::NodePtr node;  // kept alive until the trace's sync
+  uint32_t slot = 0;
+  std::function<double()> value;
+};
+// While tracing: registers the scalar slot of t's node that holds `now`.
+// False (nothing registered) if no slot of that node holds it, or t is not
+// pending: the caller then makes the trace refuse replays (a ReplayGuard).
+// True and nothing done outside a trace.
+bool add_replay_scalar(const Tensor& t, double now, std::function<double()> value);
+
 // Tracing, for loom::compile (api/src/compile.cpp). Between begin_trace and
 // finish_trace the thread records as usual, but a sync is deferred to the
 // end of the trace (an optimizer's step() syncs; it is one graph anyway)
@@ -75,6 +91,12 @@ struct TraceCapture {
   std::vector<Where> nodes;
   std::vector<const runtime::Buffer*> made_in_trace;  // buffers of tensors made from host data while tracing
   std::vector<ReplayGuard> guards;                  // add_replay_guard's, in the order they came
+  struct Live {              // a replay scalar (above), found in the graph
+    uint32_t scalar = 0;     // index in `scalars`
+    std::function<double()> value;
+  };
+  std::vector<Live> live;
+  std::vector<ReplayScalar> replay_scalars;  // add_replay_scalar's, until the sync finds them
 };
 void add_replay_guard(ReplayGuard guard);
 // Counts begin_trace calls on this thread: tells one trace from the next.

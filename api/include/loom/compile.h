@@ -24,12 +24,11 @@
 //    replaced between calls as an argument.
 //  - Numbers (a double in the function) are constants of the trace, as in
 //    jax.jit: pass a changing number as a 0-d tensor argument. An
-//    optimizer's are the exception: its step() tells the trace which numbers
-//    it recorded (learning rate, momentum factors, Adam's bias corrections),
-//    a replay moves its step counts on, and a call whose numbers changed
-//    traces the function again (the same graph: nothing compiles). Adam's
-//    bias corrections change at every step until they round to 1 in double
-//    precision, so a compiled Adam step traces on every call until then.
+//    optimizer's are the exception: a replay moves its step counts on and
+//    computes Adam's and AdamW's bias corrections and learning-rate factors
+//    anew for its step; any other number an optimizer recorded (SGD's
+//    learning rate, betas, ...) is checked, and a call whose numbers changed
+//    traces the function again (the same graph: nothing compiles).
 //    A module's training mode read while tracing (Dropout) is checked the
 //    same way, and so is the executable cache: after
 //    loom::clear_executable_cache() or a change of TF32 mode the next call

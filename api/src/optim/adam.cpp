@@ -5,11 +5,13 @@
 //   (amsgrad) v_max = max(v_max, v), used for v below
 //   p += -(lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // The bias corrections change every step: they are runtime scalars, so the
-// graph (and its compiled form) stays the same.
+// graph (and its compiled form) stays the same, and a compiled replay
+// computes them (and the learning rate's factors) anew for its step.
 #include <loom/functions.h>
 #include <loom/optim/adam.h>
 
 #include <cmath>
+#include <functional>
 
 namespace loom::optim {
 
@@ -28,21 +30,33 @@ AdamRule rule_of(const AdamWOptions& o) {
           o.maximize()};
 }
 
-// The step-dependent numbers of step `step`. One function for update() and
-// replay_numbers(), so a compiled step checks exactly what it records.
+// The numbers of step `step` that change with the step or the learning
+// rate: a compiled replay computes them anew (Optimizer::replay_recomputes).
 struct AdamNumbers {
   AdamRule r;
-  double step_size, bias_correction2_sqrt;
+  double decay;                  // AdamW: 1 - lr * weight_decay
+  double bias_correction2_sqrt;  // sqrt(1 - beta2^t)
+  double neg_step_size;          // -lr / (1 - beta1^t)
 };
 AdamNumbers numbers_at(const AdamRule& r, int64_t step) {
   const double t = static_cast<double>(step);
-  return {r, r.lr / (1 - std::pow(r.beta1, t)), std::sqrt(1 - std::pow(r.beta2, t))};
+  return {r, 1 - r.lr * r.weight_decay, std::sqrt(1 - std::pow(r.beta2, t)), -(r.lr / (1 - std::pow(r.beta1, t)))};
 }
-bool as_list(const AdamNumbers& n, std::vector<double>& out) {
-  const AdamRule& r = n.r;
-  out.assign({r.lr, r.beta1, r.beta2, r.eps, r.weight_decay, double(r.decoupled), double(r.amsgrad), double(r.maximize),
-              n.step_size, n.bias_correction2_sqrt});
+// The rest, which shape the graph or enter it as constants: what a
+// compiled replay checks (replay_numbers).
+bool fixed_numbers(const AdamRule& r, std::vector<double>& out) {
+  out.assign({r.beta1, r.beta2, r.eps, r.weight_decay, double(r.decoupled), double(r.amsgrad), double(r.maximize)});
   return true;
+}
+
+// `t` holds a number of `n` that a replay computes anew from the options
+// then (Options: AdamOptions or AdamWOptions).
+using Recompute = std::function<void(const Tensor& t, double now, Optimizer::StepNumber of)>;
+template <class Options>
+Optimizer::StepNumber recomputed(double AdamNumbers::*field) {
+  return [field](const OptimizerOptions& o, int64_t step) {
+    return numbers_at(rule_of(static_cast<const Options&>(o)), step).*field;
+  };
 }
 
 std::unique_ptr<OptimizerParamState> adam_state(const Tensor& p, bool amsgrad) {
@@ -53,9 +67,14 @@ std::unique_ptr<OptimizerParamState> adam_state(const Tensor& p, bool amsgrad) {
   return s;
 }
 
-void adam_update(Tensor& p, AdamParamState& s, const AdamNumbers& n) {
+template <class Options>
+void adam_update(Tensor& p, AdamParamState& s, const Options& o, const Recompute& recompute) {
+  const AdamNumbers n = numbers_at(rule_of(o), s.step);
   const AdamRule& r = n.r;
-  if (r.decoupled && r.weight_decay != 0) p.mul_(1 - r.lr * r.weight_decay);
+  if (r.decoupled && r.weight_decay != 0) {
+    p.mul_(n.decay);
+    recompute(p, n.decay, recomputed<Options>(&AdamNumbers::decay));
+  }
   Tensor g = r.maximize ? p.grad().neg() : p.grad();
   if (!r.decoupled && r.weight_decay != 0) g = g + p * r.weight_decay;
   // lerp as PyTorch computes it (which form depends on the weight).
@@ -69,8 +88,11 @@ void adam_update(Tensor& p, AdamParamState& s, const AdamNumbers& n) {
     s.max_exp_avg_sq.copy_(maximum(s.max_exp_avg_sq, s.exp_avg_sq));
     second = s.max_exp_avg_sq;
   }
-  Tensor denom = second.sqrt() / n.bias_correction2_sqrt + r.eps;
-  p.add_(s.exp_avg / denom * -n.step_size);
+  Tensor scaled = second.sqrt() / n.bias_correction2_sqrt;
+  recompute(scaled, n.bias_correction2_sqrt, recomputed<Options>(&AdamNumbers::bias_correction2_sqrt));
+  Tensor step = s.exp_avg / (scaled + r.eps) * n.neg_step_size;
+  recompute(step, n.neg_step_size, recomputed<Options>(&AdamNumbers::neg_step_size));
+  p.add_(step);
 }
 
 }  // namespace
@@ -85,11 +107,11 @@ std::unique_ptr<OptimizerParamState> Adam::make_state(const Tensor& p, const Opt
   return adam_state(p, static_cast<const AdamOptions&>(options).amsgrad());
 }
 void Adam::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) {
-  adam_update(p, static_cast<AdamParamState&>(state),
-              numbers_at(rule_of(static_cast<const AdamOptions&>(options)), state.step));
+  adam_update(p, static_cast<AdamParamState&>(state), static_cast<const AdamOptions&>(options),
+              [this](const Tensor& t, double now, StepNumber of) { replay_recomputes(t, now, std::move(of)); });
 }
-bool Adam::replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const {
-  return as_list(numbers_at(rule_of(static_cast<const AdamOptions&>(options)), step), out);
+bool Adam::replay_numbers(const OptimizerOptions& options, int64_t, std::vector<double>& out) const {
+  return fixed_numbers(rule_of(static_cast<const AdamOptions&>(options)), out);
 }
 
 AdamW::AdamW(std::vector<Tensor> params, const AdamWOptions& options)
@@ -102,11 +124,11 @@ std::unique_ptr<OptimizerParamState> AdamW::make_state(const Tensor& p, const Op
   return adam_state(p, static_cast<const AdamWOptions&>(options).amsgrad());
 }
 void AdamW::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) {
-  adam_update(p, static_cast<AdamParamState&>(state),
-              numbers_at(rule_of(static_cast<const AdamWOptions&>(options)), state.step));
+  adam_update(p, static_cast<AdamParamState&>(state), static_cast<const AdamWOptions&>(options),
+              [this](const Tensor& t, double now, StepNumber of) { replay_recomputes(t, now, std::move(of)); });
 }
-bool AdamW::replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const {
-  return as_list(numbers_at(rule_of(static_cast<const AdamWOptions&>(options)), step), out);
+bool AdamW::replay_numbers(const OptimizerOptions& options, int64_t, std::vector<double>& out) const {
+  return fixed_numbers(rule_of(static_cast<const AdamWOptions&>(options)), out);
 }
 
 }  // namespace loom::optim

@@ -27,11 +27,12 @@ struct Optimizer::TracedSteps {
 
 bool Optimizer::replay_numbers(const OptimizerOptions&, int64_t, std::vector<double>&) const { return false; }
 
-// Called for each parameter step() updates while loom::compile traces. The
-// first call of a trace registers its replay guard (api/src/lazy.h): before
-// a replay, each parameter's numbers at the step the replay stands for must
-// be those the trace recorded; then the replay moves the step counts on.
-void Optimizer::note_traced_step(OptimizerParamState& state, size_t group) {
+// Which of this trace's steps of `state` the next is (1 for the first). The
+// first call of a trace starts its record and registers its replay guard
+// (api/src/lazy.h): before a replay, each parameter's numbers at the step
+// the replay stands for must be those the trace recorded; then the replay
+// moves the step counts on.
+int64_t Optimizer::traced_nth(const OptimizerParamState& state) {
   if (!traced_ || traced_in_ != detail::trace_number()) {
     traced_ = std::make_shared<TracedSteps>();
     traced_in_ = detail::trace_number();
@@ -57,14 +58,30 @@ void Optimizer::note_traced_step(OptimizerParamState& state, size_t group) {
   }
   int64_t nth = 1;
   for (const TracedSteps::Entry& e : traced_->entries) nth += e.state == &state;
-  TracedSteps::Entry entry{&state, group, nth, false, false, {}};
-  entry.known = replay_numbers(groups_[group].options(), state.step, entry.numbers);
+  return nth;
+}
+
+// After update() recorded a traced step of u.state.
+void Optimizer::note_traced_step(const Updating& u) {
+  TracedSteps::Entry entry{u.state, u.group, u.nth, false, false, {}};
+  entry.known = u.replayable && replay_numbers(groups_[u.group].options(), u.state->step, entry.numbers);
   if (!traced_->entries.empty()) {
     const TracedSteps::Entry& p = traced_->entries.back();
-    entry.as_previous = entry.known && p.known && p.group == group && p.nth == nth && p.numbers == entry.numbers &&
-                        p.state->step == state.step;
+    entry.as_previous = entry.known && p.known && p.group == u.group && p.nth == u.nth && p.numbers == entry.numbers &&
+                        p.state->step == u.state->step;
   }
   traced_->entries.push_back(std::move(entry));
+}
+
+void Optimizer::replay_recomputes(const Tensor& t, double now, StepNumber of) {
+  if (!detail::tracing() || !updating_.state) return;
+  std::weak_ptr<const bool> alive = alive_;
+  const Updating u = updating_;
+  // Called only after this trace's guard found the optimizer alive.
+  const bool found = detail::add_replay_scalar(t, now, [this, alive, u, of = std::move(of)] {
+    return alive.expired() ? 0.0 : of(groups_[u.group].options(), u.state->step + u.nth);
+  });
+  if (!found) updating_.replayable = false;  // its guard refuses replays: every call traces
 }
 
 Optimizer::Optimizer(std::unique_ptr<OptimizerOptions> defaults) : defaults_(std::move(defaults)) {}
@@ -110,8 +127,17 @@ Tensor Optimizer::step(LossClosure closure) {
         if (!p.grad().defined()) continue;  // as PyTorch: a parameter without a gradient is left alone
         OptimizerParamState& st = *state_.at(p.impl().get());
         ++st.step;
+        if (!traced) {
+          update(p, st, groups_[gi].options());
+          continue;
+        }
+        updating_ = {&st, gi, traced_nth(st), true};
+        struct Done {
+          Updating& u;
+          ~Done() { u = {}; }
+        } done{updating_};
         update(p, st, groups_[gi].options());
-        if (traced) note_traced_step(st, gi);
+        note_traced_step(updating_);
       }
   }
   if (sync_on_step_) sync_all();

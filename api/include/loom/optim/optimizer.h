@@ -70,6 +70,9 @@ struct OptimizerParamState {
 class Optimizer {
  public:
   using LossClosure = std::function<Tensor()>;
+  // A number of an update as a function of the group's options and the step
+  // (replay_recomputes).
+  using StepNumber = std::function<double(const OptimizerOptions& options, int64_t step)>;
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -107,10 +110,24 @@ class Optimizer {
   // default, for a subclass that does not say): every compiled call traces
   // the step again. (`out` is the caller's: a replay allocates nothing.)
   virtual bool replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const;
+  // For update(): `t` was just recorded holding `now`, a number that changes
+  // from step to step (Adam's bias corrections). A compiled replay computes
+  // it anew as `of(the group's options, the step it stands for)` rather than
+  // taking the traced value, so replay_numbers leaves it out. Nothing outside
+  // loom::compile's trace.
+  void replay_recomputes(const Tensor& t, double now, StepNumber of);
 
  private:
   struct TracedSteps;  // optimizer.cpp
-  void note_traced_step(OptimizerParamState& state, size_t group);
+  // The update being traced (replay_recomputes reads it).
+  struct Updating {
+    OptimizerParamState* state = nullptr;
+    size_t group = 0;
+    int64_t nth = 0;
+    bool replayable = true;  // every replay_recomputes found its number
+  };
+  void note_traced_step(const Updating& u);
+  int64_t traced_nth(const OptimizerParamState& state);
   void adopt(OptimizerParamGroup& group);
   std::vector<OptimizerParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;
@@ -121,6 +138,7 @@ class Optimizer {
   // a compiled function may outlive its optimizer.
   std::shared_ptr<TracedSteps> traced_;
   uint64_t traced_in_ = 0;
+  Updating updating_;
   std::shared_ptr<const bool> alive_ = std::make_shared<const bool>(true);
 };
 
