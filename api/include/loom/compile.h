@@ -25,10 +25,11 @@
 //  - Numbers (a double in the function) are constants of the trace, as in
 //    jax.jit: pass a changing number as a 0-d tensor argument. An
 //    optimizer's are the exception: a replay moves its step counts on and
-//    computes Adam's and AdamW's bias corrections and learning-rate factors
-//    anew for its step; any other number an optimizer recorded (SGD's
-//    learning rate, betas, ...) is checked, and a call whose numbers changed
-//    traces the function again (the same graph: nothing compiles).
+//    computes the numbers that change between steps (learning rate, SGD's
+//    first-step factors, Adam's bias corrections) anew for its step; the
+//    others (momentum, betas, weight decay, ...) are checked, and a call
+//    where one changed traces the function again (the same graph: nothing
+//    compiles).
 //    A module's training mode read while tracing (Dropout) is checked the
 //    same way, and so is the executable cache: after
 //    loom::clear_executable_cache() or a change of TF32 mode the next call

@@ -11,19 +11,25 @@
 namespace loom::optim {
 
 namespace {
-// What SGD's update of one parameter records at step `step`: its runtime
-// scalars and the options that shape its graph. One function for update()
-// and replay_numbers(), so a compiled step checks exactly what it records.
+// What SGD's update of one parameter records at step `step`. One function
+// for update(), replay_numbers() and a replay's recomputed numbers, so a
+// compiled step replays exactly what the plain one records.
 struct SgdNumbers {
-  double lr, weight_decay, momentum;
+  double lr;            // a replay computes these three anew (replay_recomputes)
   double buffer_scale;  // the momentum buffer's factor: 0 on the first step (PyTorch clones d_p)
   double grad_scale;    // d_p's factor in the buffer: 1 on the first step, else 1 - dampening
+  double weight_decay, momentum;  // and checks the rest (replay_numbers)
   bool maximize, nesterov, dampened;
 };
 SgdNumbers sgd_numbers(const SGDOptions& o, int64_t step) {
   const bool first = step == 1;
-  return {o.lr(),       o.weight_decay(),  o.momentum(),       first ? 0.0 : o.momentum(), first ? 1.0 : 1.0 - o.dampening(),
-          o.maximize(), o.nesterov(),      o.dampening() != 0};
+  return {o.lr(),       first ? 0.0 : o.momentum(), first ? 1.0 : 1.0 - o.dampening(), o.weight_decay(), o.momentum(),
+          o.maximize(), o.nesterov(),               o.dampening() != 0};
+}
+Optimizer::StepNumber recomputed(double SgdNumbers::*field) {
+  return [field](const OptimizerOptions& o, int64_t step) {
+    return sgd_numbers(static_cast<const SGDOptions&>(o), step).*field;
+  };
 }
 }  // namespace
 
@@ -48,19 +54,26 @@ void SGD::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& 
   if (n.weight_decay != 0) d_p = d_p + p * n.weight_decay;
   if (n.momentum != 0) {
     if (!s.momentum_buffer.defined()) s.momentum_buffer = zeros_like(p);  // momentum turned on later
-    // Without dampening the factor of d_p is 1 on every step: no node for it.
     Tensor& buf = s.momentum_buffer.mul_(n.buffer_scale);
-    if (!n.dampened) buf.add_(d_p);
-    else buf.add_(d_p * n.grad_scale);
+    replay_recomputes(buf, n.buffer_scale, recomputed(&SgdNumbers::buffer_scale));
+    // Without dampening the factor of d_p is 1 on every step: no node for it.
+    if (!n.dampened) {
+      buf.add_(d_p);
+    } else {
+      Tensor scaled = d_p * n.grad_scale;
+      replay_recomputes(scaled, n.grad_scale, recomputed(&SgdNumbers::grad_scale));
+      buf.add_(scaled);
+    }
     d_p = n.nesterov ? d_p + s.momentum_buffer * n.momentum : s.momentum_buffer;
   }
-  p.sub_(d_p * n.lr);
+  Tensor step = d_p * n.lr;
+  replay_recomputes(step, n.lr, recomputed(&SgdNumbers::lr));
+  p.sub_(step);
 }
 
 bool SGD::replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const {
   const SgdNumbers n = sgd_numbers(static_cast<const SGDOptions&>(options), step);
-  out.assign({n.lr, n.weight_decay, n.momentum, n.buffer_scale, n.grad_scale, double(n.maximize), double(n.nesterov),
-              double(n.dampened)});
+  out.assign({n.weight_decay, n.momentum, double(n.maximize), double(n.nesterov), double(n.dampened)});
   return true;
 }
 
