@@ -272,7 +272,7 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   // The scalars this replay recomputes read the host state as the traced
   // code would have: before the guards move it on.
   for (const detail::TraceCapture::Live& l : t->live) {
-    const double v = l.value();
+    const double v = l.source->value(l.index);
     t->scalars[l.scalar] = ir::RtScalar{v, static_cast<int64_t>(v)};
   }
   for (const detail::ReplayGuard& g : t->guards) g.advance();

@@ -211,7 +211,7 @@ void fill_capture(TraceCapture& cap, const ir::Graph& g, const SyncScratch& sc) 
   for (ReplayScalar& r : cap.replay_scalars)
     for (uint32_t i = 0; i < g.size(); ++i)
       if (g.nodes[i] == r.node.get()) {
-        cap.live.push_back({g.scalar_begin[i] + r.slot, std::move(r.value)});
+        cap.live.push_back({g.scalar_begin[i] + r.slot, std::move(r.source), r.index});
         break;
       }
   cap.replay_scalars.clear();
@@ -478,14 +478,14 @@ void materialize(const std::shared_ptr<Storage>& s) {
 
 bool tracing() { return pending_list().tracing; }
 
-bool add_replay_scalar(const Tensor& t, double now, std::function<double()> value) {
+bool add_replay_scalar(const Tensor& t, double now, std::shared_ptr<const ReplayScalarSource> source, uint32_t index) {
   PendingList& list = pending_list();
   if (!list.tracing) return true;
   ir::NodePtr n = t.impl()->storage->pending_node();
   if (!n) return false;
   for (uint32_t k = 0; k < n->num_scalars; ++k)
     if (n->scalar[k].f == now) {
-      list.replay_scalars.push_back({std::move(n), k, std::move(value)});
+      list.replay_scalars.push_back({std::move(n), k, std::move(source), index});
       return true;
     }
   return false;

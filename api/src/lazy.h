@@ -50,20 +50,26 @@ struct ReplayGuard {
   std::function<bool()> unchanged;
   std::function<void()> advance;  // moves the host state on as one run of the traced code would
 };
-// A runtime scalar of a trace that each replay recomputes instead of taking
-// the traced value (Adam's bias corrections, which change every step): the
-// scalar slot of `node` that held the value when traced, and the function
-// giving its value at a replay (called before the guards advance).
-struct ReplayScalar {
-  ir::NodePtr node;  // kept alive until the trace's sync
-  uint32_t slot = 0;
-  std::function<double()> value;
+// Runtime scalars of a trace that each replay recomputes instead of taking
+// the traced values (an optimizer's learning rate and bias corrections):
+// value(i) is the i-th number a source registered, as of the replay about
+// to run (called before the guards advance). One source per registrant and
+// trace, so a replay reads what they depend on from one place.
+struct ReplayScalarSource {
+  virtual ~ReplayScalarSource() = default;
+  virtual double value(uint32_t i) const = 0;
 };
-// While tracing: registers the scalar slot of t's node that holds `now`.
-// False (nothing registered) if no slot of that node holds it, or t is not
-// pending: the caller then makes the trace refuse replays (a ReplayGuard).
-// True and nothing done outside a trace.
-bool add_replay_scalar(const Tensor& t, double now, std::function<double()> value);
+struct ReplayScalar {
+  ir::NodePtr node;   // kept alive until the trace's sync finds its slot
+  uint32_t slot = 0;  // which of the node's scalars
+  std::shared_ptr<const ReplayScalarSource> source;
+  uint32_t index = 0;
+};
+// While tracing: registers the scalar slot of t's node that holds `now` as
+// source->value(index). False (nothing registered) if no slot of that node
+// holds it, or t is not pending: the caller then makes the trace refuse
+// replays (a ReplayGuard). True and nothing done outside a trace.
+bool add_replay_scalar(const Tensor& t, double now, std::shared_ptr<const ReplayScalarSource> source, uint32_t index);
 
 // Tracing, for loom::compile (api/src/compile.cpp). Between begin_trace and
 // finish_trace the thread records as usual, but a sync is deferred to the
@@ -93,7 +99,8 @@ struct TraceCapture {
   std::vector<ReplayGuard> guards;                  // add_replay_guard's, in the order they came
   struct Live {              // a replay scalar (above), found in the graph
     uint32_t scalar = 0;     // index in `scalars`
-    std::function<double()> value;
+    std::shared_ptr<const ReplayScalarSource> source;
+    uint32_t index = 0;
   };
   std::vector<Live> live;
   std::vector<ReplayScalar> replay_scalars;  // add_replay_scalar's, until the sync finds them

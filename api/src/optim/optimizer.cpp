@@ -12,7 +12,22 @@ namespace loom::optim {
 // One traced step() call's update of one parameter: its state, its group,
 // which of this trace's steps of that state it was (1 for the first), and
 // the numbers it recorded (`known`: replay_numbers gave them).
-struct Optimizer::TracedSteps {
+struct Optimizer::TracedSteps final : detail::ReplayScalarSource {
+  // A number replay_recomputes marked: the update it belongs to and how to
+  // compute it. value(i) is live[i]'s at the step a replay stands for.
+  struct Live {
+    Updating update;
+    StepNumber of;
+  };
+  const Optimizer* owner;
+  std::weak_ptr<const bool> alive;
+  std::vector<Live> live;
+  TracedSteps(const Optimizer* o, std::weak_ptr<const bool> a) : owner(o), alive(std::move(a)) {}
+  double value(uint32_t i) const override {
+    if (alive.expired()) return 0;  // the guard refuses this replay first
+    const Live& l = live[i];
+    return l.of(owner->groups_[l.update.group].options(), l.update.state->step + l.update.nth);
+  }
   struct Entry {
     OptimizerParamState* state;
     size_t group;
@@ -34,7 +49,7 @@ bool Optimizer::replay_numbers(const OptimizerOptions&, int64_t, std::vector<dou
 // moves the step counts on.
 int64_t Optimizer::traced_nth(const OptimizerParamState& state) {
   if (!traced_ || traced_in_ != detail::trace_number()) {
-    traced_ = std::make_shared<TracedSteps>();
+    traced_ = std::make_shared<TracedSteps>(this, alive_);
     traced_in_ = detail::trace_number();
     std::weak_ptr<const bool> alive = alive_;
     std::shared_ptr<TracedSteps> steps = traced_;
@@ -75,13 +90,10 @@ void Optimizer::note_traced_step(const Updating& u) {
 
 void Optimizer::replay_recomputes(const Tensor& t, double now, StepNumber of) {
   if (!detail::tracing() || !updating_.state) return;
-  std::weak_ptr<const bool> alive = alive_;
-  const Updating u = updating_;
-  // Called only after this trace's guard found the optimizer alive.
-  const bool found = detail::add_replay_scalar(t, now, [this, alive, u, of = std::move(of)] {
-    return alive.expired() ? 0.0 : of(groups_[u.group].options(), u.state->step + u.nth);
-  });
-  if (!found) updating_.replayable = false;  // its guard refuses replays: every call traces
+  const auto index = static_cast<uint32_t>(traced_->live.size());
+  traced_->live.push_back({updating_, std::move(of)});
+  if (!detail::add_replay_scalar(t, now, traced_, index))
+    updating_.replayable = false;  // its guard refuses replays: every call traces
 }
 
 Optimizer::Optimizer(std::unique_ptr<OptimizerOptions> defaults) : defaults_(std::move(defaults)) {}
