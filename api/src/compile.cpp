@@ -255,9 +255,10 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   std::unique_ptr<Trace>* t_slot = nullptr;
   for (auto& c : st.traces)
     if (c->key == key) t_slot = &c;
-  // A new signature, or host state the trace read has moved on (an
-  // optimizer's learning rate or bias corrections): trace the function
-  // again. Its graph is the one cached already, so nothing compiles.
+  // A new signature, or host state the trace read has changed (a number an
+  // optimizer's replay keeps, a module's training mode, a cleared
+  // executable cache): trace the function again. Unless the cache was
+  // cleared, its graph is cached already, so nothing compiles.
   const bool stale = t_slot && ((*t_slot)->cache_generation != runtime::executable_cache().generation() ||
                                 !std::all_of((*t_slot)->guards.begin(), (*t_slot)->guards.end(),
                                              [](const detail::ReplayGuard& g) { return g.unchanged(); }));

@@ -9,6 +9,7 @@
 #include <optional>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include <loom/error.h>
@@ -208,13 +209,14 @@ void fill_capture(TraceCapture& cap, const ir::Graph& g, const SyncScratch& sc) 
   for (const auto& r : randoms) cap.randoms.push_back(r.second);
   // A replay scalar whose node the graph does not hold fed nothing that
   // was computed: it has no slot to refresh.
-  for (ReplayScalar& r : cap.replay_scalars)
-    for (uint32_t i = 0; i < g.size(); ++i)
-      if (g.nodes[i] == r.node.get()) {
-        cap.live.push_back({g.scalar_begin[i] + r.slot, std::move(r.source), r.index});
-        break;
-      }
-  cap.replay_scalars.clear();
+  if (!cap.replay_scalars.empty()) {
+    std::unordered_map<const ir::Node*, uint32_t> index_of;
+    for (uint32_t i = 0; i < g.size(); ++i) index_of.emplace(g.nodes[i], i);
+    for (ReplayScalar& r : cap.replay_scalars)
+      if (auto it = index_of.find(r.node.get()); it != index_of.end())
+        cap.live.push_back({g.scalar_begin[it->second] + r.slot, std::move(r.source), r.index});
+    cap.replay_scalars.clear();
+  }
 }
 
 // A CPU run of milliseconds streams megabytes through the caches, evicting

@@ -9,9 +9,11 @@
 
 namespace loom::optim {
 
-// One traced step() call's update of one parameter: its state, its group,
-// which of this trace's steps of that state it was (1 for the first), and
-// the numbers it recorded (`known`: replay_numbers gave them).
+// What step() recorded in one loom::compile trace: per updated parameter
+// an Entry (its state, its group, which of this trace's steps of that state
+// it was, 1 for the first, and the numbers a replay keeps), and per number
+// a replay recomputes a Live. The trace's guard reads the entries; its
+// replay scalars read the Live numbers (value(i)).
 struct Optimizer::TracedSteps final : detail::ReplayScalarSource {
   // A number replay_recomputes marked: the update it belongs to and how to
   // compute it. value(i) is live[i]'s at the step a replay stands for.
@@ -32,7 +34,7 @@ struct Optimizer::TracedSteps final : detail::ReplayScalarSource {
     OptimizerParamState* state;
     size_t group;
     int64_t nth;
-    bool known;
+    bool known;  // replay_numbers gave its numbers (and every replay scalar was found)
     bool as_previous;  // the previous entry's group, step and numbers: checked once for both
     std::vector<double> numbers;
   };

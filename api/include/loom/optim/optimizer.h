@@ -14,9 +14,11 @@
 //    factors (bias corrections) enter the graph as runtime scalars: changing
 //    them never recompiles;
 //  - inside loom::compile, a replay runs no host code, so step() tells the
-//    trace what it depends on (replay_numbers): a replay advances the step
-//    counts, and a call whose numbers changed (a new learning rate, Adam's
-//    bias corrections) traces the step again, which compiles nothing.
+//    trace what it depends on: a replay advances the step counts and
+//    computes the numbers that change between steps (learning rate, bias
+//    corrections: replay_recomputes) for its step; a call where another
+//    number changed (replay_numbers: momentum, betas, ...) traces the step
+//    again, which compiles nothing.
 #pragma once
 #include <functional>
 #include <memory>
@@ -111,10 +113,10 @@ class Optimizer {
   // the step again. (`out` is the caller's: a replay allocates nothing.)
   virtual bool replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const;
   // For update(): `t` was just recorded holding `now`, a number that changes
-  // from step to step (Adam's bias corrections). A compiled replay computes
-  // it anew as `of(the group's options, the step it stands for)` rather than
-  // taking the traced value, so replay_numbers leaves it out. Nothing outside
-  // loom::compile's trace.
+  // from step to step (the learning rate, Adam's bias corrections). A
+  // compiled replay computes it anew as `of(the group's options, the step it
+  // stands for)` rather than taking the traced value, so replay_numbers
+  // leaves it out. Nothing outside loom::compile's trace.
   void replay_recomputes(const Tensor& t, double now, StepNumber of);
 
  private:
