@@ -11,7 +11,6 @@
 #include <loom/optim/adam.h>
 
 #include <cmath>
-#include <functional>
 
 namespace loom::optim {
 
@@ -49,14 +48,11 @@ bool fixed_numbers(const AdamRule& r, std::vector<double>& out) {
   return true;
 }
 
-// `t` holds a number of `n` that a replay computes anew from the options
-// then (Options: AdamOptions or AdamWOptions).
-using Recompute = std::function<void(const Tensor& t, double now, Optimizer::StepNumber of)>;
-template <class Options>
-Optimizer::StepNumber recomputed(double AdamNumbers::*field) {
-  return [field](const OptimizerOptions& o, int64_t step) {
-    return numbers_at(rule_of(static_cast<const Options&>(o)), step).*field;
-  };
+// A number of AdamNumbers that a replay computes anew from the options then
+// (an Optimizer::StepNumber; Options: AdamOptions or AdamWOptions).
+template <double AdamNumbers::*field, class Options>
+double recomputed(const OptimizerOptions& o, int64_t step) {
+  return numbers_at(rule_of(static_cast<const Options&>(o)), step).*field;
 }
 
 std::unique_ptr<OptimizerParamState> adam_state(const Tensor& p, bool amsgrad) {
@@ -67,13 +63,14 @@ std::unique_ptr<OptimizerParamState> adam_state(const Tensor& p, bool amsgrad) {
   return s;
 }
 
-template <class Options>
+// `recompute` is the optimizer's replay_recomputes.
+template <class Options, class Recompute>
 void adam_update(Tensor& p, AdamParamState& s, const Options& o, const Recompute& recompute) {
   const AdamNumbers n = numbers_at(rule_of(o), s.step);
   const AdamRule& r = n.r;
   if (r.decoupled && r.weight_decay != 0) {
     p.mul_(n.decay);
-    recompute(p, n.decay, recomputed<Options>(&AdamNumbers::decay));
+    recompute(p, n.decay, &recomputed<&AdamNumbers::decay, Options>);
   }
   Tensor g = r.maximize ? p.grad().neg() : p.grad();
   if (!r.decoupled && r.weight_decay != 0) g = g + p * r.weight_decay;
@@ -89,9 +86,9 @@ void adam_update(Tensor& p, AdamParamState& s, const Options& o, const Recompute
     second = s.max_exp_avg_sq;
   }
   Tensor scaled = second.sqrt() / n.bias_correction2_sqrt;
-  recompute(scaled, n.bias_correction2_sqrt, recomputed<Options>(&AdamNumbers::bias_correction2_sqrt));
+  recompute(scaled, n.bias_correction2_sqrt, &recomputed<&AdamNumbers::bias_correction2_sqrt, Options>);
   Tensor step = s.exp_avg / (scaled + r.eps) * n.neg_step_size;
-  recompute(step, n.neg_step_size, recomputed<Options>(&AdamNumbers::neg_step_size));
+  recompute(step, n.neg_step_size, &recomputed<&AdamNumbers::neg_step_size, Options>);
   p.add_(step);
 }
 
@@ -108,9 +105,9 @@ std::unique_ptr<OptimizerParamState> Adam::make_state(const Tensor& p, const Opt
 }
 void Adam::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) {
   adam_update(p, static_cast<AdamParamState&>(state), static_cast<const AdamOptions&>(options),
-              [this](const Tensor& t, double now, StepNumber of) { replay_recomputes(t, now, std::move(of)); });
+              [this](const Tensor& t, double now, StepNumber of) { replay_recomputes(t, now, of); });
 }
-bool Adam::replay_numbers(const OptimizerOptions& options, int64_t, std::vector<double>& out) const {
+bool Adam::replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const {
   return fixed_numbers(rule_of(static_cast<const AdamOptions&>(options)), out);
 }
 
@@ -125,9 +122,9 @@ std::unique_ptr<OptimizerParamState> AdamW::make_state(const Tensor& p, const Op
 }
 void AdamW::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) {
   adam_update(p, static_cast<AdamParamState&>(state), static_cast<const AdamWOptions&>(options),
-              [this](const Tensor& t, double now, StepNumber of) { replay_recomputes(t, now, std::move(of)); });
+              [this](const Tensor& t, double now, StepNumber of) { replay_recomputes(t, now, of); });
 }
-bool AdamW::replay_numbers(const OptimizerOptions& options, int64_t, std::vector<double>& out) const {
+bool AdamW::replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const {
   return fixed_numbers(rule_of(static_cast<const AdamWOptions&>(options)), out);
 }
 

@@ -4,98 +4,88 @@
 #include <loom/optim.h>
 #include <loom/runtime.h>
 
+#include <algorithm>
+
 #include "api/src/lazy.h"
 #include "api/src/record.h"
 
 namespace loom::optim {
 
-// What step() recorded in one loom::compile trace: per updated parameter
-// an Entry (its state, its group, which of this trace's steps of that state
-// it was, 1 for the first, and the numbers a replay keeps), and per number
-// a replay recomputes a Live. The trace's guard reads the entries; its
-// replay scalars read the Live numbers (value(i)).
+// What step() recorded in one loom::compile trace. Its guard checks, per
+// group the trace updated, the numbers a replay keeps (replay_numbers), and
+// advances every stepped state; its replay scalars (value(i)) are the
+// numbers replay_recomputes marked, at the step a replay stands for.
 struct Optimizer::TracedSteps final : detail::ReplayScalarSource {
-  // A number replay_recomputes marked: the update it belongs to and how to
-  // compute it. value(i) is live[i]'s at the step a replay stands for.
+  struct Group {
+    size_t index;
+    bool known;  // replay_numbers gave them, the same at every step() of the trace
+    std::vector<double> numbers;
+  };
   struct Live {
     Updating update;
     StepNumber of;
   };
   const Optimizer* owner;
   std::weak_ptr<const bool> alive;
+  std::vector<Group> groups;
+  std::vector<OptimizerParamState*> stepped;  // one per traced update
   std::vector<Live> live;
+  bool replayable = true;  // every replay_recomputes found its number
+  std::vector<double> scratch;  // a replay's numbers, reused
+
   TracedSteps(const Optimizer* o, std::weak_ptr<const bool> a) : owner(o), alive(std::move(a)) {}
+  // The numbers group `gi` keeps, noted at each traced update of it.
+  void note_group(size_t gi) {
+    const OptimizerOptions& options = owner->groups_[gi].options();
+    for (Group& g : groups)
+      if (g.index == gi) {
+        g.known = g.known && owner->replay_numbers(options, scratch) && scratch == g.numbers;
+        return;
+      }
+    Group g{gi, false, {}};
+    g.known = owner->replay_numbers(options, g.numbers);
+    groups.push_back(std::move(g));
+  }
+  int64_t nth(const OptimizerParamState& state) const {
+    return 1 + std::count(stepped.begin(), stepped.end(), &state);
+  }
+  bool unchanged() {
+    if (!replayable || alive.expired()) return false;
+    for (const Group& g : groups)
+      if (!g.known || g.index >= owner->groups_.size() ||
+          !owner->replay_numbers(owner->groups_[g.index].options(), scratch) || scratch != g.numbers)
+        return false;
+    return true;
+  }
+  void advance() {
+    for (OptimizerParamState* s : stepped) ++s->step;
+  }
   double value(uint32_t i) const override {
     if (alive.expired()) return 0;  // the guard refuses this replay first
     const Live& l = live[i];
     return l.of(owner->groups_[l.update.group].options(), l.update.state->step + l.update.nth);
   }
-  struct Entry {
-    OptimizerParamState* state;
-    size_t group;
-    int64_t nth;
-    bool known;  // replay_numbers gave its numbers (and every replay scalar was found)
-    bool as_previous;  // the previous entry's group, step and numbers: checked once for both
-    std::vector<double> numbers;
-  };
-  std::vector<Entry> entries;
-  std::vector<double> scratch;  // the numbers a replay would record, reused
 };
 
-bool Optimizer::replay_numbers(const OptimizerOptions&, int64_t, std::vector<double>&) const { return false; }
+bool Optimizer::replay_numbers(const OptimizerOptions&, std::vector<double>&) const { return false; }
 
-// Which of this trace's steps of `state` the next is (1 for the first). The
-// first call of a trace starts its record and registers its replay guard
-// (api/src/lazy.h): before a replay, each parameter's numbers at the step
-// the replay stands for must be those the trace recorded; then the replay
-// moves the step counts on.
-int64_t Optimizer::traced_nth(const OptimizerParamState& state) {
+// This trace's record, made on its first traced update together with the
+// trace's replay guard (api/src/lazy.h).
+Optimizer::TracedSteps& Optimizer::traced_steps() {
   if (!traced_ || traced_in_ != detail::trace_number()) {
     traced_ = std::make_shared<TracedSteps>(this, alive_);
     traced_in_ = detail::trace_number();
-    std::weak_ptr<const bool> alive = alive_;
     std::shared_ptr<TracedSteps> steps = traced_;
-    detail::add_replay_guard({[this, alive, steps] {
-                                if (alive.expired()) return false;
-                                int64_t previous_at = -1;
-                                for (const TracedSteps::Entry& e : steps->entries) {
-                                  const int64_t at = e.state->step + e.nth;
-                                  if (e.as_previous && at == previous_at) continue;
-                                  previous_at = at;
-                                  if (!e.known || e.group >= groups_.size() ||
-                                      !replay_numbers(groups_[e.group].options(), at, steps->scratch) ||
-                                      steps->scratch != e.numbers)
-                                    return false;
-                                }
-                                return true;
-                              },
-                              [steps] {
-                                for (const TracedSteps::Entry& e : steps->entries) ++e.state->step;
-                              }});
+    detail::add_replay_guard({[steps] { return steps->unchanged(); }, [steps] { steps->advance(); }});
   }
-  int64_t nth = 1;
-  for (const TracedSteps::Entry& e : traced_->entries) nth += e.state == &state;
-  return nth;
+  return *traced_;
 }
 
-// After update() recorded a traced step of u.state.
-void Optimizer::note_traced_step(const Updating& u) {
-  TracedSteps::Entry entry{u.state, u.group, u.nth, false, false, {}};
-  entry.known = u.replayable && replay_numbers(groups_[u.group].options(), u.state->step, entry.numbers);
-  if (!traced_->entries.empty()) {
-    const TracedSteps::Entry& p = traced_->entries.back();
-    entry.as_previous = entry.known && p.known && p.group == u.group && p.nth == u.nth && p.numbers == entry.numbers &&
-                        p.state->step == u.state->step;
-  }
-  traced_->entries.push_back(std::move(entry));
-}
-
-void Optimizer::replay_recomputes(const Tensor& t, double now, StepNumber of) {
-  if (!detail::tracing() || !updating_.state) return;
-  const auto index = static_cast<uint32_t>(traced_->live.size());
-  traced_->live.push_back({updating_, std::move(of)});
-  if (!detail::add_replay_scalar(t, now, traced_, index))
-    updating_.replayable = false;  // its guard refuses replays: every call traces
+void Optimizer::note_replay_scalar(const Tensor& t, double now, StepNumber of) {
+  TracedSteps& steps = *traced_;
+  const auto index = static_cast<uint32_t>(steps.live.size());
+  steps.live.push_back({updating_, of});
+  if (!detail::add_replay_scalar(t, now, traced_, index)) steps.replayable = false;  // every call traces
 }
 
 Optimizer::Optimizer(std::unique_ptr<OptimizerOptions> defaults) : defaults_(std::move(defaults)) {}
@@ -145,13 +135,15 @@ Tensor Optimizer::step(LossClosure closure) {
           update(p, st, groups_[gi].options());
           continue;
         }
-        updating_ = {&st, gi, traced_nth(st), true};
+        TracedSteps& steps = traced_steps();
+        steps.note_group(gi);
+        updating_ = {&st, gi, steps.nth(st)};
         struct Done {
           Updating& u;
           ~Done() { u = {}; }
         } done{updating_};
         update(p, st, groups_[gi].options());
-        note_traced_step(updating_);
+        steps.stepped.push_back(&st);
       }
   }
   if (sync_on_step_) sync_all();

@@ -26,10 +26,10 @@ SgdNumbers sgd_numbers(const SGDOptions& o, int64_t step) {
   return {o.lr(),       first ? 0.0 : o.momentum(), first ? 1.0 : 1.0 - o.dampening(), o.weight_decay(), o.momentum(),
           o.maximize(), o.nesterov(),               o.dampening() != 0};
 }
-Optimizer::StepNumber recomputed(double SgdNumbers::*field) {
-  return [field](const OptimizerOptions& o, int64_t step) {
-    return sgd_numbers(static_cast<const SGDOptions&>(o), step).*field;
-  };
+// A number a replay computes anew (an Optimizer::StepNumber).
+template <double SgdNumbers::*field>
+double recomputed(const OptimizerOptions& o, int64_t step) {
+  return sgd_numbers(static_cast<const SGDOptions&>(o), step).*field;
 }
 }  // namespace
 
@@ -55,24 +55,25 @@ void SGD::update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& 
   if (n.momentum != 0) {
     if (!s.momentum_buffer.defined()) s.momentum_buffer = zeros_like(p);  // momentum turned on later
     Tensor& buf = s.momentum_buffer.mul_(n.buffer_scale);
-    replay_recomputes(buf, n.buffer_scale, recomputed(&SgdNumbers::buffer_scale));
+    replay_recomputes(buf, n.buffer_scale, recomputed<&SgdNumbers::buffer_scale>);
     // Without dampening the factor of d_p is 1 on every step: no node for it.
     if (!n.dampened) {
       buf.add_(d_p);
     } else {
       Tensor scaled = d_p * n.grad_scale;
-      replay_recomputes(scaled, n.grad_scale, recomputed(&SgdNumbers::grad_scale));
+      replay_recomputes(scaled, n.grad_scale, recomputed<&SgdNumbers::grad_scale>);
       buf.add_(scaled);
     }
     d_p = n.nesterov ? d_p + s.momentum_buffer * n.momentum : s.momentum_buffer;
   }
   Tensor step = d_p * n.lr;
-  replay_recomputes(step, n.lr, recomputed(&SgdNumbers::lr));
+  replay_recomputes(step, n.lr, recomputed<&SgdNumbers::lr>);
   p.sub_(step);
 }
 
-bool SGD::replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const {
-  const SgdNumbers n = sgd_numbers(static_cast<const SGDOptions&>(options), step);
+bool SGD::replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const {
+  // The numbers a replay keeps are the same at every step.
+  const SgdNumbers n = sgd_numbers(static_cast<const SGDOptions&>(options), /*step=*/1);
   out.assign({n.weight_decay, n.momentum, double(n.maximize), double(n.nesterov), double(n.dampened)});
   return true;
 }

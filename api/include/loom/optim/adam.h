@@ -55,7 +55,7 @@ class Adam : public Optimizer {
  protected:
   void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
   std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
-  bool replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const override;
+  bool replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const override;
 };
 
 class AdamW : public Optimizer {
@@ -66,7 +66,7 @@ class AdamW : public Optimizer {
  protected:
   void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
   std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
-  bool replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const override;
+  bool replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const override;
 };
 
 }  // namespace loom::optim

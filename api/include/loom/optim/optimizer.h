@@ -74,7 +74,7 @@ class Optimizer {
   using LossClosure = std::function<Tensor()>;
   // A number of an update as a function of the group's options and the step
   // (replay_recomputes).
-  using StepNumber = std::function<double(const OptimizerOptions& options, int64_t step)>;
+  using StepNumber = double (*)(const OptimizerOptions& options, int64_t step);
   virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -105,39 +105,42 @@ class Optimizer {
   virtual void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) = 0;
   // The state a new parameter starts with (its tensors already made).
   virtual std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) = 0;
-  // Writes into `out` the numbers update() records as runtime scalars at
-  // step `step` of a parameter's state, with every option that shapes its
-  // graph: a step traced by loom::compile is replayed while they stay what
-  // the trace recorded, and traced again when they change. False (this
-  // default, for a subclass that does not say): every compiled call traces
-  // the step again. (`out` is the caller's: a replay allocates nothing.)
-  virtual bool replay_numbers(const OptimizerOptions& options, int64_t step, std::vector<double>& out) const;
+  // Writes into `out` the numbers update() records that a compiled replay
+  // keeps, with every option that shapes its graph: all of them come from
+  // the group's options. A step traced by loom::compile is replayed while
+  // they stay what the trace recorded, and traced again when they change.
+  // False (this default, for a subclass that does not say): every compiled
+  // call traces the step again. (`out` is the caller's: a replay allocates
+  // nothing.)
+  virtual bool replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const;
   // For update(): `t` was just recorded holding `now`, a number that changes
   // from step to step (the learning rate, Adam's bias corrections). A
   // compiled replay computes it anew as `of(the group's options, the step it
   // stands for)` rather than taking the traced value, so replay_numbers
   // leaves it out. Nothing outside loom::compile's trace.
-  void replay_recomputes(const Tensor& t, double now, StepNumber of);
+  void replay_recomputes(const Tensor& t, double now, StepNumber of) {
+    if (updating_.state) note_replay_scalar(t, now, of);  // set only while step() is traced
+  }
 
  private:
   struct TracedSteps;  // optimizer.cpp
-  // The update being traced (replay_recomputes reads it).
+  // The update being traced: its state, group, and which of this trace's
+  // steps of that state it is (1 for the first).
   struct Updating {
     OptimizerParamState* state = nullptr;
     size_t group = 0;
     int64_t nth = 0;
-    bool replayable = true;  // every replay_recomputes found its number
   };
-  void note_traced_step(const Updating& u);
-  int64_t traced_nth(const OptimizerParamState& state);
+  TracedSteps& traced_steps();
+  void note_replay_scalar(const Tensor& t, double now, StepNumber of);
   void adopt(OptimizerParamGroup& group);
   std::vector<OptimizerParamGroup> groups_;
   std::unique_ptr<OptimizerOptions> defaults_;
   std::unordered_map<const void*, std::unique_ptr<OptimizerParamState>> state_;
   bool sync_on_step_ = true;
-  // The parameters step() updated in the trace numbered traced_in_ (what its
-  // replay guard checks and advances), and a token the guard checks first:
-  // a compiled function may outlive its optimizer.
+  // What step() recorded in the trace numbered traced_in_ (its replay guard
+  // and replay scalars read it), the update being traced, and a token they
+  // check first: a compiled function may outlive its optimizer.
   std::shared_ptr<TracedSteps> traced_;
   uint64_t traced_in_ = 0;
   Updating updating_;
