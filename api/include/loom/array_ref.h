@@ -17,10 +17,14 @@ class ArrayRef {
   ArrayRef(const std::vector<T>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT
   // Safe for the call it appears in ({2, 3} as an argument), which is the
   // only use: the same contract, and the same silenced warning, as c10::ArrayRef.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Winit-list-lifetime"
+#endif
   ArrayRef(std::initializer_list<T> l) : data_(l.begin()), size_(l.size()) {}  // NOLINT
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
   ArrayRef(const T& one) : data_(&one), size_(1) {}  // NOLINT: t.sum(1) as in libtorch
   const T* begin() const { return data_; }
   const T* end() const { return data_ + size_; }

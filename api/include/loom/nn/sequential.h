@@ -9,7 +9,20 @@
 #include <loom/nn/module.h>
 
 #pragma GCC visibility push(default)
-namespace loom::nn {
+namespace loom {
+
+namespace detail {
+// Whether M::forward takes the caller's location after the tensor (the
+// built-in modules do; a user's module need not).
+template <class M, class = void>
+struct forward_takes_loc : std::false_type {};
+template <class M>
+struct forward_takes_loc<M, std::void_t<decltype(std::declval<M&>().forward(std::declval<const Tensor&>(),
+                                                                               std::declval<const SourceLoc&>()))>>
+    : std::true_type {};
+}  // namespace detail
+
+namespace nn {
 
 class SequentialImpl : public Module {
  public:
@@ -36,7 +49,7 @@ class SequentialImpl : public Module {
     static_assert(std::is_base_of_v<Module, M>, "Sequential holds modules");
     M* raw = module.get();
     items_.push_back({module, [raw](const Tensor& x, const SourceLoc& loc) -> Tensor {
-                        if constexpr (requires { raw->forward(x, loc); }) return raw->forward(x, loc);
+                        if constexpr (::loom::detail::forward_takes_loc<M>::value) return raw->forward(x, loc);
                         else return raw->forward(x);
                       }});
     register_module(std::move(name), std::move(module));
@@ -63,5 +76,6 @@ class SequentialImpl : public Module {
 };
 LOOM_MODULE(Sequential);
 
-}  // namespace loom::nn
+}  // namespace nn
+}  // namespace loom
 #pragma GCC visibility pop
