@@ -231,6 +231,19 @@ Tensor Tensor::contiguous(SourceLoc loc) const {
   return is_contiguous() ? *this : clone(loc);
 }
 
+Tensor& Tensor::operator=(const Tensor& src) && {
+  copy_(src, SourceLoc::current());
+  return *this;
+}
+Tensor& Tensor::operator=(Tensor&& src) && {
+  copy_(src, SourceLoc::current());
+  return *this;
+}
+Tensor& Tensor::operator=(const Scalar& value) && {
+  fill_(value, SourceLoc::current());
+  return *this;
+}
+
 Tensor Tensor::detach() const {
   const auto& self = impl_of(*this, "detach", SourceLoc::current());
   auto im = std::make_shared<detail::TensorImpl>();

@@ -100,8 +100,10 @@ class Node : public std::enable_shared_from_this<Node> {
   // Registers a tensor this node's op produced; returns its output number.
   uint32_t add_input_metadata(const Tensor& t);
   void add_next_edge(Edge e) { next_.push_back(std::move(e)); }
-  // Where the forward op was recorded (for error messages).
-  const SourceLoc& where() const { return loc_; }
+  // Where the forward op was recorded (for error messages); for a node that
+  // does not know (a custom function whose forward recorded nothing), the
+  // line that called backward() or autograd::grad() while it runs.
+  SourceLoc where() const;
   void set_where(const SourceLoc& loc) { loc_ = loc; }
 
   // A function applied to the gradient arriving at input `slot` before

@@ -9,3 +9,4 @@
 #include <loom/nn/options.h>
 #include <loom/nn/sequential.h>
 #include <loom/nn/serialize.h>
+#include <loom/nn/utils.h>

@@ -37,6 +37,20 @@ class Tensor {
  public:
   Tensor() = default;  // undefined, as a default torch::Tensor
   explicit Tensor(std::shared_ptr<detail::TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+
+  // Assigning to a named tensor rebinds it (it then refers to the other
+  // tensor's data), as in libtorch. Assigning to a temporary writes into the
+  // data it views, as libtorch's rvalue overloads do: `x[0] = y` and
+  // `w.grad().data() = g` copy y (g) into that data (copy_, broadcasting),
+  // `x.slice(0, 0, 2) = 1.5` fills it (fill_).
+  Tensor& operator=(const Tensor& other) & = default;
+  Tensor& operator=(Tensor&& other) & noexcept = default;
+  Tensor& operator=(const Tensor& src) &&;
+  Tensor& operator=(Tensor&& src) &&;
+  Tensor& operator=(const Scalar& value) &&;
 
   // ---- metadata (never materializes)
   bool defined() const { return impl_ != nullptr; }
@@ -88,6 +102,10 @@ class Tensor {
   // The same data with no autograd history (shares the storage and its version).
   Tensor detach() const;
   Tensor& detach_();
+  // The same data without history (libtorch's Tensor::data()): writes through
+  // it (`p.grad().data().mul_(c)`, `p.data() = w`) change this tensor's data
+  // and are not recorded for autograd.
+  Tensor data() const { return detach(); }
 
   // ---- autograd (loom/autograd.h); backward records the gradient ops, it runs nothing
   bool requires_grad() const;

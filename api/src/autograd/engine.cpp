@@ -78,6 +78,7 @@ struct Capture {
 };
 
 struct Task {
+  SourceLoc loc;  // the user's call: backward(), autograd::grad()
   bool keep_graph = false;
   bool create_graph = false;
   // With targets, only nodes leading to a target run (grad(), backward(inputs)).
@@ -155,7 +156,17 @@ void mark_needed(Task& task, const std::vector<Node*>& nodes) {
   }
 }
 
+// The call being run on this thread (Node::where's fallback); nested runs
+// (a hook calling grad()) restore the outer one.
+thread_local const SourceLoc* t_call_site = nullptr;
+struct CallSite {
+  const SourceLoc* prev;
+  explicit CallSite(const SourceLoc& loc) : prev(t_call_site) { t_call_site = &loc; }
+  ~CallSite() { t_call_site = prev; }
+};
+
 void run(Task& task, const std::vector<Edge>& roots, variable_list root_grads) {
+  const CallSite site(task.loc);
   const std::vector<Node*> nodes = discover(task, roots);
   if (task.restrict) mark_needed(task, nodes);
   task.buffers.resize(task.index.size());
@@ -244,9 +255,12 @@ void roots_of(const variable_list& tensors, const variable_list& grads, std::vec
 
 }  // namespace
 
+SourceLoc Node::where() const { return loc_.line() != 0 || !t_call_site ? loc_ : *t_call_site; }
+
 variable_list grad(const variable_list& outputs, const variable_list& inputs, const variable_list& grad_outputs,
                    std::optional<bool> retain_graph, bool create_graph, bool allow_unused, SourceLoc loc) {
   Task task;
+  task.loc = loc;
   task.keep_graph = retain_graph.value_or(create_graph);
   task.create_graph = create_graph;
   task.accumulate = false;
@@ -284,6 +298,7 @@ variable_list grad(const variable_list& outputs, const variable_list& inputs, co
 void backward(const variable_list& tensors, const variable_list& grad_tensors, std::optional<bool> retain_graph,
               bool create_graph, const variable_list& inputs, SourceLoc loc) {
   Task task;
+  task.loc = loc;
   task.keep_graph = retain_graph.value_or(create_graph);
   task.create_graph = create_graph;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -5,6 +5,8 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
+
 #include <cstdlib>
 
 #include "api/src/autograd/meta.h"
@@ -113,6 +115,13 @@ void FunctionNode::finish(const variable_list& inputs, variable_list& outputs) {
     add_next_edge(std::move(e));
   }
   ctx.node_ = weak_from_this();
+  // Errors of this node name the user's forward: the line that recorded
+  // its first output (in the user's forward), if it recorded one.
+  for (const Tensor& out : outputs)
+    if (out.defined() && loc_.line() == 0) {
+      const ir::NodePtr n = loom::detail::impl_of(out, "apply", SourceLoc::current()).storage->node();
+      if (n->line) loc_ = SourceLoc::current(n->file, n->line);
+    }
   // An input returned as is becomes a new tensor: its history must not change.
   for (Tensor& out : outputs)
     for (const Tensor& in : inputs)
@@ -154,6 +163,12 @@ variable_list FunctionNode::apply(variable_list&& grads) {
         grads[i] = zeros(m.shape(), TensorOptions(m.dtype).device(m.device));
       }
   variable_list r = call_backward(std::move(grads));
+  // As libtorch: gradients past the forward's arguments are fine while
+  // undefined (a backward written for an optional bias the call left out).
+  if (r.size() > arg_is_tensor.size() &&
+      std::none_of(r.begin() + static_cast<std::ptrdiff_t>(arg_is_tensor.size()), r.end(),
+                   [](const Tensor& g) { return g.defined(); }))
+    r.resize(arg_is_tensor.size());
   LOOM_CHECK(r.size() == arg_is_tensor.size(), "backward", where(), name(),
              "::backward returned an incorrect number of gradients (expected ", arg_is_tensor.size(),
              ", one per forward argument, got ", r.size(), ")");

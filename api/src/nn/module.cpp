@@ -105,11 +105,25 @@ std::vector<Tensor> Module::buffers(bool recurse) const { return named_buffers(r
 OrderedDict<std::string, std::shared_ptr<Module>> Module::named_children() const { return children_; }
 std::vector<std::shared_ptr<Module>> Module::children() const { return children_.values(); }
 
-std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) {
-  std::vector<std::shared_ptr<Module>> out;
-  if (include_self) out.push_back(shared_from_this());
-  for (auto& child : children_)
-    for (auto& m : child.value()->modules(true)) out.push_back(m);
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self, SourceLoc loc) {
+  return named_modules("", include_self, loc).values();
+}
+
+OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules(const std::string& name_prefix,
+                                                                       bool include_self, SourceLoc loc) {
+  OrderedDict<std::string, std::shared_ptr<Module>> out;
+  if (include_self) {
+    std::shared_ptr<Module> self = weak_from_this().lock();
+    LOOM_CHECK(self != nullptr, "modules", loc, "the module ", name(),
+               " is not owned by a std::shared_ptr, so it cannot list itself: this happens in its own constructor "
+               "(no shared_ptr owns it yet) or for a module made on the stack. Make it with std::make_shared (or its "
+               "LOOM_MODULE holder), or pass include_self = false to list only its descendants");
+    out.insert(name_prefix, std::move(self));
+  }
+  for (auto& child : children_) {
+    const std::string name = name_prefix.empty() ? child.key() : name_prefix + "." + child.key();
+    for (auto& m : child.value()->named_modules(name, true, loc)) out.insert(m.key(), m.value());
+  }
   return out;
 }
 

@@ -99,8 +99,13 @@ class Module : public std::enable_shared_from_this<Module> {
   OrderedDict<std::string, Tensor> named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
   OrderedDict<std::string, std::shared_ptr<Module>> named_children() const;
-  // This module and every descendant, depth first.
-  std::vector<std::shared_ptr<Module>> modules(bool include_self = true);
+  // This module and every descendant, depth first. With include_self the
+  // module must be owned by a std::shared_ptr (a holder, make_shared): not
+  // inside its own constructor, not on the stack; modules(false) works there.
+  std::vector<std::shared_ptr<Module>> modules(bool include_self = true, LOOM_LOC);
+  // The same, with their dotted names ("", "encoder", "encoder.0", ...).
+  OrderedDict<std::string, std::shared_ptr<Module>> named_modules(const std::string& name_prefix = "",
+                                                                 bool include_self = true, LOOM_LOC);
 
   // Training mode (Dropout is active); recursive. Read inside loom::compile's
   // trace, the mode becomes part of it: a later call in the other mode

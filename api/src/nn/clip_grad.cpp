@@ -1,0 +1,64 @@
+// Gradient clipping (libtorch's torch/nn/utils/clip_grad.h).
+#include <loom/nn/utils.h>
+
+#include <cmath>
+
+#include <loom/autograd.h>
+#include <loom/functions.h>
+
+namespace loom::nn::utils {
+
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
+                       bool error_if_nonfinite, SourceLoc loc) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : parameters)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad().data());
+  if (grads.empty()) return 0.0;
+  Tensor total;
+  if (std::isinf(norm_type)) {
+    std::vector<Tensor> maxima;
+    for (const Tensor& g : grads) maxima.push_back(g.abs(loc).max(loc).to(kFloat, loc));
+    total = maxima.size() == 1 ? maxima[0] : stack(maxima, 0, loc).max(loc);
+  } else {
+    std::vector<Tensor> norms;
+    for (const Tensor& g : grads) norms.push_back(g.norm(norm_type, loc).to(kFloat, loc));
+    total = norms.size() == 1 ? norms[0] : stack(norms, 0, loc).norm(norm_type, loc);
+  }
+  if (error_if_nonfinite) {
+    const double n = total.item<double>(loc);
+    LOOM_CHECK(std::isfinite(n), "clip_grad_norm_", loc, "the total norm of order ", norm_type,
+               " for gradients from `parameters` is non-finite (", n,
+               "), so it cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
+               "anyway, set `error_if_nonfinite=false`");
+  }
+  const Tensor coef = (max_norm / (total + 1e-6)).clamp(std::nullopt, 1.0, loc);
+  for (Tensor& g : grads) g.mul_(coef.to(g.dtype(), loc), loc);
+  return total.item<double>(loc);
+}
+
+double clip_grad_norm_(std::initializer_list<Tensor> parameters, double max_norm, double norm_type,
+                       bool error_if_nonfinite, SourceLoc loc) {
+  return clip_grad_norm_(std::vector<Tensor>(parameters), max_norm, norm_type, error_if_nonfinite, loc);
+}
+
+double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type, bool error_if_nonfinite,
+                       SourceLoc loc) {
+  return clip_grad_norm_(std::vector<Tensor>{parameter}, max_norm, norm_type, error_if_nonfinite, loc);
+}
+
+void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value, SourceLoc loc) {
+  NoGradGuard no_grad;
+  for (const Tensor& p : parameters)
+    if (p.defined() && p.grad().defined()) p.grad().data().clamp_(-clip_value, clip_value, loc);
+}
+
+void clip_grad_value_(std::initializer_list<Tensor> parameters, double clip_value, SourceLoc loc) {
+  clip_grad_value_(std::vector<Tensor>(parameters), clip_value, loc);
+}
+
+void clip_grad_value_(const Tensor& parameter, double clip_value, SourceLoc loc) {
+  clip_grad_value_(std::vector<Tensor>{parameter}, clip_value, loc);
+}
+
+}  // namespace loom::nn::utils
