@@ -34,11 +34,27 @@ struct BufferInfo {
 };
 
 // An element of a buffer as an affine function of the loop indices:
-// buffer[offset + sum(strides[d] * i_d)]. Stride 0 is a broadcast.
+// buffer[offset + scalar + sum(strides[d] * i_d)], where `scalar` is the
+// runtime scalar in slot offset_scalar (a view of a stored tensor whose
+// offset is a run argument: ir/node.h's view_offset_is_scalar), or 0 for
+// kNoScalar. Stride 0 is a broadcast. Of a runtime offset a code generator
+// may assume only that it is a multiple of offset_align elements (the key
+// guarantees it: ir/node.h).
 struct Access {
+  static constexpr uint32_t kNoScalar = ~0u;
   uint32_t buffer;
   int64_t offset = 0;
   Dims strides;  // one per loop dim
+  uint32_t offset_scalar = kNoScalar;
+  int64_t offset_align = 1;
+  bool has_runtime_offset() const { return offset_scalar != kNoScalar; }
+  // Whether every element offset of this access is a multiple of `n` elements
+  // at loop position 0.
+  bool start_aligned(int64_t n) const { return offset % n == 0 && (!has_runtime_offset() || offset_align % n == 0); }
+  // Same element at every loop position, in every run.
+  bool same_place(const Access& o) const {
+    return buffer == o.buffer && offset == o.offset && offset_scalar == o.offset_scalar && strides == o.strides;
+  }
 };
 
 // One SSA value of a kernel body. Operands are indices of earlier Exprs.
@@ -178,6 +194,17 @@ struct LibraryCall {
   uint32_t scalar_begin = 0;     // its runtime scalars, in RunArgs::scalars
   uint32_t num_scalars = 0;
   std::vector<int64_t> input_offsets;  // elements into each input buffer (a contiguous view)
+  // Per input: Access::kNoScalar, or the runtime scalar added to its offset
+  // (a contiguous view of a stored tensor at a runtime offset).
+  std::vector<uint32_t> input_offset_scalars;
+  uint32_t input_offset_scalar(size_t i) const {
+    return i < input_offset_scalars.size() ? input_offset_scalars[i] : Access::kNoScalar;
+  }
+  // The element input i starts at, given the run's scalars.
+  int64_t input_offset(size_t i, const RtScalar* scalars) const {
+    const uint32_t s = input_offset_scalar(i);
+    return input_offsets[i] + (s == Access::kNoScalar ? 0 : scalars[s].i);
+  }
 };
 
 // True when no two elements of a strided view (ScatterStrided's attrs)

@@ -51,7 +51,7 @@ void write_key(const LocalKernel& l, std::string& out) {
   w.put(k.cost_per_element);
   w.put(k.root);
   w.put(k.accesses.size());
-  for (const Access& a : k.accesses) w.put(a.buffer), w.put(a.offset), w.put_dims(a.strides);
+  for (const Access& a : k.accesses) w.put(a.buffer), w.put(a.offset), w.put(a.offset_scalar), w.put(a.offset_align), w.put_dims(a.strides);
   w.put(k.exprs.size());
   for (const Expr& x : k.exprs) w.put(x.kind), w.put(x.op), w.put(x.dtype), w.put(x.a), w.put(x.b), w.put(x.c), w.put(x.imm);
   w.put(k.phases.size());
@@ -76,7 +76,10 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k) {
   local.graph_nodes.clear();   // lowering's bookkeeping
   Renamer node(l.nodes), buffer(l.buffers), scalar(l.scalars);
   local.root = node(k.root);
-  for (Access& a : local.accesses) a.buffer = buffer(a.buffer);
+  for (Access& a : local.accesses) {
+    a.buffer = buffer(a.buffer);
+    if (a.has_runtime_offset()) a.offset_scalar = scalar(a.offset_scalar);
+  }
   for (Expr& x : local.exprs) {
     if (x.kind == ExprKind::Scalar) x.a = scalar(x.a);
     if (x.kind == ExprKind::Op && can_fail_op(x.op)) x.imm = node(static_cast<uint32_t>(x.imm));

@@ -194,7 +194,7 @@ uint32_t Lowering::memory_owner(uint32_t in) const {
 bool Lowering::dim_view(uint32_t i, Dims* view_dim) const {
   const Node& v = node(i);
   const Node& src = node(g_.inputs_of(i)[0]);
-  if (v.attr[v.shape.n] != 0) return false;
+  if (view_offset_is_scalar(v) || static_view_offset(v) != 0) return false;
   const Dims contiguous = contiguous_strides(src.shape);
   Dims at;
   at.n = src.shape.n;
@@ -258,6 +258,7 @@ std::string to_string(const Kernel& k) {
   for (size_t a = 0; a < k.accesses.size(); ++a) {
     const Access& x = k.accesses[a];
     os << "  @" << a << " = buf" << x.buffer << "[" << x.offset;
+    if (x.has_runtime_offset()) os << " + $" << x.offset_scalar << " (a multiple of " << x.offset_align << ")";
     for (uint8_t d = 0; d < x.strides.n; ++d)
       if (x.strides[d]) os << " + " << x.strides[d] << "*i" << int(d);
     os << "]\n";

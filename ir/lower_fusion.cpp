@@ -278,7 +278,7 @@ int64_t Lowering::stored_value(const Kernel& a, const Access& x) {
     if (ph.kind != Phase::Store || (ph.per_row != (x.strides.n < a.loop.n))) continue;
     for (auto [acc, e] : ph.stores) {
       const Access& y = a.accesses[acc];
-      bool same = y.buffer == x.buffer && y.offset == x.offset;
+      bool same = y.buffer == x.buffer && y.offset == x.offset && y.offset_scalar == x.offset_scalar;
       for (uint8_t d = 0; d < a.loop.n && same; ++d) same = y.strides[d] == (d < x.strides.n ? x.strides[d] : 0);
       if (same) return e;
     }

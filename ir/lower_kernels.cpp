@@ -144,8 +144,9 @@ class Lowering::KernelBuilder {
     return add_access(static_cast<uint32_t>(l_.buffer_of_[i]), 0, contiguous_strides(nd.shape), nd.shape, map);
   }
 
-  uint32_t add_access(uint32_t buffer, int64_t offset, const Dims& strides, const Dims& shape, const DimMap& map) {
-    Access a{buffer, offset, {}};
+  uint32_t add_access(uint32_t buffer, int64_t offset, const Dims& strides, const Dims& shape, const DimMap& map,
+                      uint32_t offset_scalar = Access::kNoScalar, int64_t offset_align = 1) {
+    Access a{buffer, offset, {}, offset_scalar, offset_align};
     a.strides.n = k.loop.n;
     for (uint8_t d = 0; d < shape.n; ++d)
       if (map[d] >= 0 && shape[d] != 1) a.strides[map[d]] += strides[d];
@@ -253,7 +254,9 @@ class Lowering::KernelBuilder {
         Dims strides;
         strides.n = nd.shape.n;
         for (uint8_t d = 0; d < nd.shape.n; ++d) strides[d] = nd.attr[d];
-        uint32_t a = add_access(static_cast<uint32_t>(l_.buffer_of_[ins[0]]), nd.attr[nd.shape.n], strides, nd.shape, map);
+        const uint32_t offset_scalar = view_offset_is_scalar(nd) ? l_.g_.scalar_begin[i] : Access::kNoScalar;
+        uint32_t a = add_access(static_cast<uint32_t>(l_.buffer_of_[ins[0]]), static_view_offset(nd), strides, nd.shape,
+                                map, offset_scalar, runtime_offset_alignment(nd));
         return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, a});
       }
       case Op::MatMul:
@@ -359,7 +362,7 @@ class Lowering::KernelBuilder {
     const BufferView xb = buffer_view(ins[0]);
     Dims along = nd.shape;  // out's position on every dim but d
     along[d] = 1;
-    const uint32_t access = add_access(xb.buffer, xb.offset, xb.strides, along, map);
+    const uint32_t access = add_access(xb.buffer, xb.offset, xb.strides, along, map, xb.offset_scalar, xb.offset_align);
     const uint32_t index = expr(ins[1], child_map(nd.shape, l_.node(ins[1]).shape, map), false);
     if (failed_) return 0;
     const uint32_t size = push(Expr{ExprKind::Const, Op::Cast, kLong, 0, 0, 0, x.shape[d]});
@@ -393,7 +396,7 @@ class Lowering::KernelBuilder {
   uint32_t access_index(const Access& a) {
     for (size_t j = 0; j < k.accesses.size(); ++j) {
       const Access& b = k.accesses[j];
-      if (b.buffer == a.buffer && b.offset == a.offset && b.strides == a.strides) return static_cast<uint32_t>(j);
+      if (b.same_place(a)) return static_cast<uint32_t>(j);
     }
     k.accesses.push_back(a);
     return static_cast<uint32_t>(k.accesses.size() - 1);
@@ -406,7 +409,7 @@ class Lowering::KernelBuilder {
     const Node& nd = l_.node(in);
     const BufferView v = buffer_view(in);
     k_stride = nd.shape[kd] == 1 ? 0 : v.strides[kd];
-    return add_access(v.buffer, v.offset, v.strides, nd.shape, map);
+    return add_access(v.buffer, v.offset, v.strides, nd.shape, map, v.offset_scalar, v.offset_align);
   }
 
   // Where node `in`'s elements are in memory, for a reader that needs a
@@ -417,6 +420,8 @@ class Lowering::KernelBuilder {
     uint32_t buffer;
     int64_t offset = 0;
     Dims strides;
+    uint32_t offset_scalar = Access::kNoScalar;
+    int64_t offset_align = 1;
   };
   // Whether buffer_view(in) may be asked: `in` has a buffer, or is a view
   // (not of a constant) of a node that has one. boundaries() made it so
@@ -442,7 +447,8 @@ class Lowering::KernelBuilder {
       v.buffer = static_cast<uint32_t>(l_.buffer_of_[l_.g_.inputs_of(in)[0]]);
       v.strides.n = nd.shape.n;
       for (uint8_t d = 0; d < nd.shape.n; ++d) v.strides[d] = nd.attr[d];
-      v.offset = nd.attr[nd.shape.n];
+      v.offset = static_view_offset(nd);
+      if (view_offset_is_scalar(nd)) v.offset_scalar = l_.g_.scalar_begin[in], v.offset_align = runtime_offset_alignment(nd);
     }
     return v;
   }
@@ -607,7 +613,9 @@ size_t Lowering::build_all(std::vector<NeedsBuffer>& needs) {
         uint32_t src;
         const bool alias = reason_[in].empty() && contiguous_view_of(in, src);
         call.inputs.push_back(static_cast<uint32_t>(buffer_of_[alias ? src : in]));
-        call.input_offsets.push_back(alias ? node(in).attr[node(in).shape.n] : 0);
+        call.input_offsets.push_back(alias ? static_view_offset(node(in)) : 0);
+        call.input_offset_scalars.push_back(alias && view_offset_is_scalar(node(in)) ? g_.scalar_begin[in]
+                                                                                     : Access::kNoScalar);
         call.input_shapes.push_back(node(in).shape);
         call.input_dtypes.push_back(node(in).dtype);
       }

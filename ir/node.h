@@ -14,7 +14,7 @@
 namespace loom::ir {
 
 // Bump when the meaning of the canonical form changes (op numbering, attrs).
-inline constexpr uint32_t kIrVersion = 3;  // 2: Binary nodes with a scalar operand; Clamp. 3: IndexCheck
+inline constexpr uint32_t kIrVersion = 4;  // 2: Binary nodes with a scalar operand; Clamp. 3: IndexCheck. 4: view offsets as runtime scalars
 inline constexpr int kMaxDims = 8;
 
 enum class Op : uint8_t {
@@ -30,6 +30,7 @@ Family op_family(Op op);
 
 // Attributes of a view write: strides of every dim plus the offset.
 inline constexpr int kMaxAttrs = 2 * kMaxDims + 1;
+
 
 // A fixed-capacity list of int64 (shapes, strides, attributes): no heap, so
 // recording a node costs one allocation.
@@ -186,6 +187,41 @@ struct Node {
 // (the key does see the form: one input and one scalar).
 inline bool has_scalar_operand(const Node& n) {
   return n.inputs.size() == 1 && op_family(n.op) == Family::Binary;
+}
+
+// A view node (AsStrided reads a view of its input's storage, ScatterStrided
+// writes one into it) names the view by one stride per view dim and an
+// offset into the storage: attr = strides..., then one more word.
+//
+// Where the storage is a stored tensor (one that owns a buffer from sync to
+// sync: a data set, a parameter, a cache, also while writes to it are
+// pending) the offset is a runtime scalar (scalar[0].i, num_scalars == 1),
+// not part of the key, so `data[i]`, `data.slice(0, i, i + n)` or a cache
+// row written and read at step t replay one executable for every i (t). The last word is then what the key keeps of the offset: the
+// elements it is a multiple of (view_offset_alignment), which the GPU's
+// 16-byte vector loads and GEMM copies rely on: a guard, not a value. On a
+// CPU nothing relies on it and it is 1.
+//
+// A view of a value computed afresh keeps its offset as the last word: its
+// place inside that value is part of the program (a [q|k|v] split), and
+// the lowering may rely on all of it (a transpose at offset 0 is computed
+// inline, no buffer: Lowering::dim_view).
+inline bool is_view_op(Op op) { return op == Op::AsStrided || op == Op::ScatterStrided; }
+inline bool view_offset_is_scalar(const Node& n) { return n.num_scalars == 1; }
+// Dims of the view: one stride each in attr.
+inline uint8_t view_rank(const Node& n) { return static_cast<uint8_t>(n.attr.n - 1); }
+// The offset when it is part of the key; 0 when it is a runtime scalar.
+inline int64_t static_view_offset(const Node& n) { return view_offset_is_scalar(n) ? 0 : n.attr[n.attr.n - 1]; }
+// What the key promises of a runtime offset: a multiple of this many elements.
+inline int64_t runtime_offset_alignment(const Node& n) { return view_offset_is_scalar(n) ? n.attr[n.attr.n - 1] : 1; }
+// The alignment a view's runtime `offset` gets in the key on `device`: 16
+// bytes' worth of elements when it is a multiple of them, else 1; always 1
+// on a CPU, whose code assumes no alignment (so a CPU loop over data[i]
+// compiles once whatever i is, a GPU loop at most twice).
+inline int64_t view_offset_alignment(int64_t offset, size_t element_bytes, Device device) {
+  if (!device.is_cuda()) return 1;
+  const int64_t group = 16 / static_cast<int64_t>(element_bytes);
+  return offset % group == 0 ? group : 1;
 }
 
 }  // namespace loom::ir

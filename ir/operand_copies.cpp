@@ -46,7 +46,7 @@ Kernel copy_operand(const Kernel& g, int side, const std::vector<int>& loop_of, 
   k.name = g.name + (side == 0 ? "_a" : "_b") + (loop_of.back() < 0 ? "_along_k" : "_along_n");
   k.root = g.root;
   k.graph_nodes = {c.node};
-  Access src{from.buffer, from.offset, {}}, dst{to, 0, {}};
+  Access src{from.buffer, from.offset, {}, from.offset_scalar, from.offset_align}, dst{to, 0, {}};
   for (int d : loop_of) {
     k.loop.push_back(d < 0 ? c.k : g.loop[d]);
     src.strides.push_back(d < 0 ? (side == 0 ? c.a_k : c.b_k) : from.strides[d]);

@@ -1,6 +1,9 @@
 #include "api/src/record.h"
 
+#include <atomic>
 #include <sstream>
+
+#include <loom/runtime.h>
 
 #include "api/src/block_pool.h"
 #include "api/src/lazy.h"
@@ -17,11 +20,27 @@ __attribute__((tls_model("initial-exec"))) thread_local int64_t t_nodes_since_wr
 // RecordAt's location, or null: the caller's own.
 __attribute__((tls_model("initial-exec"))) thread_local const SourceLoc* t_record_at = nullptr;
 
-ir::Attrs view_attrs(const ViewSpec& v) {
+// A view node's strides and offset (ir/node.h, view_offset_is_scalar): the
+// offset into a stored tensor (a storage that owns a buffer: a data set, a
+// parameter, a cache, also while writes to it are pending) is a runtime
+// scalar, so a loop over `data[i]` or writing `cache[t]` replays one
+// executable (the key keeps only its alignment, on a GPU); into a value
+// computed afresh it is an attribute, part of the key.
+std::atomic<bool> g_views_as_on_a_gpu{false};  // loom::testing::record_views_as_on_a_gpu
+
+void set_view(ir::Node& n, const ViewSpec& v, bool stored) {
   ir::Attrs a;
   for (size_t d = 0; d < v.strides.n; ++d) a.push_back(v.strides[d]);
-  a.push_back(v.offset);
-  return a;
+  if (stored) {
+    n.scalar[0].i = v.offset;
+    n.scalar[0].f = static_cast<double>(v.offset);
+    n.num_scalars = 1;
+    const bool as_gpu = g_views_as_on_a_gpu.load(std::memory_order_relaxed);
+    a.push_back(ir::view_offset_alignment(v.offset, element_size(n.dtype), as_gpu ? Device(kCUDA, 0) : n.device));
+  } else {
+    a.push_back(v.offset);
+  }
+  n.attr = a;
 }
 }  // namespace
 
@@ -80,7 +99,7 @@ std::shared_ptr<ir::Node> new_node2(ir::Op op, ScalarType dtype, Device device, 
 
 ir::NodePtr read_view(const TensorImpl& im, ir::NodePtr base, const SourceLoc& loc) {
   auto n = new_node(ir::Op::AsStrided, im.storage->dtype, im.storage->device, im.view.sizes, {std::move(base)}, loc);
-  n->attr = view_attrs(im.view);
+  set_view(*n, im.view, im.storage->stored());
   return n;
 }
 
@@ -141,7 +160,7 @@ void write_through(const Tensor& self, ir::NodePtr value, const char* op, const 
     st.set_node(std::move(value));
   } else {
     auto n = new_node(ir::Op::ScatterStrided, st.dtype, st.device, base->shape, {base, std::move(value)}, loc);
-    n->attr = view_attrs(im.view);
+    set_view(*n, im.view, st.stored());
     st.set_node(std::move(n));
   }
   int64_t recorded = t_nodes_since_wrap;
@@ -229,3 +248,7 @@ Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims
 }
 
 }  // namespace loom::detail
+
+namespace loom::testing {
+void record_views_as_on_a_gpu(bool on) { detail::g_views_as_on_a_gpu.store(on); }
+}  // namespace loom::testing

@@ -73,6 +73,12 @@ class Storage {
   void set_result(const runtime::BufferPtr& result);
   // The buffer this storage owns, pending or not (null if it never had one).
   runtime::BufferPtr owned_buffer() const;
+  // Whether it owns one: its data lives from sync to sync (a data set, a
+  // parameter, a cache), even while writes to it are pending.
+  bool stored() const {
+    std::lock_guard lock(mu_);
+    return buffer_ != nullptr;
+  }
   void set_error(const std::string& message);
   // After a GPU graph failed (late_checks.h): if this storage still holds
   // the Input leaf over `held` (nothing was written into it since), its

@@ -111,6 +111,7 @@ void KernelEmitter::body(const std::vector<bool>& need, const char* in) {
 // innermost index is advanced by `lane` (e.g. "l").
 std::string KernelEmitter::offset(const ir::Access& a, const std::string& lane) {
   std::string s = std::to_string(a.offset) + "LL";
+  if (a.has_runtime_offset()) s += " + is[" + std::to_string(a.offset_scalar) + "]";
   const int n = k_.loop.n;
   for (int d = 0; d < a.strides.n; ++d) {
     if (!a.strides[d]) continue;

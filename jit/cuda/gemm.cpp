@@ -50,6 +50,16 @@ bool base_aligned(const ir::KernelProgram& p, uint32_t b) {
 
 }  // namespace
 
+namespace {
+std::string element_at(int64_t off, uint32_t runtime) {
+  std::string s = std::to_string(off) + "LL";
+  if (runtime != ir::Access::kNoScalar) s += " + is[" + std::to_string(runtime) + "]";
+  return s;
+}
+}  // namespace
+std::string GemmProblem::a_at() const { return element_at(a_off, a_off_scalar); }
+std::string GemmProblem::b_at() const { return element_at(b_off, b_off_scalar); }
+
 GemmArgs gemm_args(const GemmProblem& g) { return {g.m, g.n, g.k, g.a_m, g.a_k, g.a_b, g.b_k, g.b_n, g.b_b}; }
 bool gemm_takes_args(const GemmConfig& c, const GemmProblem& g) { return !c.mma && !c.wgmma && g.dtype != kBFloat16; }
 static_assert(sizeof(GemmArgs) == 9 * 8, "GemmArgs is LoomGemmArgs: nine 64-bit words");
@@ -68,27 +78,28 @@ GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool t
   g.a_buffer = a.buffer, g.b_buffer = b.buffer;
   g.a_off = a.offset, g.a_m = a.strides[n - 2], g.a_k = c.a_k, g.a_b = n == 3 ? a.strides[0] : 0;
   g.b_off = b.offset, g.b_n = b.strides[n - 1], g.b_k = c.b_k, g.b_b = n == 3 ? b.strides[0] : 0;
+  g.a_off_scalar = a.offset_scalar, g.b_off_scalar = b.offset_scalar;
   // The contiguous dim of each operand is contiguous in its tile (a dim of
   // extent 1 counts as contiguous); other strides copy element by element.
   const int64_t v = 16 / static_cast<int64_t>(element_size(g.dtype));
-  auto vec = [&](bool contiguous, int64_t off, int64_t other, int64_t batch_stride, uint32_t buf) {
-    return contiguous && off % v == 0 && other % v == 0 && batch_stride % v == 0 && base_aligned(p, buf);
+  auto vec = [&](bool contiguous, const ir::Access& x, int64_t other, int64_t batch_stride) {
+    return contiguous && x.start_aligned(v) && other % v == 0 && batch_stride % v == 0 && base_aligned(p, x.buffer);
   };
   if (g.a_k == 1 || g.k == 1) {
     g.a_kmajor = false;
-    g.a_vec = vec(true, g.a_off, g.a_m, g.a_b, g.a_buffer);
+    g.a_vec = vec(true, a, g.a_m, g.a_b);
   } else if (g.a_m == 1 || g.m == 1) {
     g.a_kmajor = true;
-    g.a_vec = vec(true, g.a_off, g.a_k, g.a_b, g.a_buffer);
+    g.a_vec = vec(true, a, g.a_k, g.a_b);
   } else {
     g.a_kmajor = std::llabs(g.a_m) <= std::llabs(g.a_k);
   }
   if (g.b_n == 1 || g.n == 1) {
     g.b_kmajor = true;
-    g.b_vec = vec(true, g.b_off, g.b_k, g.b_b, g.b_buffer);
+    g.b_vec = vec(true, b, g.b_k, g.b_b);
   } else if (g.b_k == 1 || g.k == 1) {
     g.b_kmajor = false;
-    g.b_vec = vec(true, g.b_off, g.b_n, g.b_b, g.b_buffer);
+    g.b_vec = vec(true, b, g.b_n, g.b_b);
   } else {
     g.b_kmajor = std::llabs(g.b_n) <= std::llabs(g.b_k);
   }

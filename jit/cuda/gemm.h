@@ -46,6 +46,13 @@ struct GemmProblem {
   int64_t a_off = 0, a_m = 0, a_k = 0, a_b = 0;
   int64_t b_off = 0, b_k = 0, b_n = 0, b_b = 0;
   uint32_t a_buffer = 0, b_buffer = 0;
+  // The runtime scalar added to a_off (b_off), or ir::Access::kNoScalar: a
+  // view of a stored tensor at a run-time offset, copied 16 bytes at a time
+  // only where the key promises the offset's alignment (ir/node.h).
+  uint32_t a_off_scalar = ir::Access::kNoScalar, b_off_scalar = ir::Access::kNoScalar;
+  // C++ for the element offset of A (B) in the generated source.
+  std::string a_at() const;
+  std::string b_at() const;
   bool a_kmajor = false, a_vec = false;  // A's tile stored [BK][BM] (A contiguous along m); 16-byte copies
   bool b_kmajor = false, b_vec = false;  // B's tile stored [BK][BN] (B contiguous along n)
   // The device runs code built for sm_90a (DeviceContext::arch): bfloat16

@@ -98,8 +98,8 @@ void KernelEmitter::emit_gemm() {
     for (uint32_t e : loads) o_ << " " << ctype(k_.exprs[e].dtype) << " x" << e << ";";
     o_ << " };\n";
   }
-  o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "(op_a_buffer + " << g.a_off
-     << "LL, op_b_buffer + " << g.b_off << "LL, shape,\n      [&](long long bz, long long gm, long long gn, "
+  o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "(op_a_buffer + " << g.a_at()
+     << ", op_b_buffer + " << g.b_at() << ", shape,\n      [&](long long bz, long long gm, long long gn, "
      << t << " acc" << (split ? "" : ", const Loaded& loaded") << ") {\n" << reread;
   if (split) {
     o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
@@ -185,10 +185,10 @@ void KernelEmitter::emit_block_product() {
   hoisted(need, "    ");
   o_ << "    " << t << " acc = 0;\n";
   o_ << "    if (active) {\n";
-  o_ << "      const " << t << "* pa = b" << g.a_buffer << " + " << g.a_off << "LL + bz * " << g.a_b << "LL + gm * " << g.a_m
-     << "LL;\n";
-  o_ << "      const " << t << "* pb = b" << g.b_buffer << " + " << g.b_off << "LL + bz * " << g.b_b << "LL + gn * " << g.b_n
-     << "LL;\n";
+  o_ << "      const " << t << "* pa = b" << g.a_buffer << " + " << g.a_at() << " + bz * " << g.a_b << "LL + gm * "
+     << g.a_m << "LL;\n";
+  o_ << "      const " << t << "* pb = b" << g.b_buffer << " + " << g.b_at() << " + bz * " << g.b_b << "LL + gn * "
+     << g.b_n << "LL;\n";
   // A fixed trip count, unrolled: every load of the chain is issued
   // before the first sum waits.
   const int64_t chain = (g.k + P - 1) / P;

@@ -102,7 +102,7 @@ inline bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
   if (n == 0 || k.loop[n - 1] % kLanes != 0) return false;
   for (const ir::Access& a : k.accesses) {
     if (a.strides[n - 1] != 1) continue;
-    if (a.offset % kLanes != 0) return false;
+    if (!a.start_aligned(kLanes)) return false;
     for (int d = 0; d + 1 < n; ++d)
       if (a.strides[d] % kLanes != 0) return false;
     const ir::BufferInfo& b = p.buffers[a.buffer];

@@ -111,10 +111,7 @@ void KernelEmitter::emit_gemm() {
   // Written accesses are fetched for writing (an in-place update's read
   // then rides on that line).
   std::vector<std::pair<uint32_t, bool>> epilogue_memory;  // access, written
-  auto same_place = [&](uint32_t x, uint32_t y) {
-    const ir::Access &p = k_.accesses[x], &q = k_.accesses[y];
-    return p.buffer == q.buffer && p.offset == q.offset && p.strides == q.strides;
-  };
+  auto same_place = [&](uint32_t x, uint32_t y) { return k_.accesses[x].same_place(k_.accesses[y]); };
   for (auto [a, e] : ph.stores) epilogue_memory.push_back({a, true});
   for (size_t e = 0; e < k_.exprs.size(); ++e) {
     if (!need[e] || k_.exprs[e].kind != ir::ExprKind::Load) continue;
@@ -153,8 +150,14 @@ void KernelEmitter::begin_body() {
   bad_size_ = b_.CreateAlloca(b_.getInt64Ty(), nullptr, "bad_size");
   b_.CreateStore(b_.getInt64(0), bad_index_);
   b_.CreateStore(b_.getInt64(0), bad_size_);
-  for (const ir::Access& a : k_.accesses)
-    base_.push_back(b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer)));
+  for (const ir::Access& a : k_.accesses) {
+    Value* base = b_.CreateLoad(b_.getPtrTy(), b_.CreateConstGEP1_64(b_.getPtrTy(), bufs_, a.buffer));
+    // A runtime offset (a view of a stored tensor) moves the base once, here.
+    if (a.has_runtime_offset())
+      base = b_.CreateGEP(memory_type(p_.buffers[a.buffer].dtype), base,
+                          b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), is_, a.offset_scalar)));
+    base_.push_back(base);
+  }
   plan_stash();
   plan_prefetch();
 }

@@ -110,14 +110,14 @@ using Wrap = typename WrapOf<T>::type;
 
 // ---------------------------------------------------------------- moves
 
-// out = base, then value written at offset + sum(i_d * stride_d).
+// out = base, then value written at offset + sum(i_d * stride_d): the
+// offset is the last attribute, or the call's runtime scalar (ir/node.h).
 template <class E>
-void scatter_strided(const View& base, const View& value, const View& out, const ir::Attrs& attr) {
+void scatter_strided(const View& base, const View& value, const View& out, const ir::Attrs& attr, int64_t offset) {
   copy_bytes(out.data, base.data, base.shape.numel() * sizeof(E));
   const ir::Dims& vs = value.shape;
   const int nd = vs.n;
   const int64_t n = vs.numel();
-  const int64_t offset = attr[nd];
   E* o = static_cast<E*>(out.data);
   const E* v = static_cast<const E*>(value.data);
   if (n == 0) return;
@@ -351,13 +351,16 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
     case Op::ToDevice: return copy_bytes(out.data, inputs[0].data, n * static_cast<int64_t>(esize));
     case Op::Concat: return concat(inputs, out, static_cast<int>(call.attr[0]), esize);
     case Op::IndexSelect: return index_select(inputs[0], inputs[1], out, static_cast<int>(call.attr[0]), esize);
-    case Op::ScatterStrided:
+    case Op::ScatterStrided: {
+      if (call.attr.n != inputs[1].shape.n + 1) throw LibraryError{"scatter_strided: attributes do not match the view"};
+      const int64_t offset = call.num_scalars == 1 ? scalars[0].i : call.attr[call.attr.n - 1];
       switch (esize) {
-        case 1: return scatter_strided<uint8_t>(inputs[0], inputs[1], out, call.attr);
-        case 2: return scatter_strided<uint16_t>(inputs[0], inputs[1], out, call.attr);
-        case 4: return scatter_strided<uint32_t>(inputs[0], inputs[1], out, call.attr);
-        default: return scatter_strided<uint64_t>(inputs[0], inputs[1], out, call.attr);
+        case 1: return scatter_strided<uint8_t>(inputs[0], inputs[1], out, call.attr, offset);
+        case 2: return scatter_strided<uint16_t>(inputs[0], inputs[1], out, call.attr, offset);
+        case 4: return scatter_strided<uint32_t>(inputs[0], inputs[1], out, call.attr, offset);
+        default: return scatter_strided<uint64_t>(inputs[0], inputs[1], out, call.attr, offset);
       }
+    }
     case Op::Gather:
     case Op::ScatterAdd:
       return with_type(out.dtype, [&]<class T>() {

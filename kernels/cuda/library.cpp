@@ -72,6 +72,11 @@ std::string typed_suffix(const ir::LibraryCall& call) {
   return dtype_suffix(call.dtype);
 }
 
+// Input i's offset field (meta_layout.h): its offset, or its runtime scalar.
+int64_t input_offset_field(const ir::LibraryCall& call, size_t i) {
+  return ml::offset_field(call.input_offsets[i], call.input_offset_scalar(i));
+}
+
 // One thread per item, kThreads per block, at most kMaxBlocks blocks.
 Launch per_element(std::string function, int64_t items, std::vector<int64_t> meta) {
   Launch l;
@@ -101,7 +106,7 @@ Launch copy_2d(uint32_t dst, int64_t dst_offset, int64_t dst_stride, uint32_t sr
 
 // A contiguous copy of n elements: out = input `i` of the call.
 Launch copy_input(const ir::LibraryCall& call, size_t i, int64_t n) {
-  return copy_2d(call.output, 0, n, call.inputs[i], call.input_offsets[i], n, 1, n, element_size(call.dtype));
+  return copy_2d(call.output, 0, n, call.inputs[i], input_offset_field(call, i), n, 1, n, element_size(call.dtype));
 }
 
 Launch matmul(const ir::LibraryCall& call, uint32_t call_index) {
@@ -119,9 +124,9 @@ Launch matmul(const ir::LibraryCall& call, uint32_t call_index) {
   std::vector<int64_t> m(ml::matmul::kCount);
   m[ml::matmul::kOut] = call.output;
   m[ml::matmul::kA] = call.inputs[0];
-  m[ml::matmul::kAOffset] = call.input_offsets[0];
+  m[ml::matmul::kAOffset] = input_offset_field(call, 0);
   m[ml::matmul::kB] = call.inputs[1];
-  m[ml::matmul::kBOffset] = call.input_offsets[1];
+  m[ml::matmul::kBOffset] = input_offset_field(call, 1);
   m[ml::matmul::kBatch] = batch;
   m[ml::matmul::kM] = M;
   m[ml::matmul::kN] = N;
@@ -143,9 +148,9 @@ Launch index_select(const ir::LibraryCall& call) {
   std::vector<int64_t> m(ml::index_select::kCount);
   m[ml::index_select::kOut] = call.output;
   m[ml::index_select::kX] = call.inputs[0];
-  m[ml::index_select::kXOffset] = call.input_offsets[0];
+  m[ml::index_select::kXOffset] = input_offset_field(call, 0);
   m[ml::index_select::kIndex] = call.inputs[1];
-  m[ml::index_select::kIndexOffset] = call.input_offsets[1];
+  m[ml::index_select::kIndexOffset] = input_offset_field(call, 1);
   m[ml::index_select::kOuter] = prod(xs, 0, dim);
   m[ml::index_select::kDimSize] = xs[dim];
   m[ml::index_select::kInner] = prod(xs, dim + 1, xs.n);
@@ -165,11 +170,11 @@ Launch gather_scatter(const ir::LibraryCall& call, bool scatter) {
   std::vector<int64_t> m(ml::gather_scatter::kCount);
   m[ml::gather_scatter::kOut] = call.output;
   m[ml::gather_scatter::kX] = call.inputs[0];
-  m[ml::gather_scatter::kXOffset] = call.input_offsets[0];
+  m[ml::gather_scatter::kXOffset] = input_offset_field(call, 0);
   m[ml::gather_scatter::kIndex] = call.inputs[1];
-  m[ml::gather_scatter::kIndexOffset] = call.input_offsets[1];
+  m[ml::gather_scatter::kIndexOffset] = input_offset_field(call, 1);
   m[ml::gather_scatter::kSrc] = scatter ? call.inputs[2] : 0;
-  m[ml::gather_scatter::kSrcOffset] = scatter ? call.input_offsets[2] : 0;
+  m[ml::gather_scatter::kSrcOffset] = scatter ? input_offset_field(call, 2) : 0;
   m[ml::gather_scatter::kElementSize] = static_cast<int64_t>(element_size(call.dtype));
   m[ml::gather_scatter::kNode] = call.node;
   m[ml::gather_scatter::kRank] = is.n;
@@ -193,10 +198,12 @@ Launch scatter_strided(const ir::LibraryCall& call) {
   std::vector<int64_t> m(ml::scatter_strided::kCount);
   m[ml::scatter_strided::kOut] = call.output;
   m[ml::scatter_strided::kValue] = call.inputs[1];
-  m[ml::scatter_strided::kValueOffset] = call.input_offsets[1];
+  m[ml::scatter_strided::kValueOffset] = input_offset_field(call, 1);
   m[ml::scatter_strided::kElementSize] = static_cast<int64_t>(element_size(call.dtype));
   m[ml::scatter_strided::kRank] = nd;
-  m[ml::scatter_strided::kViewOffset] = call.attr[nd];
+  // The view's offset: its last attribute, or the call's runtime scalar (ir/node.h).
+  m[ml::scatter_strided::kViewOffset] =
+      call.num_scalars == 1 ? ml::offset_field(0, call.scalar_begin) : call.attr[nd];
   m[ml::scatter_strided::kNumel] = vs.numel();
   for (int d = 0; d < nd; ++d) {
     m[ml::scatter_strided::kSizes + d] = vs[d];
@@ -213,7 +220,7 @@ Launch scatter_strided(const ir::LibraryCall& call) {
 Launch check_index(const ir::LibraryCall& call, int64_t dim_size) {
   std::vector<int64_t> m(ml::check_index::kCount);
   m[ml::check_index::kIndex] = call.inputs[1];
-  m[ml::check_index::kIndexOffset] = call.input_offsets[1];
+  m[ml::check_index::kIndexOffset] = input_offset_field(call, 1);
   m[ml::check_index::kNumIndices] = call.input_shapes[1].numel();
   m[ml::check_index::kDimSize] = dim_size;
   m[ml::check_index::kNode] = call.node;
@@ -245,8 +252,9 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
   };
   check_buffer(call.output);
   for (uint32_t b : call.inputs) check_buffer(b);
-  if (call.input_offsets.size() != call.inputs.size() || call.input_shapes.size() != call.inputs.size())
-    fail(call, call_index, "inputs, input_offsets and input_shapes differ in length");
+  if (call.input_offsets.size() != call.inputs.size() || call.input_shapes.size() != call.inputs.size() ||
+      (call.op == Op::ScatterStrided && call.attr.n != call.input_shapes[1].n + 1))
+    fail(call, call_index, "inputs, input_offsets and input_shapes differ in length, or a view's attributes from its rank");
 
   switch (call.op) {
     case Op::MatMul: case Op::ToDevice: case Op::Concat: case Op::IndexSelect: case Op::Gather:
@@ -274,7 +282,7 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
       for (size_t i = 0; i < call.inputs.size(); ++i) {
         const int64_t row = call.input_shapes[i][dim] * inner;
         if (row > 0)
-          launches.push_back(copy_2d(call.output, col, out_row, call.inputs[i], call.input_offsets[i], row, outer, row,
+          launches.push_back(copy_2d(call.output, col, out_row, call.inputs[i], input_offset_field(call, i), row, outer, row,
                                      element_size(call.dtype)));
         col += row;
       }

@@ -24,8 +24,8 @@ __device__ inline long long thread_count() { return (long long)gridDim.x * block
 
 // Buffer `id` as T*, `offset` elements in.
 template <class T>
-__device__ inline T *buffer(void *const *bufs, long long id, long long offset) {
-  return (T *)bufs[id] + offset;
+__device__ inline T *buffer(void *const *bufs, const long long *is, long long id, long long offset) {
+  return (T *)bufs[id] + meta_layout::element_offset(offset, is);
 }
 
 // The first failing node keeps its place in err[1]; the host then finds
@@ -40,10 +40,10 @@ __device__ inline void index_out_of_range(long long *err, long long node) {
 // dtype but the width matters.
 
 template <class W>
-__device__ void copy_2d(void *const *bufs, const long long *meta) {
+__device__ void copy_2d(void *const *bufs, const long long *is, const long long *meta) {
   using namespace meta_layout::copy2d;
-  W *dst = buffer<W>(bufs, meta[kDst], meta[kDstOffset]);
-  const W *src = buffer<const W>(bufs, meta[kSrc], meta[kSrcOffset]);
+  W *dst = buffer<W>(bufs, is, meta[kDst], meta[kDstOffset]);
+  const W *src = buffer<const W>(bufs, is, meta[kSrc], meta[kSrcOffset]);
   if (dst == src) return;  // an in-place update of the base: already there
   const long long rows = meta[kRows], cols = meta[kCols];
   const long long dst_stride = meta[kDstRowStride], src_stride = meta[kSrcRowStride];
@@ -54,11 +54,11 @@ __device__ void copy_2d(void *const *bufs, const long long *meta) {
 }
 
 template <class W>
-__device__ void index_select(void *const *bufs, long long *err, const long long *meta) {
+__device__ void index_select(void *const *bufs, const long long *is, long long *err, const long long *meta) {
   using namespace meta_layout::index_select;
-  W *out = buffer<W>(bufs, meta[kOut], 0);
-  const W *x = buffer<const W>(bufs, meta[kX], meta[kXOffset]);
-  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  W *out = buffer<W>(bufs, is, meta[kOut], 0);
+  const W *x = buffer<const W>(bufs, is, meta[kX], meta[kXOffset]);
+  const long long *index = buffer<const long long>(bufs, is, meta[kIndex], meta[kIndexOffset]);
   const long long size = meta[kDimSize], inner = meta[kInner], nidx = meta[kNumIndices];
   const long long n = meta[kOuter] * nidx * inner;
   for (long long i = first_thread(); i < n; i += thread_count()) {
@@ -75,9 +75,9 @@ __device__ void index_select(void *const *bufs, long long *err, const long long 
 
 // Only the index check of index_select / scatter_add, for an empty output
 // (their kernels would visit nothing).
-__device__ void check_index(void *const *bufs, long long *err, const long long *meta) {
+__device__ void check_index(void *const *bufs, const long long *is, long long *err, const long long *meta) {
   using namespace meta_layout::check_index;
-  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  const long long *index = buffer<const long long>(bufs, is, meta[kIndex], meta[kIndexOffset]);
   for (long long i = first_thread(); i < meta[kNumIndices]; i += thread_count())
     if (index[i] < 0 || index[i] >= meta[kDimSize]) index_out_of_range(err, meta[kNode]);
 }
@@ -109,11 +109,11 @@ __device__ inline bool gather_offsets(const long long *meta, const long long *in
 }
 
 template <class W>
-__device__ void gather(void *const *bufs, long long *err, const long long *meta) {
+__device__ void gather(void *const *bufs, const long long *is, long long *err, const long long *meta) {
   using namespace meta_layout::gather_scatter;
-  W *out = buffer<W>(bufs, meta[kOut], 0);
-  const W *x = buffer<const W>(bufs, meta[kX], meta[kXOffset]);
-  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  W *out = buffer<W>(bufs, is, meta[kOut], 0);
+  const W *x = buffer<const W>(bufs, is, meta[kX], meta[kXOffset]);
+  const long long *index = buffer<const long long>(bufs, is, meta[kIndex], meta[kIndexOffset]);
   for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
     long long x_off, src_off;
     if (!gather_offsets(meta, index, i, x_off, src_off)) {
@@ -166,11 +166,11 @@ __device__ inline void atomic_add(unsigned char *p, unsigned char v) {
 
 // out[...] += src[i]; out already holds x (a copy_2d launch before this one).
 template <class T>
-__device__ void scatter_add(void *const *bufs, long long *err, const long long *meta) {
+__device__ void scatter_add(void *const *bufs, const long long *is, long long *err, const long long *meta) {
   using namespace meta_layout::gather_scatter;
-  T *out = buffer<T>(bufs, meta[kOut], 0);
-  const T *src = buffer<const T>(bufs, meta[kSrc], meta[kSrcOffset]);
-  const long long *index = buffer<const long long>(bufs, meta[kIndex], meta[kIndexOffset]);
+  T *out = buffer<T>(bufs, is, meta[kOut], 0);
+  const T *src = buffer<const T>(bufs, is, meta[kSrc], meta[kSrcOffset]);
+  const long long *index = buffer<const long long>(bufs, is, meta[kIndex], meta[kIndexOffset]);
   for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
     long long out_off, src_off;
     if (!gather_offsets(meta, index, i, out_off, src_off)) {
@@ -185,12 +185,12 @@ __device__ void scatter_add(void *const *bufs, long long *err, const long long *
 // thread the loop visits the elements in row-major order, which is what
 // makes the last write win when the view overlaps itself.
 template <class W>
-__device__ void scatter_strided(void *const *bufs, const long long *meta) {
+__device__ void scatter_strided(void *const *bufs, const long long *is, const long long *meta) {
   using namespace meta_layout::scatter_strided;
-  W *out = buffer<W>(bufs, meta[kOut], 0);
-  const W *value = buffer<const W>(bufs, meta[kValue], meta[kValueOffset]);
+  W *out = buffer<W>(bufs, is, meta[kOut], 0);
+  const W *value = buffer<const W>(bufs, is, meta[kValue], meta[kValueOffset]);
   for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
-    long long off = meta[kViewOffset], rest = i;
+    long long off = meta_layout::element_offset(meta[kViewOffset], is), rest = i;
     for (long long d = meta[kRank] - 1; d >= 0; --d) {
       off += (rest % meta[kSizes + d]) * meta[kStrides + d];
       rest /= meta[kSizes + d];
@@ -222,14 +222,14 @@ template <> struct Accumulator<long long> { typedef unsigned long long type; };
 // staged in shared memory (zero outside the matrices). The loops over
 // tiles are uniform across a block, so every thread reaches each barrier.
 template <class T>
-__device__ void matmul(void *const *bufs, const long long *meta) {
+__device__ void matmul(void *const *bufs, const long long *is, const long long *meta) {
   using namespace meta_layout::matmul;
   typedef typename Accumulator<T>::type Acc;
   __shared__ T a_tile[kTile][kTile];
   __shared__ T b_tile[kTile][kTile];
-  T *out = buffer<T>(bufs, meta[kOut], 0);
-  const T *a = buffer<const T>(bufs, meta[kA], meta[kAOffset]);
-  const T *b = buffer<const T>(bufs, meta[kB], meta[kBOffset]);
+  T *out = buffer<T>(bufs, is, meta[kOut], 0);
+  const T *a = buffer<const T>(bufs, is, meta[kA], meta[kAOffset]);
+  const T *b = buffer<const T>(bufs, is, meta[kB], meta[kBOffset]);
   const long long batch = meta[kBatch], M = meta[kM], N = meta[kN], K = meta[kK];
   const long long tiles_m = (M + kTile - 1) / kTile, tiles_n = (N + kTile - 1) / kTile;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -286,7 +286,7 @@ template <class T>
 __device__ void linspace(void *const *bufs, const double *fs, const long long *is, const long long *meta) {
   using namespace meta_layout::leaf;
   typedef typename LinspaceStep<T>::type S;
-  T *out = buffer<T>(bufs, meta[kOut], 0);
+  T *out = buffer<T>(bufs, is, meta[kOut], 0);
   const long long n = meta[kNumel], s = meta[kScalarBegin];
   const T start = scalar_as<T>(fs[s], is[s]), end = scalar_as<T>(fs[s + 1], is[s + 1]);
   if (n == 1) {
@@ -311,7 +311,7 @@ template <class T, bool kNormal>
 __device__ void philox_fill(void *const *bufs, const long long *is, const long long *meta) {
   using namespace meta_layout::leaf;
   namespace philox = loom::ir::philox;
-  T *out = buffer<T>(bufs, meta[kOut], 0);
+  T *out = buffer<T>(bufs, is, meta[kOut], 0);
   const long long s = meta[kScalarBegin];
   const unsigned long long seed = (unsigned long long)is[s], offset = (unsigned long long)is[s + 1];
   for (long long i = first_thread(); i < meta[kNumel]; i += thread_count()) {
@@ -332,44 +332,44 @@ namespace loom::kernels::cuda {
 
 extern "C" __global__ void loom_copy_2d(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::copy2d::kElementSize]) {
-    case 1: return device::copy_2d<unsigned char>(bufs, meta);
-    case 2: return device::copy_2d<unsigned short>(bufs, meta);
-    case 4: return device::copy_2d<unsigned int>(bufs, meta);
-    default: return device::copy_2d<unsigned long long>(bufs, meta);
+    case 1: return device::copy_2d<unsigned char>(bufs, is, meta);
+    case 2: return device::copy_2d<unsigned short>(bufs, is, meta);
+    case 4: return device::copy_2d<unsigned int>(bufs, is, meta);
+    default: return device::copy_2d<unsigned long long>(bufs, is, meta);
   }
 }
 extern "C" __global__ void loom_index_select(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::index_select::kElementSize]) {
-    case 1: return device::index_select<unsigned char>(bufs, err, meta);
-    case 2: return device::index_select<unsigned short>(bufs, err, meta);
-    case 4: return device::index_select<unsigned int>(bufs, err, meta);
-    default: return device::index_select<unsigned long long>(bufs, err, meta);
+    case 1: return device::index_select<unsigned char>(bufs, is, err, meta);
+    case 2: return device::index_select<unsigned short>(bufs, is, err, meta);
+    case 4: return device::index_select<unsigned int>(bufs, is, err, meta);
+    default: return device::index_select<unsigned long long>(bufs, is, err, meta);
   }
 }
 extern "C" __global__ void loom_gather(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::gather_scatter::kElementSize]) {
-    case 1: return device::gather<unsigned char>(bufs, err, meta);
-    case 2: return device::gather<unsigned short>(bufs, err, meta);
-    case 4: return device::gather<unsigned int>(bufs, err, meta);
-    default: return device::gather<unsigned long long>(bufs, err, meta);
+    case 1: return device::gather<unsigned char>(bufs, is, err, meta);
+    case 2: return device::gather<unsigned short>(bufs, is, err, meta);
+    case 4: return device::gather<unsigned int>(bufs, is, err, meta);
+    default: return device::gather<unsigned long long>(bufs, is, err, meta);
   }
 }
-extern "C" __global__ void loom_check_index(LOOM_LIBRARY_PARAMS) { device::check_index(bufs, err, meta); }
+extern "C" __global__ void loom_check_index(LOOM_LIBRARY_PARAMS) { device::check_index(bufs, is, err, meta); }
 extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
   switch (meta[meta_layout::scatter_strided::kElementSize]) {
-    case 1: return device::scatter_strided<unsigned char>(bufs, meta);
-    case 2: return device::scatter_strided<unsigned short>(bufs, meta);
-    case 4: return device::scatter_strided<unsigned int>(bufs, meta);
-    default: return device::scatter_strided<unsigned long long>(bufs, meta);
+    case 1: return device::scatter_strided<unsigned char>(bufs, is, meta);
+    case 2: return device::scatter_strided<unsigned short>(bufs, is, meta);
+    case 4: return device::scatter_strided<unsigned int>(bufs, is, meta);
+    default: return device::scatter_strided<unsigned long long>(bufs, is, meta);
   }
 }
 
 #define LOOM_TYPED_KERNELS(suffix, T)                                                  \
   extern "C" __global__ void loom_matmul_##suffix(LOOM_LIBRARY_PARAMS) {               \
-    device::matmul<T>(bufs, meta);                                                     \
+    device::matmul<T>(bufs, is, meta);                                                     \
   }                                                                                    \
   extern "C" __global__ void loom_scatter_add_##suffix(LOOM_LIBRARY_PARAMS) {          \
-    device::scatter_add<T>(bufs, err, meta);                                           \
+    device::scatter_add<T>(bufs, is, err, meta);                                           \
   }                                                                                    \
   extern "C" __global__ void loom_linspace_##suffix(LOOM_LIBRARY_PARAMS) {             \
     device::linspace<T>(bufs, fs, is, meta);                                           \
@@ -390,7 +390,7 @@ LOOM_TYPED_KERNELS(f64, double)
 
 // bfloat16 reaches only these two: its products are GEMM kernels and its
 // random numbers are generated in place (library.cpp's typed_suffix).
-extern "C" __global__ void loom_scatter_add_bf16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::Bf16>(bufs, err, meta); }
+extern "C" __global__ void loom_scatter_add_bf16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::Bf16>(bufs, is, err, meta); }
 extern "C" __global__ void loom_linspace_bf16(LOOM_LIBRARY_PARAMS) { device::linspace<device::Bf16>(bufs, fs, is, meta); }
 
 }  // namespace loom::kernels::cuda

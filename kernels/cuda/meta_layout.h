@@ -6,10 +6,28 @@
 // headers).
 //
 // Buffer fields hold buffer ids (indices into the kernels' `bufs`); offsets
-// and strides are in elements of the buffer's dtype, never bytes.
+// and strides are in elements of the buffer's dtype, never bytes. An offset
+// field holds the offset itself (>= 0), or, for a view of a stored tensor
+// whose offset is a run argument (ir/node.h), -(slot + 1): the offset is
+// then the run's int64 scalar in that slot (element_offset).
 #pragma once
 
+#ifndef LOOM_HOST_DEVICE
+#define LOOM_HOST_DEVICE
+#endif
+
 namespace loom::kernels::cuda::meta_layout {
+
+// An offset field's elements, given the run's int64 scalars.
+LOOM_HOST_DEVICE inline long long element_offset(long long field, const long long* int_scalars) {
+  return field >= 0 ? field : int_scalars[-field - 1];
+}
+// The field for an offset of `offset` elements plus the scalar in `slot`
+// (no_slot: none). A view's offset is one or the other, never both.
+constexpr unsigned kNoSlot = ~0u;
+LOOM_HOST_DEVICE inline long long offset_field(long long offset, unsigned slot) {
+  return slot == kNoSlot ? offset : -static_cast<long long>(slot) - 1;
+}
 
 // Per-dim arrays have this many slots: ir::kMaxDims.
 constexpr int kMaxRank = 8;

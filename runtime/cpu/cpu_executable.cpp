@@ -230,7 +230,7 @@ void CpuExecutable::run_step(const ir::Step& step, void* const* bufs, const doub
   const ir::LibraryCall& call = program_.library_calls[step.index];
   ins.clear();
   for (size_t i = 0; i < call.inputs.size(); ++i)
-    ins.push_back({static_cast<char*>(bufs[call.inputs[i]]) + call.input_offsets[i] * element_size(call.input_dtypes[i]),
+    ins.push_back({static_cast<char*>(bufs[call.inputs[i]]) + call.input_offset(i, scalars.data()) * element_size(call.input_dtypes[i]),
                    call.input_dtypes[i], call.input_shapes[i]});
   kernels::cpu::View out{bufs[call.output], call.dtype, call.shape};
   try {

@@ -68,6 +68,7 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   g.m = k.loop[n - 2], g.n = k.loop[n - 1], g.k = c.k;
   g.a_buf = a.buffer, g.a_off = a.offset, g.a_sb = n == 3 ? a.strides[0] : 0, g.a_sm = a.strides[n - 2], g.a_sk = c.a_k;
   g.b_buf = b.buffer, g.b_off = b.offset, g.b_sb = n == 3 ? b.strides[0] : 0, g.b_sn = b.strides[n - 1], g.b_sk = c.b_k;
+  g.a_off_scalar = a.offset_scalar, g.b_off_scalar = b.offset_scalar;
   const int64_t e = element_size(g.dtype);
 
   std::vector<bool> stored(k.accesses.size(), false);
@@ -82,7 +83,7 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
     const ir::BufferInfo& info = p.buffers[o.buffer];
     const bool read_too = std::any_of(g.reads.begin(), g.reads.end(), [&](auto r) { return r.first == o.buffer; });
     if (info.dtype != g.dtype || k.exprs[x].dtype != g.dtype || o.strides[n - 1] != 1 || o.strides[n - 2] < g.n ||
-        read_too || !ir::never_overlaps(k.loop, o.strides.begin()))
+        read_too || o.has_runtime_offset() || !ir::never_overlaps(k.loop, o.strides.begin()))
       continue;
     g.out_buf = o.buffer, g.out_off = o.offset, g.out_sb = n == 3 ? o.strides[0] : 0, g.out_sm = o.strides[n - 2];
     g.out_bytes = info.numel * e;
@@ -414,8 +415,8 @@ void run_direct(const Ctx& x) {
   const int64_t strip = g.k * nr;
   Scratch packed(pack ? static_cast<size_t>(g.batch * nt * strip) * sizeof(T) : 0);
   T* bp = static_cast<T*>(packed.p);
-  const T* A = elem<T>(x.bufs, g.a_buf, g.a_off);
-  const T* B = elem<T>(x.bufs, g.b_buf, g.b_off);
+  const T* A = elem<T>(x.bufs, g.a_buf, g.a_at(x.is));
+  const T* B = elem<T>(x.bufs, g.b_buf, g.b_at(x.is));
   int64_t a_sb = g.a_sb, a_sm = g.a_sm, a_sk = g.a_sk;
   Scratch a_copy(copy_a ? static_cast<size_t>(g.batch * g.m * g.k) * sizeof(T) : 0);
   if (copy_a) {
@@ -480,8 +481,8 @@ template <class T>
 void run_packed_one(const Ctx& x, int64_t bi, bool parallel, T* scratch) {
   const GemmPlan& g = x.g;
   const int64_t mr = g.shape.mr, nr = g.shape.nr;
-  const T* A = elem<T>(x.bufs, g.a_buf, g.a_off) + bi * g.a_sb;
-  const T* B = elem<T>(x.bufs, g.b_buf, g.b_off) + bi * g.b_sb;
+  const T* A = elem<T>(x.bufs, g.a_buf, g.a_at(x.is)) + bi * g.a_sb;
+  const T* B = elem<T>(x.bufs, g.b_buf, g.b_at(x.is)) + bi * g.b_sb;
   T* part;
   int64_t ldp;
   if (scratch) {

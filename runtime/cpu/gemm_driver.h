@@ -33,6 +33,11 @@ struct GemmPlan {
   uint32_t a_buf = 0, b_buf = 0;
   int64_t a_off = 0, a_sb = 0, a_sm = 0, a_sk = 0;
   int64_t b_off = 0, b_sb = 0, b_sn = 0, b_sk = 0;
+  // The runtime scalar added to a_off (b_off): an operand that is a view of
+  // a stored tensor at a runtime offset (ir::Access::offset_scalar).
+  uint32_t a_off_scalar = ir::Access::kNoScalar, b_off_scalar = ir::Access::kNoScalar;
+  int64_t a_at(const int64_t* is) const { return a_off + (a_off_scalar == ir::Access::kNoScalar ? 0 : is[a_off_scalar]); }
+  int64_t b_at(const int64_t* is) const { return b_off + (b_off_scalar == ir::Access::kNoScalar ? 0 : is[b_off_scalar]); }
   // An output that may hold the partial sums of earlier K blocks (the
   // product stored as is, or the kernel's one output of the accumulation
   // dtype, rows contiguous, no two positions alike); -1: a scratch instead.

@@ -74,10 +74,17 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
   // int64, then the two-word error block.
   const size_t nb = program_.buffers.size();
   size_t ns = 0;
-  for (const ir::Kernel& k : program_.kernels)
+  for (const ir::Kernel& k : program_.kernels) {
     for (const ir::Expr& e : k.exprs)
       if (e.kind == ir::ExprKind::Scalar) ns = std::max<size_t>(ns, e.a + 1);
-  for (const ir::LibraryCall& c : program_.library_calls) ns = std::max<size_t>(ns, c.scalar_begin + c.num_scalars);
+    for (const ir::Access& a : k.accesses)
+      if (a.has_runtime_offset()) ns = std::max<size_t>(ns, a.offset_scalar + 1);
+  }
+  for (const ir::LibraryCall& c : program_.library_calls) {
+    ns = std::max<size_t>(ns, c.scalar_begin + c.num_scalars);
+    for (uint32_t s : c.input_offset_scalars)
+      if (s != ir::Access::kNoScalar) ns = std::max<size_t>(ns, s + 1);
+  }
   scalar_at_ = nb;
   err_at_ = nb + 2 * ns;
   arg_words_ = err_at_ + kErrorWords;
@@ -546,7 +553,10 @@ std::string CudaExecutable::out_of_range_message(const ir::LibraryCall& call) {
   const int64_t n = call.input_shapes[1].numel();
   std::vector<int64_t> index(static_cast<size_t>(n));
   const char* base = reinterpret_cast<const char*>(static_cast<uintptr_t>(words[call.inputs[1]]));
-  copy_to_host(index.data(), base + call.input_offsets[1] * 8, index.size() * 8, device_);
+  const uint32_t slot = call.input_offset_scalar(1);  // the index is a view of a stored tensor at a runtime offset
+  const size_t ns = (err_at_ - scalar_at_) / 2;
+  const int64_t offset = call.input_offsets[1] + (slot == ir::Access::kNoScalar ? 0 : words[scalar_at_ + ns + slot]);
+  copy_to_host(index.data(), base + offset * 8, index.size() * 8, device_);
   for (int64_t v : index)
     if (v < 0 || v >= dim_size)
       return index_out_of_range_message(v, dim_size);

@@ -28,6 +28,9 @@ std::vector<int64_t> strided_offsets(const ir::Dims& sizes, const int64_t* strid
   return offs;
 }
 
+// A view node's offset: its last attribute, or its runtime scalar (ir/node.h).
+int64_t view_offset(const EvalContext& c, int rank) { return c.scalars.empty() ? c.step.attr[rank] : c.scalars[0].i; }
+
 int64_t prod(const ir::Dims& s, int from, int to) {
   int64_t p = 1;
   for (int d = from; d < to; ++d) p *= s[d];
@@ -82,7 +85,7 @@ void eval_move(const EvalContext& c) {
   switch (s.op) {
     case Op::AsStrided: {
       const int nd = s.shape.n;
-      auto offs = strided_offsets(s.shape, s.attr.data(), s.attr[nd]);
+      auto offs = strided_offsets(s.shape, s.attr.data(), view_offset(c, nd));
       const auto* in = static_cast<const char*>(c.in[0]->data);
       for (size_t i = 0; i < offs.size(); ++i) std::memcpy(out + i * esize, in + offs[i] * esize, esize);
       return;
@@ -96,7 +99,7 @@ void eval_move(const EvalContext& c) {
       const Value& value = *c.in[1];
       std::memcpy(out, base.data, base.numel() * esize);
       const int nd = value.shape->n;
-      auto offs = strided_offsets(*value.shape, s.attr.data(), s.attr[nd]);
+      auto offs = strided_offsets(*value.shape, s.attr.data(), view_offset(c, nd));
       const auto* v = static_cast<const char*>(value.data);
       for (size_t i = 0; i < offs.size(); ++i) std::memcpy(out + offs[i] * esize, v + i * esize, esize);
       return;

@@ -40,6 +40,7 @@ void expect_compiles(const KernelProgram& p, const std::string& what) {
 }
 
 TEST(CudaCodegen, PointwiseChainUsesFourLanes) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1 << 12});
   loom::sync();
   KernelProgram p = lower_outputs({loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x});
@@ -55,6 +56,7 @@ TEST(CudaCodegen, PointwiseChainUsesFourLanes) {
 // of 4 floats), however many blocks that is: no grid-stride loop in
 // practice (measured faster on an H100; see launch_dims).
 TEST(CudaCodegen, PointwiseGridCoversEveryStep) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   jc::KernelPlan plan;
   plan.pointwise = true;
   plan.threads = int64_t{1} << 22;
@@ -65,6 +67,7 @@ TEST(CudaCodegen, PointwiseGridCoversEveryStep) {
 }
 
 TEST(CudaCodegen, OddSizesAndTransposesUseOneLane) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({7, 5});
   loom::sync();
   KernelProgram p = lower_outputs({x.t() * 2});
@@ -77,6 +80,7 @@ TEST(CudaCodegen, OddSizesAndTransposesUseOneLane) {
 // shared memory; a tile-less one (a row of 7) or one with no such load is
 // not. Odd sizes leave partial tiles; the source compiles with NVRTC.
 TEST(CudaCodegen, TransposingLoadsAreTiled) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1000, 65}), y = loom::randn({65, 1000}), small = loom::randn({7, 1000});
   loom::sync();
   KernelProgram t = lower_outputs({x.t() + y});
@@ -97,6 +101,7 @@ TEST(CudaCodegen, TransposingLoadsAreTiled) {
 }
 
 TEST(CudaCodegen, SoftmaxRowStaysInRegisters) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 4096});
   loom::sync();
   KernelProgram p = lower_outputs({loom::softmax(x, -1)});
@@ -121,6 +126,7 @@ TEST(CudaCodegen, SoftmaxRowStaysInRegisters) {
 // with the row in phase 0 (plan_early_loads), so every load of the kernel
 // comes before its first reduction.
 TEST(CudaCodegen, LaterPhasesLoadsIssueWithTheRow) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 4096}), g = loom::randn({4096}), b = loom::randn({4096});
   loom::sync();
   auto mu = x.mean({-1}, true);
@@ -139,6 +145,7 @@ TEST(CudaCodegen, LaterPhasesLoadsIssueWithTheRow) {
 }
 
 TEST(CudaCodegen, ShortRowsShareABlock) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1000, 10});
   loom::sync();
   KernelProgram p = lower_outputs({x.sum({1})});
@@ -150,6 +157,7 @@ TEST(CudaCodegen, ShortRowsShareABlock) {
 }
 
 TEST(CudaCodegen, LongRowsLoop) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({2, 100000});
   loom::sync();
   KernelProgram p = lower_outputs({x.amax({1})});
@@ -166,6 +174,7 @@ TEST(CudaCodegen, LongRowsLoop) {
 // blocks of 128, the loads of all steps issued first; cheap or small ones
 // one step in blocks of 256.
 TEST(CudaCodegen, CostlyLargePointwiseKernelsTakeFourStepsAThread) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1 << 22});
   auto small = loom::randn({1 << 12});
   loom::sync();
@@ -190,6 +199,7 @@ TEST(CudaCodegen, CostlyLargePointwiseKernelsTakeFourStepsAThread) {
 // An argmax along rows reads 4 elements a step (16-byte loads) and records
 // lane l of the step at i as element i + l.
 TEST(CudaCodegen, ArgReductionsAlongRowsUseLanes) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 4096});
   loom::sync();
   KernelProgram p = lower_outputs({x.argmax(1)});
@@ -202,6 +212,7 @@ TEST(CudaCodegen, ArgReductionsAlongRowsUseLanes) {
 }
 
 TEST(CudaCodegen, ColumnReductionsPutAWarpAcrossColumns) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({512, 256});
   auto d = loom::randn({64, 3000, 40}, loom::kDouble);
   loom::sync();
@@ -235,6 +246,7 @@ TEST(CudaCodegen, ColumnReductionsPutAWarpAcrossColumns) {
 }
 
 TEST(CudaCodegen, EmptyKernelsAreSkipped) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({0, 4});
   loom::sync();
   KernelProgram p = lower_outputs({x + 1});
@@ -244,6 +256,7 @@ TEST(CudaCodegen, EmptyKernelsAreSkipped) {
 // One NVRTC compile of many kernels at once: every expression kind (random
 // numbers in place too), every dtype, both kernel shapes, the reduce operators and the error paths.
 TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto f = loom::randn({8, 12});
   auto d = loom::randn({8, 12}, loom::kDouble);
@@ -278,6 +291,7 @@ TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
 }
 
 TEST(CudaCodegen, WorkloadsCompileWithNvrtc) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({1 << 12});
   auto r = loom::randn({256, 4096});
@@ -342,6 +356,7 @@ void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& 
 }
 
 TEST(CudaCodegen, GemmLayoutsAndPlans) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({65, 63}), w = loom::randn({63, 33}), xt = loom::randn({63, 65});
   loom::sync();
   KernelProgram nn = lower_outputs({loom::matmul(x, w)}, gemm_on());
@@ -399,6 +414,7 @@ TEST(CudaCodegen, GemmLayoutsAndPlans) {
 }
 
 TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
   auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33}), r = loom::randn({65, 33});
@@ -457,6 +473,7 @@ loom::ir::LowerOptions producers_on() {
 }
 
 TEST(CudaCodegen, GemmOperandProducersCompileWithNvrtc) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
   auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33});
   auto h = loom::randn({256, 1024}), v = loom::randn({10, 1024}), vb = loom::randn({10});
@@ -493,13 +510,19 @@ TEST(CudaCodegen, GemmOperandProducersCompileWithNvrtc) {
 KernelProgram as_bf16(KernelProgram p) {
   for (auto& b : p.buffers)
     if (b.dtype == loom::kFloat) b.dtype = loom::kBFloat16;
-  for (auto& k : p.kernels)
+  for (auto& k : p.kernels) {
     for (auto& e : k.exprs)
       if (e.dtype == loom::kFloat) e.dtype = loom::kBFloat16;
+    // A runtime offset 16-byte aligned as float is as bfloat16 where it is 0,
+    // which the views of these tests' stored tensors all are.
+    for (auto& a : k.accesses)
+      if (a.has_runtime_offset() && a.offset_align == 4) a.offset_align = 8;
+  }
   return p;
 }
 
 TEST(CudaCodegen, Bf16GemmKernelsCompileWithNvrtc) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
   auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33}), xt = loom::randn({32, 64});
@@ -519,6 +542,7 @@ TEST(CudaCodegen, Bf16GemmKernelsCompileWithNvrtc) {
 // layout (the transposes are descriptor flags); the others keep mma.sync.
 // Every candidate compiles for sm_90a, the tuner's module too.
 TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48}), xt = loom::randn({32, 64});
   auto big = loom::randn({2048, 64}), bigw = loom::randn({2048, 64}), bigt = loom::randn({64, 2048});
@@ -574,6 +598,7 @@ TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
 // which then takes the warpgroup tiles; an operand already so (x W^T) is
 // read in place; a product under the bound is left alone.
 TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({256, 128}), w = loom::randn({128, 192}), xt = loom::randn({128, 256}), wn = loom::randn({192, 128});
   auto bias = loom::randn({192});
   loom::sync();
@@ -614,6 +639,7 @@ TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
 // K (x W^T, a batch of them) is copied contiguous along N, and the product
 // reads the copy; B already so (x W) and A are read in place.
 TEST(CudaCodegen, FloatProductsReadBContiguousAlongN) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({256, 128}), w = loom::randn({192, 128}), wn = loom::randn({128, 192});
   auto bx = loom::randn({3, 64, 128}), bw = loom::randn({3, 96, 128});
   loom::sync();
@@ -638,6 +664,7 @@ TEST(CudaCodegen, FloatProductsReadBContiguousAlongN) {
 // function, each product one sum per element, no GEMM template; it
 // compiles for sm_90. A larger program keeps one kernel per step.
 TEST(CudaCodegen, SmallProgramsRunAsOneBlock) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto s0 = loom::randn({1, 64}), w1 = loom::randn({64, 64}), w2 = loom::randn({64, 64});
   auto big = loom::randn({256, 1024}), bw = loom::randn({1024, 1024});
   loom::sync();
@@ -690,6 +717,7 @@ namespace {
 // and tile configuration, one of a temporary and one of an input, are one
 // GEMM function.
 TEST(CudaCodegen, KernelsAlikeAreOneFunction) {
+  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({256, 300});
   std::vector<loom::Tensor> idx;
   for (int i = 0; i < 4; ++i) idx.push_back(loom::randint(0, 300, {256, 300}));
