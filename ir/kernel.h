@@ -406,6 +406,21 @@ inline bool rows_lie_across_memory(const Kernel& k) {
   return across;
 }
 
+// The bytes a program's own description takes (kernels, steps, buffers):
+// part of what a cached executable holds (Executable::bytes).
+inline int64_t description_bytes(const KernelProgram& p) {
+  size_t n = sizeof(KernelProgram) + p.buffers.size() * sizeof(BufferInfo) + p.steps.size() * sizeof(Step) +
+             p.boundaries.size() * (sizeof(Boundary) + 48);
+  for (const Kernel& k : p.kernels) {
+    n += sizeof(Kernel) + k.name.size() + k.accesses.size() * sizeof(Access) + k.exprs.size() * sizeof(Expr) +
+         k.graph_nodes.size() * sizeof(uint32_t);
+    for (const Phase& ph : k.phases) n += sizeof(Phase) + ph.stores.size() * sizeof(ph.stores[0]);
+  }
+  for (const LibraryCall& c : p.library_calls)
+    n += sizeof(LibraryCall) + c.inputs.size() * (sizeof(uint32_t) + sizeof(Dims) + 2 * sizeof(int64_t) + 4);
+  return static_cast<int64_t>(n);
+}
+
 std::string to_string(const Kernel& k);
 std::string to_string(const KernelProgram& p);
 

@@ -1,6 +1,7 @@
 // The seam every backend plugs into: compile an ir::Graph into an
 // Executable once, run the Executable on every cache hit.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
@@ -65,6 +66,13 @@ class Executable {
   virtual void run(const RunArgs& args, std::vector<BufferPtr>& out) = 0;
   // Kernels (or steps) one run launches, for metrics.
   virtual int64_t kernel_count() const = 0;
+  // The memory it holds while cached, host and device together: compiled
+  // code, the arenas it keeps for its temporaries, argument blocks (not its
+  // outputs, which the tensors own). What the executable cache's bound
+  // counts (runtime/executable_cache.h).
+  virtual int64_t bytes() const = 0;
+  // The executable cache's clock at its last use (ExecutableCache::touch).
+  std::atomic<uint64_t> last_used{0};
 };
 
 class Backend {

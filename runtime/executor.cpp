@@ -58,6 +58,7 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
   if (use_last && last.exe && last.backend == &backend && last.hash == g.hash &&
       last.generation == cache.generation() && last.canonical == g.canonical) {
     run_exe = last.exe.get();  // `last` keeps it alive through the run
+    cache.touch(*run_exe);
     bump(c.cache_hits);
     if (log_enabled(LogTopic::Cache)) log_line(LogTopic::Cache, "hit  key=%016llx nodes=%zu backend=%s",
                                                static_cast<unsigned long long>(g.hash), g.size(), backend.name());
@@ -131,6 +132,7 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
 
 void replay(Executable& exe, const RunArgs& args, std::vector<BufferPtr>& out) {
   Counters& c = counters();
+  executable_cache().touch(exe);
   bump(c.cache_hits);
   bump(c.compiled_replays);
   run_counted(exe, args, out);

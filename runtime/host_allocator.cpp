@@ -16,13 +16,31 @@ namespace {
 
 // Blocks of more than kSmallMax bytes (4 KiB) are cached, keyed by their
 // size rounded to a granule of at most 1/16 of it (64 bytes, 4 KiB from
-// 64 KiB, 64 KiB from 1 MiB, 2 MiB from 32 MiB); at most kMaxCachedBytes
-// are held, the rest is freed. Below 1 MiB too: glibc serves blocks of
+// 64 KiB, 64 KiB from 1 MiB, 2 MiB from 32 MiB); at most max_cached()
+// bytes are held, and past that the blocks freed longest ago go back to the
+// system first (a loop reuses what its last step freed; blocks of sizes that
+// never come back, a shape that grows each step, age out instead of
+// pinning the cache). Below 1 MiB too: glibc serves blocks of
 // 128 KiB and more by a fresh mmap each time (its threshold only rises when
 // such a block is freed, and the large ones never are: they stay here) and
 // trims its heap's top, so every W4 step faulted in ~500 KiB of packing
 // scratch and small gradients again (127 page faults a step; now none).
-constexpr size_t kMaxCachedBytes = size_t{2} << 30;
+constexpr size_t kDefaultMaxCachedBytes = size_t{2} << 30;
+// LOOM_HOST_CACHE_BYTES (e.g. 256M, 2G; 0 keeps nothing), else the default.
+size_t max_cached() {
+  static const size_t limit = [] {
+    const char* env = std::getenv("LOOM_HOST_CACHE_BYTES");
+    if (!env || !*env) return kDefaultMaxCachedBytes;
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    double scale = 1;
+    if (*end == 'K' || *end == 'k') scale = 1 << 10;
+    if (*end == 'M' || *end == 'm') scale = 1 << 20;
+    if (*end == 'G' || *end == 'g') scale = double(1 << 30);
+    return end == env || v < 0 ? kDefaultMaxCachedBytes : static_cast<size_t>(v * scale);
+  }();
+  return limit;
+}
 // Blocks from kMinHuge bytes up are aligned to 2 MiB and marked for
 // transparent huge pages (madvise, as Linux's default "madvise" mode asks):
 // each whole 2 MiB page inside the block is then one huge page (the tail
@@ -57,13 +75,43 @@ void* system_allocate(size_t size) {
 
 struct Cache {
   std::mutex mu;
-  std::multimap<size_t, void*> free_blocks;  // rounded size -> block
+  // rounded size -> (block, when it was freed); `freed` indexes the same
+  // blocks by that stamp, oldest first, for eviction.
+  std::multimap<size_t, std::pair<void*, uint64_t>> free_blocks;
+  std::map<uint64_t, std::multimap<size_t, std::pair<void*, uint64_t>>::iterator> freed;
+  uint64_t stamp = 0;
   size_t cached = 0;
 
+  void insert(size_t size, void* p) {
+    auto it = free_blocks.emplace(size, std::make_pair(p, ++stamp));
+    freed.emplace(stamp, it);
+    cached += size;
+  }
+  // A cached block of exactly `size`, taken out; null if none.
+  void* take(size_t size) {
+    auto it = free_blocks.find(size);
+    if (it == free_blocks.end()) return nullptr;
+    void* p = it->second.first;
+    freed.erase(it->second.second);
+    free_blocks.erase(it);
+    cached -= size;
+    return p;
+  }
+  // The block freed longest ago, taken out (to be freed by the caller).
+  std::pair<void*, size_t> take_oldest() {
+    auto at = freed.begin();
+    auto it = at->second;
+    const std::pair<void*, size_t> out{it->second.first, it->first};
+    cached -= it->first;
+    free_blocks.erase(it);
+    freed.erase(at);
+    return out;
+  }
   void drop_all() {
     std::lock_guard lock(mu);
-    for (auto& [size, p] : free_blocks) std::free(p);
+    for (auto& [size, block] : free_blocks) std::free(block.first);
     free_blocks.clear();
+    freed.clear();
     cached = 0;
   }
 };
@@ -126,12 +174,7 @@ void* host_allocate(size_t bytes) {
   if (bytes > kSmallMax) {  // small blocks never enter the cache (host_free keeps them per thread)
     Cache& c = cache();
     std::lock_guard lock(c.mu);
-    if (auto it = c.free_blocks.find(size); it != c.free_blocks.end()) {
-      void* p = it->second;
-      c.free_blocks.erase(it);
-      c.cached -= size;
-      return p;
-    }
+    if (void* p = c.take(size)) return p;
   }
   void* p = system_allocate(size);
   if (!p) {  // give the cache back to the OS and try once more
@@ -158,16 +201,22 @@ void host_free(void* p, size_t bytes) noexcept {
     return;
   }
   const size_t size = rounded(bytes);
-  {  // the lock is released before a block the cache has no room for is freed
+  const size_t limit = max_cached();
+  if (size > limit) {
+    std::free(p);
+    return;
+  }
+  // The blocks to give back are freed after the lock is released.
+  constexpr int kFew = 8;
+  void* evicted[kFew];
+  int n = 0;
+  {
     Cache& c = cache();
     std::lock_guard lock(c.mu);
-    if (c.cached + size <= kMaxCachedBytes) {
-      c.free_blocks.emplace(size, p);
-      c.cached += size;
-      return;
-    }
+    c.insert(size, p);
+    while (c.cached > limit && n < kFew) evicted[n++] = c.take_oldest().first;
   }
-  std::free(p);
+  for (int i = 0; i < n; ++i) std::free(evicted[i]);
 }
 
 size_t host_cached_bytes() {

@@ -142,6 +142,9 @@ Metrics metrics() {
   m.late_checks = c.late_checks.load();
   m.late_check_wait_ns = c.late_check_wait_ns.load();
   m.compiled_replays = c.compiled_replays.load();
+  m.executables_evicted = c.executables_evicted.load();
+  m.executable_cache_bytes = runtime::executable_cache().bytes();
+  m.executables_cached = static_cast<int64_t>(runtime::executable_cache().size());
   return m;
 }
 
@@ -155,7 +158,7 @@ void reset_metrics() {
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
                   &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads, &c.cuda_graph_node_updates,
                   &c.cuda_graphs_built, &c.cuda_graph_kernels, &c.cuda_graph_depth, &c.late_checks,
-                  &c.late_check_wait_ns, &c.compiled_replays})
+                  &c.late_check_wait_ns, &c.compiled_replays, &c.executables_evicted})
     a->store(0);
 }
 
@@ -189,6 +192,9 @@ std::string Metrics::to_string() const {
   row("disk cache misses", std::to_string(disk_cache_misses));
   row("disk cache writes", std::to_string(disk_cache_writes));
   row("disk cache rejected", std::to_string(disk_cache_rejected));
+  row("executables cached", std::to_string(executables_cached));
+  row("executable cache bytes", std::to_string(executable_cache_bytes));
+  row("executables evicted", std::to_string(executables_evicted));
   row("jit compiles", std::to_string(jit_compiles));
   row("kernels compiled", std::to_string(kernels_compiled));
   row("jit compile time", ms(jit_compile_ns));
@@ -212,6 +218,8 @@ std::ostream& operator<<(std::ostream& os, const Metrics& m) { return os << m.to
 
 void clear_executable_cache() { runtime::executable_cache().clear(); }
 size_t executable_cache_size() { return runtime::executable_cache().size(); }
+void set_executable_cache_limit(int64_t bytes) { runtime::executable_cache().set_limit(bytes); }
+int64_t executable_cache_limit() { return runtime::executable_cache().limit(); }
 
 namespace testing {
 void force_graph_hash(uint64_t value) { ir::testing::force_hash(value); }

@@ -39,6 +39,7 @@ struct Counters {
   std::atomic<int64_t> late_checks{0};     // GPU runs whose bad-data check was read at a later sync
   std::atomic<int64_t> late_check_wait_ns{0};  // time waiting for those checks (also in execute_ns)
   std::atomic<int64_t> compiled_replays{0};       // loom::compile calls that ran their executable without recording
+  std::atomic<int64_t> executables_evicted{0};    // dropped from the executable cache to stay within its bound
 };
 
 Counters& counters();

@@ -41,12 +41,16 @@ class LoadedKernels {
   // A GEMM kernel's symbol is its tile function (gemm.h), of another type.
   GemmFn gemm(size_t i) const { return reinterpret_cast<GemmFn>(reinterpret_cast<void*>(kernels_[i])); }
   size_t size() const { return kernels_.size(); }
+  // The linked objects' bytes: about what the JIT holds of them (code,
+  // data, relocations), plus its bookkeeping per JITDylib.
+  int64_t bytes() const { return bytes_; }
 
  private:
   friend std::shared_ptr<LoadedKernels> load_objects(std::span<const char>, size_t);
   LoadedKernels() = default;
   std::vector<KernelFn> kernels_;
   void* dylib_ = nullptr;  // llvm::orc::JITDylib*
+  int64_t bytes_ = 0;
 };
 
 // Links the objects of `packed` (pack_objects of compile_to_object's

@@ -32,6 +32,16 @@ CpuExecutable::CpuExecutable(ir::KernelProgram program, jit::llvm_cpu::KernelFun
   }
 }
 
+int64_t CpuExecutable::bytes() const {
+  size_t arenas;
+  {
+    std::lock_guard lock(arena_mu_);
+    arenas = std::max<size_t>(arenas_.size(), 1);  // the first run makes one
+  }
+  return ir::description_bytes(program_) + (kernels_ ? kernels_->bytes() : 0) +
+         static_cast<int64_t>(arenas) * program_.arena_bytes;
+}
+
 BufferPtr CpuExecutable::take_arena() {
   if (program_.arena_bytes == 0) return nullptr;
   {

@@ -24,6 +24,7 @@ class CpuExecutable final : public Executable {
                 std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels);
   void run(const RunArgs& args, std::vector<BufferPtr>& out) override;
   int64_t kernel_count() const override { return static_cast<int64_t>(program_.steps.size()); }
+  int64_t bytes() const override;
 
  private:
   // How a kernel is launched, decided once: inline on the calling thread
@@ -51,7 +52,7 @@ class CpuExecutable final : public Executable {
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels_;
   std::vector<Launch> launches_;  // per kernel
   std::vector<GemmPlan> gemms_;   // per kernel, in its local buffer ids; used by GEMM kernels only
-  std::mutex arena_mu_;
+  mutable std::mutex arena_mu_;
   std::vector<BufferPtr> arenas_;  // free arenas: one per concurrent run at most
   OutputPlan outputs_;  // donation and result list (runtime/output_plan.h)
 };

@@ -74,8 +74,9 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
     // Metrics count what NVRTC compiles: one kernel, or the distinct functions.
     const size_t compiled = single_block ? 1 : module.shared.first.size();
-    module.module =
-        load_module(cached_cubin(source, index, key, what, folder, static_cast<int64_t>(compiled)), index, what);
+    const std::vector<char> cubin = cached_cubin(source, index, key, what, folder, static_cast<int64_t>(compiled));
+    module.cubin_bytes = static_cast<int64_t>(cubin.size());
+    module.module = load_module(cubin, index, what);
     if (single_block) {
       check(driver().cuModuleGetFunction(&module.single_block, module.module, jit::cuda::kSingleBlockSymbol),
             "cuModuleGetFunction", what);

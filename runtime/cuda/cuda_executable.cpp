@@ -106,9 +106,23 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
   plan_launches();
 }
 
+int64_t CudaExecutable::bytes() const {
+  int64_t n = ir::description_bytes(program_) + module_.cubin_bytes + program_.arena_bytes +
+              static_cast<int64_t>(kWorkspaceSlots) * workspace_slot_bytes_;
+  n += 4 * static_cast<int64_t>(arg_words_) * 8;  // two device argument sets, two pinned host blocks
+  if (meta_) n += static_cast<int64_t>(meta_->bytes());
+  return n;
+}
+
 CudaExecutable::~CudaExecutable() {
   // Errors are ignored: at process exit the driver may already be gone.
   const DriverApi& d = driver();
+  // An evicted executable may still have launches in flight (a sync returns
+  // once they are queued): its code is unloaded only after they ran.
+  if (module_.module) {
+    d.cuStreamSynchronize(context(device_).stream);
+    d.cuModuleUnload(module_.module);
+  }
   for (Slot& s : slots_) {
     if (s.in_flight) d.cuEventSynchronize(s.done);
     if (s.done) d.cuEventDestroy(s.done);

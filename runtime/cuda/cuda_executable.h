@@ -39,7 +39,8 @@ namespace loom::runtime::cuda {
 
 // A loaded cubin; unloaded never (its functions may be in built graphs).
 struct LoadedModule {
-  CUmodule module = nullptr;
+  CUmodule module = nullptr;   // unloaded by the executable's destructor
+  int64_t cubin_bytes = 0;     // the loaded code's size (Executable::bytes)
   std::vector<CUfunction> kernels;  // generated kernel i (kernels alike: the same shared function)
   // Per generated kernel, its local form (ir::LocalKernel: its tables); a
   // kernel with a local buffer table is launched with its own tables.
@@ -56,6 +57,7 @@ class CudaExecutable final : public Executable {
   ~CudaExecutable() override;
   void run(const RunArgs& args, std::vector<BufferPtr>& result) override;
   int64_t kernel_count() const override { return static_cast<int64_t>(launches_.size()); }
+  int64_t bytes() const override;
 
  private:
   struct Launch {

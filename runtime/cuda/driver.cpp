@@ -62,6 +62,7 @@ struct Driver {
     resolve(lib, api.cuEventElapsedTime, "cuEventElapsedTime", missing);
     resolve(lib, api.cuFuncSetAttribute, "cuFuncSetAttribute", missing);
     resolve(lib, api.cuModuleLoadData, "cuModuleLoadData", missing);
+    resolve(lib, api.cuModuleUnload, "cuModuleUnload", missing);
     resolve(lib, api.cuModuleGetFunction, "cuModuleGetFunction", missing);
     resolve(lib, api.cuLaunchKernel, "cuLaunchKernel", missing);
     resolve(lib, api.cuGraphCreate, "cuGraphCreate", missing);

@@ -64,6 +64,15 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   const std::string source = jc::gemm_tuning_source(g, cs);
   const std::string what = "GEMM tuning kernels";
   CUmodule module = load_module(cached_cubin(source, device, words(source), what, "", 0), device, what);
+  // The tuning kernels are needed only here: unloaded once their launches ran.
+  struct Unload {
+    CUmodule m;
+    CUstream stream;
+    ~Unload() {
+      driver().cuStreamSynchronize(stream);
+      driver().cuModuleUnload(m);
+    }
+  } unload{module, ctx.stream};
   const Device dev(kCUDA, static_cast<int8_t>(device));
   BufferPtr A = Buffer::allocate(dev, (g.a_off + a_n) * es), B = Buffer::allocate(dev, (g.b_off + b_n) * es);
   BufferPtr C = Buffer::allocate(dev, c_n * es);

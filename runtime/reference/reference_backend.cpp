@@ -35,6 +35,11 @@ class Program final : public Executable {
     for (uint32_t o : outputs_) last_use_[o] = UINT32_MAX;
   }
 
+  // Its steps; every value is allocated by the run and freed after it.
+  int64_t bytes() const override {
+    return static_cast<int64_t>(steps_.size() * (sizeof(Step) + sizeof(uint32_t) * 4) + sizeof(*this));
+  }
+
   void run(const RunArgs& args, std::vector<BufferPtr>& result) override {
     const size_t n = steps_.size();
     std::vector<Value> values(n);

@@ -64,7 +64,10 @@ struct Metrics {
                                    // check was read at the next sync, read or cuda::synchronize
                                    // instead of when they were launched
   int64_t late_check_wait_ns = 0;  // host time spent waiting for those checks (part of execute_ns)
-  int64_t compiled_replays = 0;    // calls of loom::compile'd functions that ran their executable
+  int64_t compiled_replays = 0;
+  int64_t executables_cached = 0;     // executables in the in-memory cache now
+  int64_t executable_cache_bytes = 0; // what they hold now (code, arenas, argument blocks), host and device
+  int64_t executables_evicted = 0;    // dropped, least recently used first, to stay within the bound    // calls of loom::compile'd functions that ran their executable
                                    // without recording (also counted as cache hits)
   std::string to_string() const;   // an aligned two-column table
 };
@@ -92,6 +95,14 @@ int64_t max_pending_nodes();
 // Drops every cached executable (tests and benchmarks of cold starts).
 void clear_executable_cache();
 size_t executable_cache_size();
+// The in-memory executable cache's bound in bytes (Metrics::
+// executable_cache_bytes): past it, the executables used least recently are
+// evicted and their code, arenas and GPU modules released once no run uses
+// them; the disk cache keeps their objects, so a graph that comes back is
+// loaded, not compiled. Default 4 GiB, or LOOM_EXECUTABLE_CACHE_BYTES
+// (e.g. 512M, 8G); 0 for no bound. Lowering it evicts at once.
+void set_executable_cache_limit(int64_t bytes);
+int64_t executable_cache_limit();
 
 namespace testing {
 // Makes every graph hash to `value` (0 turns it off), to prove that a hash
