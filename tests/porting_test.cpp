@@ -119,6 +119,15 @@ TEST(PortingModules, ModulesInAConstructorIsExplained) {
   EXPECT_EQ(named.keys(), (std::vector<std::string>{"", "fc1", "fc2"}));
 }
 
+// A module called through its holder (`fc(x)`) reports the caller's line,
+// not the holder's header.
+TEST(PortingModules, AModuleCallNamesTheCallersLine) {
+  loom::nn::Linear fc(4, 3);
+  const std::string msg = loom_test::error_of([&] { fc(loom::ones({2, 5})); });
+  EXPECT_NE(msg.find("porting_test.cpp:"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("module.h"), std::string::npos) << msg;
+}
+
 LOOM_INSTANTIATE_BACKENDS(PortingTest);
 
 }  // namespace

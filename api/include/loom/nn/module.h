@@ -71,6 +71,24 @@ class OrderedDict {
 
 namespace detail {
 [[noreturn]] void throw_missing_key(const std::string& key);
+
+// Whether M::forward takes the caller's location after the tensor (the
+// built-in modules do; a user's module need not).
+template <class M, class = void>
+struct forward_takes_loc : std::false_type {};
+template <class M>
+struct forward_takes_loc<M, std::void_t<decltype(std::declval<M&>().forward(std::declval<const Tensor&>(),
+                                                                               std::declval<const SourceLoc&>()))>>
+    : std::true_type {};
+// A holder's call `m(x)` that passes the caller's line on: one argument, a
+// tensor, to a forward that takes a location.
+template <class M, class... Args>
+constexpr bool passes_loc() {
+  if constexpr (sizeof...(Args) == 1)
+    return forward_takes_loc<M>::value && (std::is_convertible_v<Args, const Tensor&> && ...);
+  else
+    return false;
+}
 }
 template <class Key, class Value>
 const Value& OrderedDict<Key, Value>::operator[](const Key& k) const {
@@ -174,7 +192,13 @@ class ModuleHolder {
   Contained* get() { return impl_.get(); }
   const Contained* get() const { return impl_.get(); }
   bool is_empty() const { return impl_ == nullptr; }
-  template <class... Args>
+  // m(x): the module's forward, given the caller's line when it takes one
+  // (so errors and the graph name the user's line, not this header's).
+  template <class T, std::enable_if_t<detail::passes_loc<Contained, T>(), int> = 0>
+  auto operator()(T&& x, SourceLoc loc = SourceLoc::current()) {
+    return impl_->forward(std::forward<T>(x), loc);
+  }
+  template <class... Args, std::enable_if_t<!detail::passes_loc<Contained, Args...>(), int> = 0>
   auto operator()(Args&&... args) {
     return impl_->forward(std::forward<Args>(args)...);
   }

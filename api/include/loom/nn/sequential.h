@@ -11,17 +11,6 @@
 #pragma GCC visibility push(default)
 namespace loom {
 
-namespace detail {
-// Whether M::forward takes the caller's location after the tensor (the
-// built-in modules do; a user's module need not).
-template <class M, class = void>
-struct forward_takes_loc : std::false_type {};
-template <class M>
-struct forward_takes_loc<M, std::void_t<decltype(std::declval<M&>().forward(std::declval<const Tensor&>(),
-                                                                               std::declval<const SourceLoc&>()))>>
-    : std::true_type {};
-}  // namespace detail
-
 namespace nn {
 
 class SequentialImpl : public Module {
