@@ -123,6 +123,12 @@ struct PendingList {
   std::vector<std::shared_ptr<Storage>> storages;
   size_t next_drop = kFirstDrop;  // the size at which add_to_list drops dead entries
   int64_t recorded_since_sync = 0;
+  // Where the last automatic cut happened: the line that recorded the node
+  // that crossed the bound (count_recorded), null before the first; and
+  // how many nodes the last cut ran (0 before the second).
+  const char* cut_file = nullptr;
+  uint32_t cut_line = 0;
+  int64_t cut_period = 0;
   bool syncing = false;
   bool tracing = false;  // loom::compile is tracing a function on this thread
   uint64_t trace_number = 0;
@@ -399,10 +405,24 @@ int64_t live_pending_nodes(PendingList& list) {
   return static_cast<int64_t>(g.size());
 }
 
-void count_recorded(PendingList& list, int64_t nodes_recorded) {
+// `written`: the storage whose node was just recorded (its line places a cut).
+void count_recorded(PendingList& list, int64_t nodes_recorded, const Storage& written) {
   list.recorded_since_sync += nodes_recorded;
   const int64_t most = g_max_pending.load(std::memory_order_relaxed);
-  if (list.recorded_since_sync > most && !list.syncing && !list.tracing) {
+  if (list.recorded_since_sync > most && !list.syncing && !list.tracing) [[unlikely]] {
+    // A loop that never reads (text generated token after token) is cut
+    // where the previous cut was, at the same line of its body and, from
+    // the third cut on, after as many nodes as the last cut ran: the cuts
+    // then fall at the same place of the loop each time, so they run one
+    // graph (or a few, where that line comes more than once an iteration),
+    // compiled once and replayed. Cut anyway once twice that was recorded
+    // (the line never came).
+    const ir::NodePtr newest = written.pending_node();
+    if (!newest) return;
+    const int64_t due = std::max(most, list.cut_period);
+    if (list.recorded_since_sync < due) return;
+    const bool at_last_cut = newest->file == list.cut_file && newest->line == list.cut_line;
+    if (list.cut_file && !at_last_cut && list.recorded_since_sync <= 2 * due) return;
     // Most of what was recorded may be dead already (a loop of forward
     // passes whose results are dropped): then a cut would only run the
     // current iteration's half-recorded values, and each cut, falling
@@ -413,6 +433,9 @@ void count_recorded(PendingList& list, int64_t nodes_recorded) {
       list.recorded_since_sync = live;
       return;
     }
+    list.cut_period = list.cut_file ? list.recorded_since_sync : 0;
+    list.cut_file = newest->file;
+    list.cut_line = newest->line;
     runtime::bump(runtime::counters().graph_cuts);
     sync_list(list, nullptr);
   }
@@ -424,7 +447,7 @@ void note_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded) {
   // A plain load first: an in-place loop re-notes a listed storage every op.
   if (!s->listed.load(std::memory_order_relaxed) && !s->listed.exchange(true, std::memory_order_relaxed))
     add_to_list(list, s);
-  count_recorded(list, nodes_recorded);
+  count_recorded(list, nodes_recorded, *s);
 }
 
 void list_pending(const std::shared_ptr<Storage>& s) {
@@ -436,7 +459,7 @@ void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded)
   // No other thread can see `s` yet: a plain store, not an atomic exchange.
   s->listed.store(true, std::memory_order_relaxed);
   add_to_list(list, s);
-  count_recorded(list, nodes_recorded);
+  count_recorded(list, nodes_recorded, *s);
 }
 
 void materialize(const std::shared_ptr<Storage>& s) {
