@@ -100,8 +100,12 @@ SharedKernels share_kernels(const KernelProgram& p, const std::function<std::str
     LocalKernel l = localize(p, k);
     const uint32_t fresh_id = static_cast<uint32_t>(f.first.size());
     uint32_t id = fresh_id;
-    if (!shareable || shareable(k)) id = by_key.try_emplace(l.key + extra_key(k), fresh_id).first->second;
-    if (id == fresh_id) f.first.push_back(static_cast<uint32_t>(f.local.size()));
+    std::string key = l.key + extra_key(k);
+    if (!shareable || shareable(k)) id = by_key.try_emplace(key, fresh_id).first->second;
+    if (id == fresh_id) {
+      f.first.push_back(static_cast<uint32_t>(f.local.size()));
+      f.keys.push_back(std::move(key));
+    }
     f.function.push_back(id);
     f.local.push_back(std::move(l));
   }

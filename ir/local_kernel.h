@@ -52,6 +52,10 @@ struct SharedKernels {
   std::vector<LocalKernel> local;  // per kernel of the program: as its function sees it
   std::vector<uint32_t> function;  // per kernel: the function that runs it
   std::vector<uint32_t> first;     // per function: the first kernel it runs (emitted from)
+  // Per function: its key and extra key, everything its code depends on.
+  // Equal in another program, the function there is the same code (a code
+  // generator may reuse what it compiled for the other: jit/llvm).
+  std::vector<std::string> keys;
 };
 SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
                             const std::function<bool(const Kernel&)>& shareable = {});

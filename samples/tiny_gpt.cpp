@@ -10,6 +10,7 @@
 //   tiny_gpt --clip item|lazy|none        # clip_grad_norm_ (reads the norm: two graphs a
 //                                         # step), the same clipping kept lazy (one graph), none
 //   tiny_gpt --generate 200 [--no-read]   # greedy generation; --no-read keeps every token lazy
+//   tiny_gpt --generate 200 --window      # the context a fixed window of `block` tokens
 //
 // Prints the loss as it falls, steps/s after the first (compiling) step,
 // and what the runtime did. Exits 1 if the loss does not fall below --target.
@@ -35,6 +36,7 @@ struct Options {
   std::string device = "cpu", batching = "slice", clip = "item";
   int64_t steps = 200, batch = 16, generate = 0;
   bool read_each_token = true;
+  bool window = false;  // generation's context: a fixed window, or growing as nanoGPT's
   double lr = 3e-3, target = -1;
   uint64_t seed = 1;
 };
@@ -130,19 +132,24 @@ int run(const Options& o) {
               static_cast<long long>(m.disk_cache_writes));
 
   if (o.generate > 0) {
-    // Greedy decoding over a sliding window of the last `block` tokens,
-    // started from the first window of the corpus.
+    // Greedy decoding as nanoGPT's generate() writes it: from an 8-token
+    // prompt, the context grows by one token a step and is cropped to the
+    // last `block` tokens once it is longer. With --window the context is
+    // always the last `block` tokens (from a prompt of that length): every
+    // step has the same shapes.
     loom::NoGradGuard no_grad;
     model->eval();
     loom::reset_metrics();
     const auto t0 = Clock::now();
-    Tensor window = data.slice(0, 0, cfg.block).view({1, cfg.block}).clone();
+    Tensor idx = data.slice(0, 0, o.window ? cfg.block : 8).view({1, -1}).clone();
     std::vector<int64_t> generated;
     std::vector<Tensor> lazy_tokens;
     for (int64_t i = 0; i < o.generate; ++i) {
-      Tensor logits = model->forward(window);
-      Tensor next = logits.select(1, cfg.block - 1).argmax(-1).view({1, 1});
-      window = loom::cat({window.slice(1, 1, cfg.block), next}, 1);
+      const int64_t T = idx.size(1);
+      Tensor cond = T <= cfg.block ? idx : idx.slice(1, T - cfg.block, T);
+      Tensor logits = model->forward(cond);
+      Tensor next = logits.select(1, cond.size(1) - 1).argmax(-1).view({1, 1});
+      idx = loom::cat({o.window ? idx.slice(1, 1, T) : idx, next}, 1);
       if (o.read_each_token) generated.push_back(next.item<int64_t>());
       else lazy_tokens.push_back(next);
     }
@@ -150,10 +157,10 @@ int run(const Options& o) {
       for (const Tensor& t : lazy_tokens) generated.push_back(t.item<int64_t>());
     const double s = seconds_since(t0);
     const loom::Metrics g = loom::metrics();
-    std::printf("generated %lld tokens in %.2f s (%.1f tokens/s, %s); graphs run %lld: compiled %lld, replayed "
-                "%lld, cut %lld; compile %.2f s\n",
+    std::printf("generated %lld tokens in %.2f s (%.1f tokens/s, %s, %s context); graphs run %lld: compiled %lld, "
+                "replayed %lld, cut %lld; compile %.2f s\n",
                 static_cast<long long>(o.generate), s, o.generate / s,
-                o.read_each_token ? "a read per token" : "no read inside the loop",
+                o.read_each_token ? "a read per token" : "no read inside the loop", o.window ? "window" : "growing",
                 static_cast<long long>(g.graphs_materialized), static_cast<long long>(g.cache_misses),
                 static_cast<long long>(g.cache_hits), static_cast<long long>(g.graph_cuts), g.compile_ns / 1e9);
     std::printf("tokens:");
@@ -174,7 +181,8 @@ int main(int argc, char** argv) {
   Options o;
   const char* usage =
       "usage: tiny_gpt [--device cpu|cuda] [--steps N] [--batch N] [--batching slice|index_select]\n"
-      "                [--clip item|lazy|none] [--lr X] [--seed N] [--generate N] [--no-read] [--target LOSS]\n";
+      "                [--clip item|lazy|none] [--lr X] [--seed N] [--generate N] [--no-read] [--window]\n"
+      "                [--target LOSS]\n";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -191,6 +199,7 @@ int main(int argc, char** argv) {
       else if (a == "--seed") o.seed = std::stoull(next());
       else if (a == "--generate") o.generate = std::stoll(next());
       else if (a == "--no-read") o.read_each_token = false;
+      else if (a == "--window") o.window = true;
       else if (a == "--target") o.target = std::stod(next());
       else if (a == "--help" || a == "-h") {
         std::cout << usage;

@@ -10,7 +10,10 @@
 #include <llvm/Support/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cstdio>
 
 #include "ir/lower.h"
 #include "jit/llvm/gemm.h"
@@ -62,7 +65,13 @@ std::string build_id() {
          ir::lower_build_id() + ", " + math_build_id() + ", " + memory_hints_build_id() + ", " + gemm_build_id();
 }
 
-std::string kernel_symbol(size_t i) { return "loom_k" + std::to_string(i); }
+std::string function_symbol(const std::string& key) {
+  const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+  char name[48];
+  std::snprintf(name, sizeof name, "loom_f%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return name;
+}
 
 LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
   const int n = k.loop.n;
@@ -126,7 +135,8 @@ std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const Kern
   m->setTargetTriple(t.triple);
   for (uint32_t i : which) {
     const ir::LocalKernel& l = f.local[f.first[i]];
-    detail::KernelEmitter(l.program, l.kernel(), memory_hints(p, p.kernels[f.first[i]]), *m, t, i).emit();
+    detail::KernelEmitter(l.program, l.kernel(), memory_hints(p, p.kernels[f.first[i]]), *m, t, function_symbol(f.keys[i]))
+        .emit();
   }
   return m;
 }
@@ -138,16 +148,16 @@ std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const Kern
   return emit_module(p, f, all, ctx, t);
 }
 
-std::vector<std::vector<uint32_t>> compile_parts(const KernelFunctions& f, size_t parts) {
+std::vector<std::vector<uint32_t>> compile_parts(const KernelFunctions& f, std::span<const uint32_t> which,
+                                                 size_t parts) {
   // Work to compile, roughly: the body's exprs and phases, and for a GEMM
   // kernel its tile code (an unrolled MR x NR block of FMAs per K-loop
   // variant) on top. Largest first, each to the lightest part (W4's 13
   // functions on 2 cores: 1110 ms in one part, 550-600 ms in two).
   std::vector<std::pair<double, uint32_t>> work;
-  for (size_t i = 0; i < f.first.size(); ++i) {
+  for (uint32_t i : which) {
     const ir::Kernel& k = f.local[f.first[i]].kernel();
-    work.push_back({static_cast<double>(k.exprs.size() + 8 * k.phases.size()) + (k.contraction ? 200.0 : 0.0),
-                    static_cast<uint32_t>(i)});
+    work.push_back({static_cast<double>(k.exprs.size() + 8 * k.phases.size()) + (k.contraction ? 200.0 : 0.0), i});
   }
   std::sort(work.begin(), work.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
   std::vector<std::vector<uint32_t>> out(std::max<size_t>(1, std::min(parts, work.size())));

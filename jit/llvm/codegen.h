@@ -93,18 +93,22 @@ int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Tar
 using KernelFunctions = ir::SharedKernels;
 KernelFunctions share_functions(const ir::KernelProgram& p);
 
-// The symbol of function #i of a program.
-std::string kernel_symbol(size_t i);
+// The symbol of the function whose key (KernelFunctions::keys) is `key`:
+// named by the key's 128-bit hash, so the same code has the same name in
+// every program, and its object, compiled once, loads into any of them.
+std::string function_symbol(const std::string& key);
 
-// One function per entry of f.first, named kernel_symbol(i); or only the
-// functions `which` (one part of a program compiled in parallel).
+// One function per entry of f.first, named function_symbol(f.keys[i]); or
+// only the functions `which` (one function, or a part of a program).
 std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f, llvm::LLVMContext& ctx,
                                           const Target& t);
 std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f,
                                           std::span<const uint32_t> which, llvm::LLVMContext& ctx, const Target& t);
 
-// The functions of `f` in at most `parts` groups of about equal work to
-// compile (each group one module, compiled beside the others).
-std::vector<std::vector<uint32_t>> compile_parts(const KernelFunctions& f, size_t parts);
+// The functions `which` of `f` in at most `parts` groups of about equal
+// work to compile (each group compiled beside the others, one module per
+// function). Indices into `which` are not returned: the functions' own.
+std::vector<std::vector<uint32_t>> compile_parts(const KernelFunctions& f, std::span<const uint32_t> which,
+                                                 size_t parts);
 
 }  // namespace loom::jit::llvm_cpu

@@ -42,7 +42,7 @@ class KernelEmitter {
   // function differ in the rest); `hints`: memory_hints of the kernel in
   // its whole program.
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, MemoryHints hints, llvm::Module& m, const Target& t,
-                size_t index)
+                const std::string& symbol)
       : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(std::move(hints)) {
     // Non-temporal stores: x86 only (the sfence below), and only where a
     // whole unrolled step is a multiple of a cache line, so one aligned
@@ -57,7 +57,7 @@ class KernelEmitter {
     // owns the loops around it.
     auto* fty = k.contraction ? llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, ptr}, false)
                               : llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, ptr, ptr, ptr, ptr}, false);
-    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, kernel_symbol(index), m);
+    fn_ = llvm::Function::Create(fty, llvm::Function::ExternalLinkage, symbol, m);
     fn_->addFnAttr("target-cpu", t.cpu);
     fn_->addFnAttr("target-features", t.features);
     fn_->addFnAttr(llvm::Attribute::NoUnwind);

@@ -124,50 +124,8 @@ std::vector<char> compile_to_object(llvm::Module& m, const std::string& ir_dump_
   return std::vector<char>(buf.begin(), buf.end());
 }
 
-namespace {
-constexpr char kPackMagic[8] = {'L', 'O', 'O', 'M', 'O', 'B', 'J', '1'};
-}  // namespace
-
-// [magic][u64 count][u64 size per object][the objects' bytes, in order]
-std::vector<char> pack_objects(const std::vector<std::vector<char>>& objects) {
-  std::vector<char> out(kPackMagic, kPackMagic + sizeof kPackMagic);
-  auto put = [&](uint64_t v) {
-    const size_t at = out.size();
-    out.resize(at + sizeof v);
-    std::memcpy(out.data() + at, &v, sizeof v);
-  };
-  put(objects.size());
-  for (const auto& o : objects) put(o.size());
-  for (const auto& o : objects) out.insert(out.end(), o.begin(), o.end());
-  return out;
-}
-
-std::vector<std::span<const char>> unpack_objects(std::span<const char> packed) {
-  std::vector<std::span<const char>> out;
-  size_t at = sizeof kPackMagic;
-  auto get = [&](uint64_t& v) {
-    if (packed.size() - at < sizeof v) return false;
-    std::memcpy(&v, packed.data() + at, sizeof v);
-    at += sizeof v;
-    return true;
-  };
-  uint64_t count = 0;
-  if (packed.size() < at || std::memcmp(packed.data(), kPackMagic, sizeof kPackMagic) != 0 || !get(count) ||
-      count > (packed.size() - at) / sizeof(uint64_t))
-    return {};
-  std::vector<uint64_t> sizes(count);
-  for (uint64_t& n : sizes) get(n);
-  for (uint64_t n : sizes) {
-    if (n > packed.size() - at) return {};
-    out.push_back(packed.subspan(at, n));
-    at += n;
-  }
-  return at == packed.size() ? out : std::vector<std::span<const char>>{};
-}
-
-std::shared_ptr<LoadedKernels> load_objects(std::span<const char> packed, size_t num_kernels) {
-  const std::vector<std::span<const char>> objects = unpack_objects(packed);
-  if (objects.empty() && num_kernels > 0) throw Error("loom: llvm: a compiled graph's objects are malformed");
+std::shared_ptr<LoadedKernels> load_objects(std::span<const std::span<const char>> objects,
+                                            std::span<const std::string> symbols) {
   Jit& j = jit();
   std::lock_guard lock(j.mu);
   auto& es = j.lljit->getExecutionSession();
@@ -193,10 +151,11 @@ std::shared_ptr<LoadedKernels> load_objects(std::span<const char> packed, size_t
   // The objects as linked, and the JITDylib's symbol tables and session
   // state (measured: tens of KiB per dylib on LLVM 16).
   constexpr int64_t kPerDylib = 64 << 10;
-  out->bytes_ = static_cast<int64_t>(packed.size()) + kPerDylib;
-  for (size_t i = 0; i < num_kernels; ++i) {
-    auto sym = j.lljit->lookup(*jd, kernel_symbol(i));
-    if (!sym) throw Error("loom: llvm: kernel " + kernel_symbol(i) + " not found: " + llvm::toString(sym.takeError()));
+  out->bytes_ = kPerDylib;
+  for (std::span<const char> object : objects) out->bytes_ += static_cast<int64_t>(object.size());
+  for (const std::string& symbol : symbols) {
+    auto sym = j.lljit->lookup(*jd, symbol);
+    if (!sym) throw Error("loom: llvm: kernel " + symbol + " not found: " + llvm::toString(sym.takeError()));
     out->kernels_.push_back(sym->toPtr<KernelFn>());
   }
   return out;

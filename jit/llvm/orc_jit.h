@@ -25,12 +25,6 @@ std::vector<char> compile_to_object(llvm::Module& m, const std::string& ir_dump_
 // The module's IR as text (for LOOM_DUMP_DIR), before optimization.
 std::string module_text(const llvm::Module& m);
 
-// Several objects as one byte string (what the disk cache stores for a
-// graph compiled in parallel parts), and back. unpack_objects returns
-// nothing for bytes that are not such a string.
-std::vector<char> pack_objects(const std::vector<std::vector<char>>& objects);
-std::vector<std::span<const char>> unpack_objects(std::span<const char> packed);
-
 // Kernels loaded from objects; unloading happens when the last user lets go.
 class LoadedKernels {
  public:
@@ -46,17 +40,19 @@ class LoadedKernels {
   int64_t bytes() const { return bytes_; }
 
  private:
-  friend std::shared_ptr<LoadedKernels> load_objects(std::span<const char>, size_t);
+  friend std::shared_ptr<LoadedKernels> load_objects(std::span<const std::span<const char>>,
+                                                     std::span<const std::string>);
   LoadedKernels() = default;
   std::vector<KernelFn> kernels_;
   void* dylib_ = nullptr;  // llvm::orc::JITDylib*
   int64_t bytes_ = 0;
 };
 
-// Links the objects of `packed` (pack_objects of compile_to_object's
-// results) into one JITDylib and resolves kernel_symbol(0) up to
-// kernel_symbol(num_kernels - 1), wherever each was compiled.
-std::shared_ptr<LoadedKernels> load_objects(std::span<const char> packed, size_t num_kernels);
+// Links `objects` (compile_to_object's results) into one JITDylib and
+// resolves `symbols`, in order: kernel(i) is symbols[i], wherever it was
+// compiled.
+std::shared_ptr<LoadedKernels> load_objects(std::span<const std::span<const char>> objects,
+                                            std::span<const std::string> symbols);
 
 // "llvm16-<cpu>-<hash of features>": what a cached object depends on.
 std::string target_key();

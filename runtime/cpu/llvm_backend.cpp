@@ -1,6 +1,7 @@
-// llvm backend compile: lower -> (disk cache | LLVM codegen + compile) -> link.
-// Lowering always runs (it is cheap and deterministic); only the LLVM work is
-// skipped when the disk cache holds the object for this graph and host.
+// llvm backend compile: lower -> per function (function cache, in memory or
+// on disk | LLVM codegen + compile) -> link. Lowering always runs (it is
+// cheap and deterministic); only the LLVM work of a function is skipped
+// when some graph of this process, or the disk cache, compiled it before.
 #include "runtime/cpu/llvm_backend.h"
 
 #include <llvm/IR/LLVMContext.h>
@@ -12,42 +13,44 @@
 #include "jit/llvm/codegen.h"
 #include "jit/llvm/orc_jit.h"
 #include "runtime/cpu/cpu_executable.h"
-#include "runtime/disk_cache.h"
+#include "runtime/cpu/function_cache.h"
 #include "runtime/dump.h"
 #include "runtime/log.h"
 #include "runtime/lower_program.h"
 #include "runtime/metrics.h"
 
-#ifndef LOOM_VERSION
-#define LOOM_VERSION "dev"
-#endif
-
 namespace loom::runtime::cpu {
 
 namespace {
 
-// The program's functions in parts of about equal work, one module and one
-// object each, compiled side by side on TBB's threads (each part with its
-// own LLVMContext: a context is not shared between threads), then packed
-// into one byte string for the disk cache.
-std::vector<char> compile_in_parts(const ir::KernelProgram& program, const jit::llvm_cpu::KernelFunctions& functions,
-                                   const std::string& folder) {
-  const auto parts = jit::llvm_cpu::compile_parts(functions, static_cast<size_t>(tbb::this_task_arena::max_concurrency()));
-  std::vector<std::vector<char>> objects(parts.size());
-  std::vector<std::string> text(parts.size());
-  tbb::parallel_for(size_t{0}, parts.size(), [&](size_t i) {
-    llvm::LLVMContext ctx;
-    auto module = jit::llvm_cpu::emit_module(program, functions, parts[i], ctx, jit::llvm_cpu::host_target());
-    if (!folder.empty()) text[i] = jit::llvm_cpu::module_text(*module);
-    const std::string invalid = folder.empty() ? "" : folder + "/invalid" + std::to_string(i) + ".ll";
-    objects[i] = jit::llvm_cpu::compile_to_object(*module, invalid);
+// Compiles the functions `missing` of the program, in parts of about equal
+// work side by side on TBB's threads (one LLVMContext each: a context is
+// not shared between threads), one module and one object per function:
+// each is kept in the function cache by its key.
+void compile_functions(const ir::KernelProgram& program, const jit::llvm_cpu::KernelFunctions& functions,
+                       const std::vector<uint32_t>& missing, const std::string& folder,
+                       std::vector<FunctionCache::Object>& objects) {
+  const auto parts = jit::llvm_cpu::compile_parts(functions, missing,
+                                                  static_cast<size_t>(tbb::this_task_arena::max_concurrency()));
+  tbb::parallel_for(size_t{0}, parts.size(), [&](size_t p) {
+    for (uint32_t i : parts[p]) {
+      llvm::LLVMContext ctx;
+      const uint32_t one[1] = {i};
+      auto module = jit::llvm_cpu::emit_module(program, functions, one, ctx, jit::llvm_cpu::host_target());
+      const std::string invalid = folder.empty() ? "" : folder + "/invalid" + std::to_string(i) + ".ll";
+      std::vector<char> object = jit::llvm_cpu::compile_to_object(*module, invalid);
+      function_cache().store(functions.keys[i], object);
+      objects[i] = std::make_shared<const std::vector<char>>(std::move(object));
+    }
   });
-  if (!folder.empty()) {
-    std::string all;
-    for (size_t i = 0; i < text.size(); ++i) all += "; ---- part " + std::to_string(i) + " of " + std::to_string(text.size()) + "\n" + text[i];
-    dump_file(folder, "kernels.ll", all);
-  }
-  return jit::llvm_cpu::pack_objects(objects);
+}
+
+// LOOM_DUMP_DIR: every function's IR, compiled now or before.
+void dump_ir(const ir::KernelProgram& program, const jit::llvm_cpu::KernelFunctions& functions,
+             const std::string& folder) {
+  llvm::LLVMContext ctx;
+  dump_file(folder, "kernels.ll",
+            jit::llvm_cpu::module_text(*jit::llvm_cpu::emit_module(program, functions, ctx, jit::llvm_cpu::host_target())));
 }
 
 }  // namespace
@@ -65,31 +68,34 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
   // Kernels alike (the same layer's backward in each of many unsynced
-  // backward calls) compile to one function.
+  // backward calls) compile to one function; a function some graph
+  // compiled before (the function cache, in memory and on disk) is not
+  // compiled again.
   jit::llvm_cpu::KernelFunctions functions = jit::llvm_cpu::share_functions(program);
+  const size_t n = functions.first.size();
+  std::vector<std::string> symbols(n);
+  for (size_t i = 0; i < n; ++i) symbols[i] = jit::llvm_cpu::function_symbol(functions.keys[i]);
   if (!folder.empty()) {
     std::string text;
     for (size_t i = 0; i < functions.function.size(); ++i)
-      text += program.kernels[i].name + " runs " + jit::llvm_cpu::kernel_symbol(functions.function[i]) + "\n";
+      text += program.kernels[i].name + " runs " + symbols[functions.function[i]] + "\n";
     dump_file(folder, "functions.txt", text);
+    dump_ir(program, functions, folder);
   }
   std::shared_ptr<jit::llvm_cpu::LoadedKernels> kernels;
-  if (!program.kernels.empty()) {
-    const std::string ns = jit::llvm_cpu::target_key();
-    static const std::string version = std::string(LOOM_VERSION) + ", " + jit::llvm_cpu::build_id();
-    DiskCache::Key key{ns, version, g.canonical};
-    DiskCache& disk = DiskCache::instance();
-    std::optional<std::vector<char>> object = disk.load(key);
-    if (!object || !folder.empty()) {  // a dump wants the IR even on a disk hit
+  if (n > 0) {
+    std::vector<FunctionCache::Object> objects(n);
+    std::vector<uint32_t> missing;
+    for (uint32_t i = 0; i < n; ++i)
+      if (!(objects[i] = function_cache().find(functions.keys[i]))) missing.push_back(i);
+    if (!missing.empty()) {
       const int64_t t0 = now_ns();
-      std::vector<char> fresh = compile_in_parts(program, functions, folder);
-      if (!object) {
-        object = std::move(fresh);
-        disk.store(key, *object);
-        record_compile(static_cast<int64_t>(functions.first.size()), now_ns() - t0);
-      }
+      compile_functions(program, functions, missing, folder, objects);
+      record_compile(static_cast<int64_t>(missing.size()), now_ns() - t0);
     }
-    kernels = jit::llvm_cpu::load_objects(*object, functions.first.size());
+    std::vector<std::span<const char>> spans;
+    for (const FunctionCache::Object& o : objects) spans.emplace_back(o->data(), o->size());
+    kernels = jit::llvm_cpu::load_objects(spans, symbols);
   }
   return std::make_unique<CpuExecutable>(std::move(program), std::move(functions), std::move(kernels));
 }

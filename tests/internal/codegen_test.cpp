@@ -157,27 +157,27 @@ TEST(LlvmCodegen, KernelsAlikeShareOneFunction) {
 
 namespace {
 
-// A graph compiled in parts is cached as one byte string of its objects
-// (pack_objects); what is not exactly such a string unpacks to nothing.
-TEST(LlvmCodegen, PackedObjectsUnpackToThemselvesAndNothingElse) {
-  const std::vector<std::vector<char>> objects = {{'a', 'b', 'c'}, {}, {'x'}};
-  const std::vector<char> packed = lc::pack_objects(objects);
-  const auto parts = lc::unpack_objects(packed);
-  ASSERT_EQ(parts.size(), objects.size());
-  for (size_t i = 0; i < parts.size(); ++i)
-    EXPECT_EQ(std::vector<char>(parts[i].begin(), parts[i].end()), objects[i]) << i;
-  for (size_t cut = 0; cut < packed.size(); ++cut)
-    EXPECT_TRUE(lc::unpack_objects(std::span<const char>(packed.data(), cut)).empty()) << cut;
-  std::vector<char> longer = packed;
-  longer.push_back('!');
-  EXPECT_TRUE(lc::unpack_objects(longer).empty());
-  std::vector<char> other = packed;
-  other[0] = 'X';
-  EXPECT_TRUE(lc::unpack_objects(other).empty());
+// A function is named by its key: the same code in two programs (the same
+// layer on other buffers, in other graphs) has one symbol, so its object,
+// compiled for one, loads into the other; other code, another symbol.
+TEST(LlvmCodegen, FunctionsAreNamedByTheirKeyAcrossPrograms) {
+  auto x = loom::randn({64, 32}), y = loom::randn({64, 32}), z = loom::randn({64, 48});
+  loom::sync();
+  const loom::ir::KernelProgram p1 = lower_outputs({loom::tanh(x) * 3});
+  const loom::ir::KernelProgram p2 = lower_outputs({loom::tanh(y) * 3, y.sum({0}, true)});
+  const loom::ir::KernelProgram p3 = lower_outputs({loom::tanh(z) * 3});
+  const lc::KernelFunctions f1 = lc::share_functions(p1), f2 = lc::share_functions(p2), f3 = lc::share_functions(p3);
+  ASSERT_EQ(f1.keys.size(), f1.first.size());
+  ASSERT_EQ(f2.keys.size(), 2u);
+  const std::string shared = lc::function_symbol(f1.keys[0]);
+  EXPECT_TRUE(lc::function_symbol(f2.keys[0]) == shared || lc::function_symbol(f2.keys[1]) == shared);
+  EXPECT_NE(lc::function_symbol(f2.keys[0]), lc::function_symbol(f2.keys[1]));
+  EXPECT_NE(lc::function_symbol(f1.keys[0]), lc::function_symbol(f3.keys[0]));  // another shape
+  EXPECT_EQ(lc::function_symbol(f1.keys[0]).rfind("loom_f", 0), 0u);
 }
 
-// The parts a program is compiled in cover each function once, and there
-// are never more parts than functions.
+// The parts a program's functions are compiled in cover each function once,
+// and there are never more parts than functions; a subset, only it.
 TEST(LlvmCodegen, CompilePartsCoverEachFunctionOnce) {
   auto x = loom::randn({64, 32});
   auto w = loom::randn({32, 32});
@@ -188,8 +188,10 @@ TEST(LlvmCodegen, CompilePartsCoverEachFunctionOnce) {
       lower_outputs({loom::softmax(loom::matmul(x, w), -1), x.sum({0}, true), loom::tanh(x) * 3, x.t().contiguous()}, options);
   const lc::KernelFunctions f = lc::share_functions(p);
   ASSERT_GE(f.first.size(), 3u);
+  std::vector<uint32_t> all(f.first.size());
+  for (uint32_t i = 0; i < all.size(); ++i) all[i] = i;
   for (size_t n : {size_t{1}, size_t{2}, f.first.size(), size_t{64}}) {
-    const auto parts = lc::compile_parts(f, n);
+    const auto parts = lc::compile_parts(f, all, n);
     EXPECT_EQ(parts.size(), std::min(n, f.first.size()));
     std::vector<int> seen(f.first.size(), 0);
     for (const auto& part : parts) {
@@ -198,6 +200,11 @@ TEST(LlvmCodegen, CompilePartsCoverEachFunctionOnce) {
     }
     for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], 1) << "function " << i << " with " << n << " parts";
   }
+  const std::vector<uint32_t> some = {all.back(), all.front()};
+  size_t covered = 0;
+  for (const auto& part : lc::compile_parts(f, some, 4))
+    for (uint32_t i : part) covered += i == all.back() || i == all.front();
+  EXPECT_EQ(covered, 2u);
 }
 
 }  // namespace
