@@ -39,6 +39,7 @@ struct Options {
   bool window = false;  // generation's context: a fixed window, or growing as nanoGPT's
   double lr = 3e-3, target = -1;
   uint64_t seed = 1;
+  gpt::Config model;  // --embd, --layers, --heads, --block
 };
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -79,7 +80,7 @@ void clip_lazily(const std::vector<Tensor>& params, double max_norm) {
 
 int run(const Options& o) {
   const loom::Device device = o.device == "cuda" ? loom::Device(loom::kCUDA) : loom::Device(loom::kCPU);
-  gpt::Config cfg;
+  const gpt::Config cfg = o.model;
   loom::manual_seed(o.seed);
   gpt::GPT model(cfg);
   model->to(device);
@@ -182,7 +183,7 @@ int main(int argc, char** argv) {
   const char* usage =
       "usage: tiny_gpt [--device cpu|cuda] [--steps N] [--batch N] [--batching slice|index_select]\n"
       "                [--clip item|lazy|none] [--lr X] [--seed N] [--generate N] [--no-read] [--window]\n"
-      "                [--target LOSS]\n";
+      "                [--target LOSS] [--embd N] [--layers N] [--heads N] [--block N]\n";
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
@@ -200,6 +201,10 @@ int main(int argc, char** argv) {
       else if (a == "--generate") o.generate = std::stoll(next());
       else if (a == "--no-read") o.read_each_token = false;
       else if (a == "--window") o.window = true;
+      else if (a == "--embd") o.model.embd = std::stoll(next());
+      else if (a == "--layers") o.model.layers = std::stoll(next());
+      else if (a == "--heads") o.model.heads = std::stoll(next());
+      else if (a == "--block") o.model.block = std::stoll(next());
       else if (a == "--target") o.target = std::stod(next());
       else if (a == "--help" || a == "-h") {
         std::cout << usage;
@@ -210,7 +215,8 @@ int main(int argc, char** argv) {
       }
     }
     if ((o.device != "cpu" && o.device != "cuda") || (o.batching != "slice" && o.batching != "index_select") ||
-        (o.clip != "item" && o.clip != "lazy" && o.clip != "none") || o.steps < 0 || o.batch < 1) {
+        (o.clip != "item" && o.clip != "lazy" && o.clip != "none") || o.steps < 0 || o.batch < 1 || o.model.embd < 1 ||
+        o.model.layers < 1 || o.model.heads < 1 || o.model.embd % o.model.heads != 0 || o.model.block < 2) {
       std::cerr << usage;
       return 2;
     }
