@@ -38,8 +38,8 @@ struct BufferInfo {
 // runtime scalar in slot offset_scalar (a view of a stored tensor whose
 // offset is a run argument: ir/node.h's view_offset_is_scalar), or 0 for
 // kNoScalar. Stride 0 is a broadcast. Of a runtime offset a code generator
-// may assume only that it is a multiple of offset_align elements (the key
-// guarantees it: ir/node.h).
+// may assume only that it is a multiple of offset_align elements (the
+// program's offset_guards make every run hold to it).
 struct Access {
   static constexpr uint32_t kNoScalar = ~0u;
   uint32_t buffer;
@@ -247,6 +247,10 @@ struct KernelProgram {
   std::vector<Boundary> boundaries;
   std::vector<uint32_t> output_buffers;  // per graph output, a buffer id
   int64_t arena_bytes = 0;
+  // (runtime scalar slot, elements): each run's runtime view offsets in
+  // those slots must be multiples of that many elements, which accesses'
+  // offset_align promised the code (LowerOptions::offset_alignment_bytes).
+  std::vector<std::pair<uint32_t, int64_t>> offset_guards;
 };
 
 // The buffers a step reads and the buffers it writes (an in-place update is

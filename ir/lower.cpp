@@ -229,7 +229,14 @@ bool Lowering::contiguous_view_of(uint32_t i, uint32_t& src) const {
 }  // namespace lowering
 
 KernelProgram lower(const Graph& g, LowerLog* log, const LowerOptions& options) {
-  return lowering::Lowering(g, options).run(log);
+  KernelProgram p = lowering::Lowering(g, options).run(log);
+  // What the final kernels' code may rely on of the runtime offsets.
+  for (const Kernel& k : p.kernels)
+    for (const Access& a : k.accesses)
+      if (a.has_runtime_offset() && a.offset_align > 1) p.offset_guards.emplace_back(a.offset_scalar, a.offset_align);
+  std::sort(p.offset_guards.begin(), p.offset_guards.end());
+  p.offset_guards.erase(std::unique(p.offset_guards.begin(), p.offset_guards.end()), p.offset_guards.end());
+  return p;
 }
 
 std::string lower_build_id() {
@@ -258,7 +265,10 @@ std::string to_string(const Kernel& k) {
   for (size_t a = 0; a < k.accesses.size(); ++a) {
     const Access& x = k.accesses[a];
     os << "  @" << a << " = buf" << x.buffer << "[" << x.offset;
-    if (x.has_runtime_offset()) os << " + $" << x.offset_scalar << " (a multiple of " << x.offset_align << ")";
+    if (x.has_runtime_offset()) {
+      os << " + $" << x.offset_scalar;
+      if (x.offset_align > 1) os << " (a multiple of " << x.offset_align << ")";
+    }
     for (uint8_t d = 0; d < x.strides.n; ++d)
       if (x.strides[d]) os << " + " << x.strides[d] << "*i" << int(d);
     os << "]\n";

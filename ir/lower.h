@@ -83,6 +83,14 @@ struct LowerOptions {
   // contiguous along N: cuda's exact float32 (FFMA) tiles. (Both passes:
   // docs/PERFORMANCE.md, session 35.)
   double n_contiguous_b_min_work = -1;
+  // A runtime view offset (ir/node.h: a view of a stored tensor) that is a
+  // multiple of this many bytes in the graph being compiled is taken to be
+  // one in every run: the code may rely on it (cuda: 16-byte vector loads,
+  // a GEMM's 16-byte copies), and KernelProgram::offset_guards lists what
+  // each run's offsets must then satisfy; a run that does not runs a
+  // variant compiled with 0 here (runtime/executor.cpp). 0: nothing is
+  // assumed (llvm: its code needs no alignment).
+  int64_t offset_alignment_bytes = 0;
 };
 inline constexpr int64_t kSplitMinPart = 1024;  // elements each partial reduces, at least
 inline constexpr int64_t kNarrowProductMaxN = 16;

@@ -255,8 +255,9 @@ class Lowering::KernelBuilder {
         strides.n = nd.shape.n;
         for (uint8_t d = 0; d < nd.shape.n; ++d) strides[d] = nd.attr[d];
         const uint32_t offset_scalar = view_offset_is_scalar(nd) ? l_.g_.scalar_begin[i] : Access::kNoScalar;
+        const int64_t align = view_offset_is_scalar(nd) ? l_.runtime_offset_align(offset_scalar, nd.dtype) : 1;
         uint32_t a = add_access(static_cast<uint32_t>(l_.buffer_of_[ins[0]]), static_view_offset(nd), strides, nd.shape,
-                                map, offset_scalar, runtime_offset_alignment(nd));
+                                map, offset_scalar, align);
         return push(Expr{ExprKind::Load, Op::Cast, nd.dtype, a});
       }
       case Op::MatMul:
@@ -448,7 +449,10 @@ class Lowering::KernelBuilder {
       v.strides.n = nd.shape.n;
       for (uint8_t d = 0; d < nd.shape.n; ++d) v.strides[d] = nd.attr[d];
       v.offset = static_view_offset(nd);
-      if (view_offset_is_scalar(nd)) v.offset_scalar = l_.g_.scalar_begin[in], v.offset_align = runtime_offset_alignment(nd);
+      if (view_offset_is_scalar(nd)) {
+        v.offset_scalar = l_.g_.scalar_begin[in];
+        v.offset_align = l_.runtime_offset_align(v.offset_scalar, nd.dtype);
+      }
     }
     return v;
   }

@@ -218,6 +218,18 @@ class Lowering {
   // ---------------------------------------------------------------- state
   const Graph& g_;
   const LowerOptions opt_;
+
+ public:
+  // The elements a runtime view offset (in scalar slot `slot`, of a view
+  // of `dt`) is taken to be a multiple of: LowerOptions::
+  // offset_alignment_bytes' worth where this graph's offset is one, else 1.
+  int64_t runtime_offset_align(uint32_t slot, ScalarType dt) const {
+    if (opt_.offset_alignment_bytes <= 0) return 1;
+    const int64_t group = std::max<int64_t>(1, opt_.offset_alignment_bytes / static_cast<int64_t>(element_size(dt)));
+    return g_.scalars[slot].i % group == 0 ? group : 1;
+  }
+
+ private:
   const uint32_t n_;
   KernelProgram p_;
   std::vector<std::string> reason_;  // non-empty: the node owns a buffer, for this reason

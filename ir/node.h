@@ -196,11 +196,11 @@ inline bool has_scalar_operand(const Node& n) {
 // Where the storage is a stored tensor (one that owns a buffer from sync to
 // sync: a data set, a parameter, a cache, also while writes to it are
 // pending) the offset is a runtime scalar (scalar[0].i, num_scalars == 1),
-// not part of the key, so `data[i]`, `data.slice(0, i, i + n)` or a cache
-// row written and read at step t replay one executable for every i (t). The last word is then what the key keeps of the offset: the
-// elements it is a multiple of (view_offset_alignment), which the GPU's
-// 16-byte vector loads and GEMM copies rely on: a guard, not a value. On a
-// CPU nothing relies on it and it is 1.
+// not part of the key, and the last word is 0: `data[i]`, `data.slice(0,
+// i, i + n)` or a cache row written and read at step t replay one
+// executable for every i (t). What code relies on of such an offset (the
+// GPU's 16-byte vector loads and GEMM copies: its alignment) the executable
+// checks at each run (Executable::offset_guards), not the key.
 //
 // A view of a value computed afresh keeps its offset as the last word: its
 // place inside that value is part of the program (a [q|k|v] split), and
@@ -212,16 +212,5 @@ inline bool view_offset_is_scalar(const Node& n) { return n.num_scalars == 1; }
 inline uint8_t view_rank(const Node& n) { return static_cast<uint8_t>(n.attr.n - 1); }
 // The offset when it is part of the key; 0 when it is a runtime scalar.
 inline int64_t static_view_offset(const Node& n) { return view_offset_is_scalar(n) ? 0 : n.attr[n.attr.n - 1]; }
-// What the key promises of a runtime offset: a multiple of this many elements.
-inline int64_t runtime_offset_alignment(const Node& n) { return view_offset_is_scalar(n) ? n.attr[n.attr.n - 1] : 1; }
-// The alignment a view's runtime `offset` gets in the key on `device`: 16
-// bytes' worth of elements when it is a multiple of them, else 1; always 1
-// on a CPU, whose code assumes no alignment (so a CPU loop over data[i]
-// compiles once whatever i is, a GPU loop at most twice).
-inline int64_t view_offset_alignment(int64_t offset, size_t element_bytes, Device device) {
-  if (!device.is_cuda()) return 1;
-  const int64_t group = 16 / static_cast<int64_t>(element_bytes);
-  return offset % group == 0 ? group : 1;
-}
 
 }  // namespace loom::ir

@@ -73,6 +73,23 @@ class Executable {
   virtual int64_t bytes() const = 0;
   // The executable cache's clock at its last use (ExecutableCache::touch).
   std::atomic<uint64_t> last_used{0};
+  // What its code relies on of the run's view offsets (ir::KernelProgram::
+  // offset_guards: scalar slot, elements they are a multiple of).
+  std::vector<std::pair<uint32_t, int64_t>> offset_guards;
+  // Whether a run with these scalars may use this executable; if not, the
+  // executor runs a variant compiled assuming nothing of the offsets.
+  bool fits(std::span<const ir::RtScalar> scalars) const {
+    for (auto [slot, multiple] : offset_guards)
+      if (scalars[slot].i % multiple != 0) return false;
+    return true;
+  }
+};
+
+// How to compile: `unaligned_offsets` assumes nothing of the runtime view
+// offsets (the variant for runs whose offsets the first one's code could
+// not take: Executable::fits).
+struct CompileHints {
+  bool unaligned_offsets = false;
 };
 
 class Backend {
@@ -80,7 +97,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual DeviceType device_type() const = 0;
-  virtual std::unique_ptr<Executable> compile(const ir::Graph& g) = 0;
+  virtual std::unique_ptr<Executable> compile(const ir::Graph& g, const CompileHints& hints) = 0;
 };
 
 // The backend that runs graphs for `device` now (LOOM_BACKEND / set_backend).

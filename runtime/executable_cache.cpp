@@ -12,13 +12,14 @@ namespace loom::runtime {
 
 ExecutableCache::ExecutableCache() : limit_(executable_cache_limit_from_env()) {}
 
-std::shared_ptr<Executable> ExecutableCache::find(const Backend& b, const ir::Graph& g, bool& collided) const {
+std::shared_ptr<Executable> ExecutableCache::find(const Backend& b, const ir::Graph& g, bool& collided,
+                                                  uint8_t variant) const {
   collided = false;
   std::shared_lock lock(mu_);
   auto it = buckets_.find(g.hash);
   if (it == buckets_.end()) return nullptr;
   for (const Entry& e : it->second)
-    if (e.backend == &b && e.canonical == g.canonical) {
+    if (e.backend == &b && e.variant == variant && e.canonical == g.canonical) {
       touch(*e.executable);
       return e.executable;
     }
@@ -29,15 +30,15 @@ std::shared_ptr<Executable> ExecutableCache::find(const Backend& b, const ir::Gr
 }
 
 std::shared_ptr<Executable> ExecutableCache::insert(const Backend& b, const ir::Graph& g,
-                                                    std::shared_ptr<Executable> exe) {
+                                                    std::shared_ptr<Executable> exe, uint8_t variant) {
   std::unique_lock lock(mu_);
   auto& bucket = buckets_[g.hash];
   for (const Entry& e : bucket)
-    if (e.backend == &b && e.canonical == g.canonical) return e.executable;
+    if (e.backend == &b && e.variant == variant && e.canonical == g.canonical) return e.executable;
   const int64_t bytes = exe->bytes();
   clock_.fetch_add(1, std::memory_order_relaxed);
   touch(*exe);
-  bucket.push_back(Entry{&b, g.canonical, exe, bytes});
+  bucket.push_back(Entry{&b, g.canonical, exe, bytes, variant});
   ++size_;
   bytes_.fetch_add(bytes, std::memory_order_relaxed);
   evict_locked(exe.get());

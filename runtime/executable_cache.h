@@ -23,18 +23,23 @@ namespace loom::runtime {
 
 class ExecutableCache {
  public:
+  // A graph has up to two executables: as first compiled (variant 0), and,
+  // once a run's view offsets did not fit that one's assumptions
+  // (Executable::fits), one compiled assuming nothing of them (variant 1).
   struct Entry {
     const Backend* backend;
     ir::Words canonical;
     std::shared_ptr<Executable> executable;
     int64_t bytes = 0;
+    uint8_t variant = 0;
   };
   // nullptr on a miss. `collided` is set when an entry had the same hash but
   // a different canonical form. A hit counts as a use (touch).
-  std::shared_ptr<Executable> find(const Backend& b, const ir::Graph& g, bool& collided) const;
+  std::shared_ptr<Executable> find(const Backend& b, const ir::Graph& g, bool& collided, uint8_t variant = 0) const;
   // Returns the executable now cached for g: `exe`, or an equal entry that
   // another thread inserted first. May evict others to stay within bounds.
-  std::shared_ptr<Executable> insert(const Backend& b, const ir::Graph& g, std::shared_ptr<Executable> exe);
+  std::shared_ptr<Executable> insert(const Backend& b, const ir::Graph& g, std::shared_ptr<Executable> exe,
+                                     uint8_t variant = 0);
   // Marks `exe` used now: it is evicted after those used before it.
   // A plain load and store (no read-modify-write on the hit path): the
   // clock moves at each insert, so the order is exact up to that.

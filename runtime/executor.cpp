@@ -56,7 +56,7 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
   Executable* run_exe = nullptr;
   std::shared_ptr<Executable> exe;
   if (use_last && last.exe && last.backend == &backend && last.hash == g.hash &&
-      last.generation == cache.generation() && last.canonical == g.canonical) {
+      last.generation == cache.generation() && last.canonical == g.canonical && last.exe->fits(g.scalars)) {
     run_exe = last.exe.get();  // `last` keeps it alive through the run
     cache.touch(*run_exe);
     bump(c.cache_hits);
@@ -67,6 +67,14 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
     bool collided = false;
     exe = cache.find(backend, g, collided);
     if (collided) bump(c.hash_collisions);
+    // The code compiled first may rely on the alignment its first run's view
+    // offsets had (Executable::fits); a run whose offsets lack it takes the
+    // variant that assumes nothing, compiled once (ExecutableCache::Entry).
+    uint8_t variant = 0;
+    if (exe && !exe->fits(g.scalars)) {
+      variant = 1;
+      exe = cache.find(backend, g, collided, variant);
+    }
     if (exe) {
     bump(c.cache_hits);
     if (log_enabled(LogTopic::Cache)) log_line(LogTopic::Cache, "hit  key=%016llx nodes=%zu backend=%s",
@@ -78,12 +86,13 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
       if (std::string folder = dump_folder(g, backend.name()); !folder.empty())
         dump_file(folder, "graph.txt", ir::to_string(g));
       int64_t t0 = now_ns();
-      std::shared_ptr<Executable> fresh = backend.compile(g);
+      std::shared_ptr<Executable> fresh = backend.compile(g, CompileHints{variant == 1});
       bump(c.compile_ns, now_ns() - t0);
-      exe = cache.insert(backend, g, std::move(fresh));
-      if (log_enabled(LogTopic::Cache)) log_line(LogTopic::Cache, "miss key=%016llx nodes=%zu backend=%s compiled in %.3f ms",
-                                                 static_cast<unsigned long long>(g.hash), g.size(), backend.name(),
-                                                 (now_ns() - t0) / 1e6);
+      exe = cache.insert(backend, g, std::move(fresh), variant);
+      if (log_enabled(LogTopic::Cache))
+        log_line(LogTopic::Cache, "miss key=%016llx nodes=%zu backend=%s compiled in %.3f ms%s",
+                 static_cast<unsigned long long>(g.hash), g.size(), backend.name(), (now_ns() - t0) / 1e6,
+                 variant ? " (the variant for view offsets the first compile's code could not take)" : "");
     }
     run_exe = exe.get();
     if (use_last) {  // remembered as it was found: a clear() since then makes it stale at once

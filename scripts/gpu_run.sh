@@ -12,6 +12,12 @@
 #   bench.log      loom-bench --device cuda beside peers.py --device cuda
 #                  (and linear_peer.py when BENCH_ONLY names G1)
 #   coldstart.log  a second process with a warm disk cache: NVRTC compiles
+#   gpt.log        (step "gpt") samples/tiny_gpt on the GPU, batches stacked from
+#                  slices and from index_select, 200 steps each with LOOM_LOG=cache
+#                  (every file the disk cache reads or writes after the first steps
+#                  is listed), the same on the machine's CPU, and 20 sliced steps
+#                  under compute-sanitizer memcheck
+#   gptbench.log   (step "gptbench") loom-gpt-bench --device cuda (GPTBENCH_ONLY)
 #   diff<i>.log    (step "diff", not in the default) the differential test on
 #                  cuda over DIFF_PROCS processes of DIFF_PER seeds each from
 #                  DIFF_FIRST (default 14 x 200 from 100001)
@@ -60,6 +66,21 @@ for step in $STEPS; do
         echo "warm:"; LOOM_CACHE_DIR=/tmp/loom-coldstart "$bin/loom-bench" --device cuda --only W5,W4 --metrics; } \
         > "$OUT/coldstart.log" 2>&1
       grep -E "cold:|warm:|nvrtc|W5|W4" "$OUT/coldstart.log" ;;
+    gpt)
+      { for b in slice index_select; do
+          echo "== cuda, $b batching"
+          LOOM_LOG=cache "$bin/tiny_gpt" --device cuda --batching "$b" --steps 200 > "$OUT/gpt_$b.cache" 2>&1
+          echo "rc=$?"; grep -v '^\[loom:cache\]' "$OUT/gpt_$b.cache"
+          echo "cache lines after the first 50 steps: $(awk '/^step   50/{on=1} on && /^\[loom:cache\] disk/' "$OUT/gpt_$b.cache" | wc -l)"
+        done
+        echo "== cpu (this machine's), slice batching"; "$bin/tiny_gpt" --device cpu --steps 100; echo "rc=$?"
+        echo "== compute-sanitizer memcheck, cuda, slice batching, 20 steps"
+        compute-sanitizer --tool memcheck --error-exitcode 9 "$bin/tiny_gpt" --device cuda --steps 20 --target 99 2>&1 | tail -6
+        echo "rc=$?"; } > "$OUT/gpt.log" 2>&1
+      grep -E "^==|rc=|steps in|graphs run|cache lines|ERROR SUMMARY" "$OUT/gpt.log" ;;
+    gptbench)
+      "$bin/loom-gpt-bench" --device cuda --only "${GPTBENCH_ONLY:-K1,G1,S1}" > "$OUT/gptbench.log" 2>&1
+      grep -v "^$" "$OUT/gptbench.log" ;;
     diff)
       procs=${DIFF_PROCS:-14} per=${DIFF_PER:-200} first=${DIFF_FIRST:-100001}
       for i in $(seq 0 $((procs - 1))); do

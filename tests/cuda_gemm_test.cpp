@@ -420,8 +420,7 @@ TEST_F(CudaGemm, WarmCachesCompileAndTuneNothing) {
   Tensor again = (loom::matmul(A, B) * 3).to(loom::kCPU);
   const loom::Metrics m = loom::metrics();
   EXPECT_EQ(m.cache_misses, 1);
-  if (m.disk_cache_hits == 0 && m.disk_cache_misses == 0) GTEST_SKIP() << "the disk cache is off (LOOM_CACHE_DIR)";
-  EXPECT_EQ(m.nvrtc_compiles, 0) << "the cubin and the tuning came from the caches";
+  EXPECT_EQ(m.nvrtc_compiles, 0) << "the cubins and the tuning came from the caches (memory, or disk)";
   EXPECT_LT(rel_err(again, loom::matmul(f64(a), f64(b)) * 3), kF32);
 }
 

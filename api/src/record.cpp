@@ -24,10 +24,8 @@ __attribute__((tls_model("initial-exec"))) thread_local const SourceLoc* t_recor
 // offset into a stored tensor (a storage that owns a buffer: a data set, a
 // parameter, a cache, also while writes to it are pending) is a runtime
 // scalar, so a loop over `data[i]` or writing `cache[t]` replays one
-// executable (the key keeps only its alignment, on a GPU); into a value
-// computed afresh it is an attribute, part of the key.
-std::atomic<bool> g_views_as_on_a_gpu{false};  // loom::testing::record_views_as_on_a_gpu
-
+// executable; into a value computed afresh it is an attribute, part of the
+// key.
 void set_view(ir::Node& n, const ViewSpec& v, bool stored) {
   ir::Attrs a;
   for (size_t d = 0; d < v.strides.n; ++d) a.push_back(v.strides[d]);
@@ -35,8 +33,7 @@ void set_view(ir::Node& n, const ViewSpec& v, bool stored) {
     n.scalar[0].i = v.offset;
     n.scalar[0].f = static_cast<double>(v.offset);
     n.num_scalars = 1;
-    const bool as_gpu = g_views_as_on_a_gpu.load(std::memory_order_relaxed);
-    a.push_back(ir::view_offset_alignment(v.offset, element_size(n.dtype), as_gpu ? Device(kCUDA, 0) : n.device));
+    a.push_back(0);
   } else {
     a.push_back(v.offset);
   }
@@ -249,6 +246,3 @@ Tensor from_buffer(runtime::BufferPtr buf, const ir::Dims& sizes, const ir::Dims
 
 }  // namespace loom::detail
 
-namespace loom::testing {
-void record_views_as_on_a_gpu(bool on) { detail::g_views_as_on_a_gpu.store(on); }
-}  // namespace loom::testing

@@ -4,7 +4,10 @@
 // (jit/cuda/kernel_emitter.h).
 #include "jit/cuda/codegen.h"
 
+#include <xxhash.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 
 #include "ir/lower.h"
@@ -220,6 +223,31 @@ std::string emit_source(const ir::KernelProgram& p, const ir::SharedKernels& sha
     const GemmConfig c = p.kernels[i].contraction ? config_of(p, gemm, i) : GemmConfig{};
     KernelEmitter(l.program, l.kernel(), f, out, c).emit();
   }
+  return out.str();
+}
+
+std::string function_symbol(const std::string& key) {
+  const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+  char name[48];
+  std::snprintf(name, sizeof name, "loom_g%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return name;
+}
+
+std::string emit_function_source(const ir::KernelProgram& p, const ir::SharedKernels& shared,
+                                 const std::vector<GemmConfig>& gemm, size_t f) {
+  const size_t i = shared.first.at(f);
+  const ir::LocalKernel& l = shared.local[i];
+  const ir::Kernel& k = l.kernel();
+  std::ostringstream out;
+  out << kPrelude << kernels::cuda::detail::kBf16Source;
+  const bool random = std::any_of(k.exprs.begin(), k.exprs.end(), [](const ir::Expr& x) {
+    return x.kind == ExprKind::Op && (x.op == Op::RandUniform || x.op == Op::RandNormal);
+  });
+  if (random) out << kernels::cuda::detail::kPhiloxSource;
+  if (k.contraction) out << gemm_template_source();
+  const GemmConfig c = k.contraction ? config_of(p, gemm, i) : GemmConfig{};
+  KernelEmitter(l.program, k, f, out, c, false, function_symbol(shared.keys.at(f))).emit();
   return out.str();
 }
 

@@ -122,6 +122,16 @@ std::string emit_source(const ir::KernelProgram& p, const std::vector<GemmConfig
                         bool allow_single_block = true);
 std::string kernel_symbol(size_t i);
 std::string shared_symbol(size_t j);
+
+// Function f of `shared` as a program of its own: the prelude it needs and
+// the one function, named function_symbol(shared.keys[f]) (a split GEMM's
+// reduce kernel: that name with _reduce). The same code in another graph
+// gives the same text, which keys its cubin (runtime/cuda/function_modules.h):
+// compiled once per process (or from the disk cache), beside the others.
+std::string emit_function_source(const ir::KernelProgram& p, const ir::SharedKernels& shared,
+                                 const std::vector<GemmConfig>& gemm, size_t f);
+// A function's symbol, named by its key's 128-bit hash.
+std::string function_symbol(const std::string& key);
 // Changes whenever the generated code could: part of the disk-cache key.
 std::string build_id();
 

@@ -114,13 +114,14 @@ inline bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
 class KernelEmitter {
  public:
   // A kernel of its own (not `single_block`): p and k are a kernel's local
-  // form (ir::LocalKernel), emitted as the shared function
-  // shared_symbol(index), whose failures name their node through the
-  // launch's node table (`nd`). A single-block step: kernel_symbol(index)
-  // of the whole program, its nodes as constants.
+  // form (ir::LocalKernel), emitted as the shared function `name` (if
+  // given; else shared_symbol(index)), whose failures name their node
+  // through the launch's node table (`nd`). A single-block step:
+  // kernel_symbol(index) of the whole program, its nodes as constants.
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
-                GemmConfig gemm = {}, bool single_block = false)
-      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block) {
+                GemmConfig gemm = {}, bool single_block = false, std::string name = {})
+      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block),
+        name_(std::move(name)) {
     // Values that are the same for every element of a phase (scalars, row
     // results and what is computed from them only) are computed once per
     // thread before the element loop: kernels have no __restrict__ (a
@@ -150,7 +151,9 @@ class KernelEmitter {
 
   std::vector<bool> kernel_buffers() const;
   void emit_buffer_pointers(const std::vector<bool>& used);
-  std::string symbol() const { return single_block_ ? kernel_symbol(index_) : shared_symbol(index_); }
+  std::string symbol() const {
+    return single_block_ ? kernel_symbol(index_) : !name_.empty() ? name_ : shared_symbol(index_);
+  }
 
   void emit_gemm_prologue(const std::vector<bool>& used);
   // `T* b<i> = (T*)bufs[i];` for each used buffer, each line after `indent`.
@@ -217,6 +220,7 @@ class KernelEmitter {
   KernelPlan plan_;
   GemmConfig gemm_;
   bool single_block_;          // a step of loom_program, not a kernel (a shared function) of its own
+  std::string name_;           // the shared function's symbol, when its program is the function alone
   bool lane_ = false;          // emitting inside a pointwise lane loop
   bool preloaded_ = false;     // a GEMM epilogue: loads come from its `loaded` struct
   std::vector<bool> from_tile_;  // emit_tiled: per access, read from its shared-memory tile

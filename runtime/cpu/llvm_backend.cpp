@@ -55,7 +55,8 @@ void dump_ir(const ir::KernelProgram& program, const jit::llvm_cpu::KernelFuncti
 
 }  // namespace
 
-std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g) {
+// The llvm code needs no alignment of view offsets: nothing to assume or guard.
+std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g, const CompileHints&) {
   std::string folder;
   // Floating-point products are GEMM kernels with fused epilogues
   // (jit/llvm/gemm.h, runtime/cpu/gemm_driver.h), and their operands'

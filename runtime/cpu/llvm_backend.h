@@ -10,7 +10,7 @@ class LlvmBackend final : public Backend {
  public:
   const char* name() const override { return "llvm"; }
   DeviceType device_type() const override { return kCPU; }
-  std::unique_ptr<Executable> compile(const ir::Graph& g) override;
+  std::unique_ptr<Executable> compile(const ir::Graph& g, const CompileHints& hints) override;
 };
 
 }  // namespace loom::runtime::cpu

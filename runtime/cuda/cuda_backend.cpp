@@ -1,5 +1,6 @@
 #include "runtime/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -22,7 +23,7 @@ namespace {
 constexpr double kOperandCopyMinWork = 0x1p30;
 }  // namespace
 
-std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
+std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const CompileHints& hints) {
   const Device device = g.nodes[g.outputs.at(0)]->device;
   const int index = device.index() < 0 ? 0 : device.index();
   context(index);  // fails early, with the reason, where there is no GPU
@@ -32,6 +33,10 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
   // (jit/cuda/gemm.h); integer ones stay library calls.
   ir::LowerOptions options;
   options.gemm_kernels = true;
+  // Runtime view offsets found 16-byte aligned are taken to be so (vector
+  // loads, GEMM copies), guarded at each run; the variant for runs that
+  // are not assumes nothing.
+  options.offset_alignment_bytes = hints.unaligned_offsets ? 0 : 16;
   options.narrow_products_as_rows = true;
   options.short_products_inline = true;
   options.operand_producers_min_work = 0x1p34;  // below, the separate pass is cheaper (ir/lower.h)
@@ -48,49 +53,68 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g) {
 
   LoadedModule module;
   if (!program.kernels.empty()) {
-    // Each product's tile configuration, tuned once per problem (in memory
-    // and on disk). The cubin's key is the graph plus what the graph does
-    // not say: the configurations and the TF32 mode.
-    std::vector<uint64_t> key(g.canonical.begin(), g.canonical.end());
-    key.push_back(tf32);
     // A single-block program computes its products itself: no tuning.
     // LOOM_CUDA_SINGLE_BLOCK=0 (read at each compile) keeps one kernel per
     // step, for comparisons and for tests of the GEMM template.
     const char* env = std::getenv("LOOM_CUDA_SINGLE_BLOCK");
     const bool single_block = !(env && std::string(env) == "0") && jit::cuda::single_block(program);
-    key.push_back(single_block);
+    // Each product's tile configuration, tuned once per problem (in memory
+    // and on disk).
     module.gemm.resize(program.kernels.size());
+    if (!single_block) {  // the tuning modules this graph needs, compiled side by side first
+      std::vector<std::string> tuning;
+      for (const ir::Kernel& k : program.kernels)
+        if (k.contraction)
+          if (std::string s = pending_tuning_source(jit::cuda::gemm_problem(program, k, tf32), index); !s.empty())
+            tuning.push_back(std::move(s));
+      std::sort(tuning.begin(), tuning.end());
+      tuning.erase(std::unique(tuning.begin(), tuning.end()), tuning.end());
+      compile_cubins(tuning, index, "GEMM tuning kernels");
+    }
     for (size_t i = 0; i < program.kernels.size() && !single_block; ++i) {
       if (!program.kernels[i].contraction) continue;
-      const jit::cuda::GemmConfig& c = module.gemm[i] =
-          choose_gemm(jit::cuda::gemm_problem(program, program.kernels[i], tf32), index);
-      const std::vector<uint64_t> words = c.key();
-      key.insert(key.end(), words.begin(), words.end());
+      module.gemm[i] = choose_gemm(jit::cuda::gemm_problem(program, program.kernels[i], tf32), index);
     }
-    // Kernels alike share one function (GEMM kernels: with the same tile configuration).
-    if (!single_block) module.shared = jit::cuda::share_kernels(program, module.gemm);
-    const std::string source = jit::cuda::emit_source(program, module.shared, module.gemm, single_block);
-    dump_file(folder, "kernels.cu", source);
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
-    // Metrics count what NVRTC compiles: one kernel, or the distinct functions.
-    const size_t compiled = single_block ? 1 : module.shared.first.size();
-    const std::vector<char> cubin = cached_cubin(source, index, key, what, folder, static_cast<int64_t>(compiled));
-    module.cubin_bytes = static_cast<int64_t>(cubin.size());
-    module.module = load_module(cubin, index, what);
     if (single_block) {
+      // One program for the graph: its cubin's key is the graph and the
+      // TF32 mode (the graph does not say it).
+      std::vector<uint64_t> key(g.canonical.begin(), g.canonical.end());
+      key.push_back(tf32);
+      key.push_back(1);  // the single-block form
+      const std::string source = jit::cuda::emit_source(program, module.shared, module.gemm, true);
+      dump_file(folder, "kernels.cu", source);
+      const std::vector<char> cubin = cached_cubin(source, index, key, what, folder, 1);
+      module.cubin_bytes = static_cast<int64_t>(cubin.size());
+      module.module = load_module(cubin, index, what);
       check(driver().cuModuleGetFunction(&module.single_block, module.module, jit::cuda::kSingleBlockSymbol),
             "cuModuleGetFunction", what);
       return std::make_unique<CudaExecutable>(std::move(program), index, std::move(module));
     }
+    // Kernels alike share one function (GEMM kernels: with the same tile
+    // configuration), each function a program of its own, compiled once
+    // per process (side by side with the others a graph lacks) and loaded
+    // once per GPU, whichever graphs run it.
+    module.shared = jit::cuda::share_kernels(program, module.gemm);
+    std::vector<std::string> sources(module.shared.first.size());
+    for (size_t f = 0; f < sources.size(); ++f)
+      sources[f] = jit::cuda::emit_function_source(program, module.shared, module.gemm, f);
+    if (!folder.empty()) {
+      std::string all;
+      for (size_t f = 0; f < sources.size(); ++f) all += "// ---- function " + std::to_string(f) + "\n" + sources[f];
+      dump_file(folder, "kernels.cu", all);
+    }
+    module.functions = function_modules(sources, index, what);
     for (size_t i = 0; i < program.kernels.size(); ++i) {
       CUfunction f = nullptr;
-      const std::string symbol = jit::cuda::shared_symbol(module.shared.function[i]);
-      check(driver().cuModuleGetFunction(&f, module.module, symbol.c_str()), "cuModuleGetFunction",
-            program.kernels[i].name);
+      const uint32_t fn = module.shared.function[i];
+      const std::string symbol = jit::cuda::function_symbol(module.shared.keys[fn]);
+      const CUmodule m = module.functions[fn]->module();
+      check(driver().cuModuleGetFunction(&f, m, symbol.c_str()), "cuModuleGetFunction", program.kernels[i].name);
       module.kernels.push_back(f);
       CUfunction r = nullptr;  // split-K's reduce kernel
       if (program.kernels[i].contraction && module.gemm[i].split > 1)
-        check(driver().cuModuleGetFunction(&r, module.module, (symbol + "_reduce").c_str()),
+        check(driver().cuModuleGetFunction(&r, m, (symbol + "_reduce").c_str()),
               "cuModuleGetFunction", program.kernels[i].name);
       module.reduce.push_back(r);
     }

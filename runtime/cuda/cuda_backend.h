@@ -11,7 +11,7 @@ class CudaBackend final : public Backend {
  public:
   const char* name() const override { return "cuda"; }
   DeviceType device_type() const override { return kCUDA; }
-  std::unique_ptr<Executable> compile(const ir::Graph& g) override;
+  std::unique_ptr<Executable> compile(const ir::Graph& g, const CompileHints& hints) override;
 };
 
 }  // namespace loom::runtime::cuda

@@ -69,6 +69,7 @@ constexpr int kWorkspaceSlots = 2;
 
 CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModule module)
     : program_(std::move(program)), device_(device), module_(std::move(module)), outputs_(program_, /*library_stops_on_failure=*/false) {
+  offset_guards = program_.offset_guards;
   const Device dev(kCUDA, static_cast<int8_t>(device_));
   // Argument block: buffer addresses, then the scalars as double, then as
   // int64, then the two-word error block.
@@ -107,7 +108,9 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
 }
 
 int64_t CudaExecutable::bytes() const {
-  int64_t n = ir::description_bytes(program_) + module_.cubin_bytes + program_.arena_bytes +
+  int64_t code = module_.cubin_bytes;
+  for (const FunctionModulePtr& f : module_.functions) code += f->bytes();  // shared: counted by each user
+  int64_t n = ir::description_bytes(program_) + code + program_.arena_bytes +
               static_cast<int64_t>(kWorkspaceSlots) * workspace_slot_bytes_;
   n += 4 * static_cast<int64_t>(arg_words_) * 8;  // two device argument sets, two pinned host blocks
   if (meta_) n += static_cast<int64_t>(meta_->bytes());

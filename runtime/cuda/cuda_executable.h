@@ -33,14 +33,18 @@
 #include "jit/cuda/gemm.h"
 #include "runtime/backend.h"
 #include "runtime/cuda/driver.h"
+#include "runtime/cuda/function_modules.h"
 #include "runtime/output_plan.h"
 
 namespace loom::runtime::cuda {
 
 // A loaded cubin; unloaded never (its functions may be in built graphs).
 struct LoadedModule {
-  CUmodule module = nullptr;   // unloaded by the executable's destructor
-  int64_t cubin_bytes = 0;     // the loaded code's size (Executable::bytes)
+  CUmodule module = nullptr;   // a single-block program's: unloaded by the executable's destructor
+  int64_t cubin_bytes = 0;     // its size (Executable::bytes)
+  // Otherwise one module per function (shared.first), shared with every
+  // executable that runs the same function (runtime/cuda/function_modules.h).
+  std::vector<FunctionModulePtr> functions;
   std::vector<CUfunction> kernels;  // generated kernel i (kernels alike: the same shared function)
   // Per generated kernel, its local form (ir::LocalKernel: its tables); a
   // kernel with a local buffer table is launched with its own tables.

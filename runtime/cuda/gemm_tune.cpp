@@ -45,13 +45,6 @@ int64_t extent(int64_t batch, int64_t rows, int64_t cols, int64_t sb, int64_t sr
   return (batch - 1) * sb + (rows - 1) * sr + (cols - 1) * sc + 1;
 }
 
-std::vector<uint64_t> words(const std::string& s) {
-  std::vector<uint64_t> w((s.size() + 7) / 8 + 1, 0);
-  w[0] = s.size();
-  std::memcpy(w.data() + 1, s.data(), s.size());
-  return w;
-}
-
 jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   const DeviceContext& ctx = context(device);
   const DriverApi& d = driver();
@@ -63,7 +56,7 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
     return jc::gemm_heuristic(g, ctx.multiprocessors);
   const std::string source = jc::gemm_tuning_source(g, cs);
   const std::string what = "GEMM tuning kernels";
-  CUmodule module = load_module(cached_cubin(source, device, words(source), what, "", 0), device, what);
+  CUmodule module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
   // The tuning kernels are needed only here: unloaded once their launches ran.
   struct Unload {
     CUmodule m;
@@ -146,14 +139,51 @@ void set_allow_tf32(bool on) {
   if (g_allow_tf32.exchange(on) != on) executable_cache().clear();
 }
 
-jc::GemmConfig choose_gemm(const jc::GemmProblem& problem, int device) {
-  static std::mutex mu;
+namespace {
+std::mutex g_chosen_mu;
+std::map<std::vector<uint64_t>, jc::GemmConfig>& chosen_configs() {
   static auto* chosen = new std::map<std::vector<uint64_t>, jc::GemmConfig>;  // leaked: used until exit
+  return *chosen;
+}
+bool tuning_off() {
+  const char* e = std::getenv("LOOM_GEMM_TUNE");
+  return e && std::strcmp(e, "0") == 0;
+}
+bool small(const jc::GemmProblem& g) {
+  return static_cast<double>(g.batch) * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) <
+         kTuneMinWork;
+}
+// The disk key of a problem's tuned configuration (`ns`: tune_ns).
+DiskCache::Key tune_key(const std::string& ns, const std::vector<uint64_t>& words) {
+  static const std::string version = std::string(LOOM_VERSION) + ", " + jc::build_id();
+  return DiskCache::Key{ns, version, words};
+}
+std::string tune_ns(const DeviceContext& ctx) {
+  return "cuda-gemm-tune-" + ctx.arch() + "-" + std::to_string(ctx.multiprocessors) + "sm";
+}
+}  // namespace
+
+std::string pending_tuning_source(const jc::GemmProblem& problem, int device) {
+  const DeviceContext& ctx = context(device);
+  jc::GemmProblem g = problem;
+  g.wgmma = ctx.wgmma();
+  if (tuning_off() || small(g) || std::getenv("LOOM_GEMM_CANDIDATE") || std::getenv("LOOM_GEMM_SPLIT")) return "";
+  std::vector<uint64_t> key = g.key();
+  key.push_back(static_cast<uint64_t>(device));
+  {
+    std::lock_guard lock(g_chosen_mu);
+    if (chosen_configs().count(key)) return "";
+  }
+  const std::vector<uint64_t> disk_key = g.key();
+  if (DiskCache::instance().load(tune_key(tune_ns(ctx), disk_key))) return "";
+  return jc::gemm_tuning_source(g, jc::gemm_candidates(g));
+}
+
+jc::GemmConfig choose_gemm(const jc::GemmProblem& problem, int device) {
   const DeviceContext& ctx = context(device);
   jc::GemmProblem g = problem;
   g.wgmma = ctx.wgmma();  // the device's code is built for sm_90a
-  if (const char* e = std::getenv("LOOM_GEMM_TUNE"); e && std::strcmp(e, "0") == 0)
-    return jc::gemm_heuristic(g, ctx.multiprocessors);
+  if (tuning_off()) return jc::gemm_heuristic(g, ctx.multiprocessors);
   // Test hook: LOOM_GEMM_CANDIDATE=i takes candidate i of gemm_candidates
   // (the last where there are fewer), untuned, so a test can check each.
   if (const char* e = std::getenv("LOOM_GEMM_CANDIDATE"); e && *e) {
@@ -164,16 +194,17 @@ jc::GemmConfig choose_gemm(const jc::GemmProblem& problem, int device) {
   // float32 FFMA product (the 32x32 warp-tiled tiles), untuned.
   if (const char* e = std::getenv("LOOM_GEMM_SPLIT"); e && std::atoi(e) > 1 && g.dtype == kFloat && !g.tf32)
     return jc::GemmConfig{32, 32, 32, 4, 4, 3, false, true, 0, std::atoi(e)};
+  if (small(g)) return jc::gemm_heuristic(g, ctx.multiprocessors);
   std::vector<uint64_t> key = g.key();
   key.push_back(static_cast<uint64_t>(device));
-  std::lock_guard lock(mu);
+  std::lock_guard lock(g_chosen_mu);
+  auto* chosen = &chosen_configs();
   if (auto it = chosen->find(key); it != chosen->end()) return it->second;
   // On disk, per GPU model: the same architecture with another SM count
   // (an H100 PCIe against an SXM) may prefer other tiles.
-  const std::string ns = "cuda-gemm-tune-" + ctx.arch() + "-" + std::to_string(ctx.multiprocessors) + "sm";
-  static const std::string version = std::string(LOOM_VERSION) + ", " + jc::build_id();
+  const std::string ns = tune_ns(ctx);
   const std::vector<uint64_t> disk_key = g.key();
-  DiskCache::Key dk{ns, version, disk_key};
+  DiskCache::Key dk = tune_key(ns, disk_key);
   jc::GemmConfig c;
   if (auto hit = DiskCache::instance().load(dk); hit && hit->size() == sizeof(c)) {
     std::memcpy(&c, hit->data(), sizeof(c));

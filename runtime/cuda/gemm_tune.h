@@ -9,8 +9,15 @@
 namespace loom::runtime::cuda {
 
 // The configuration for `g` on `device`; tunes on the first request.
-// LOOM_GEMM_TUNE=0 skips timing and takes jit::cuda::gemm_heuristic.
+// LOOM_GEMM_TUNE=0 skips timing and takes jit::cuda::gemm_heuristic, as
+// does a product of fewer than kTuneMinWork multiply-adds: timing its
+// candidates costs seconds of NVRTC to save microseconds.
 jit::cuda::GemmConfig choose_gemm(const jit::cuda::GemmProblem& g, int device);
+inline constexpr double kTuneMinWork = 0x1p28;
+// The tuning module choose_gemm would compile for `g` (its candidates'
+// kernels), or "" when it would compile none (small, chosen before, on
+// disk): a graph's are compiled side by side first (compile_cubins).
+std::string pending_tuning_source(const jit::cuda::GemmProblem& g, int device);
 
 // Whether float32 products may run on TF32 tensor cores (loom::cuda::
 // set_allow_tf32; off by default: exact float32). Changing it clears the

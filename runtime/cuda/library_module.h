@@ -15,13 +15,22 @@ namespace loom::runtime::cuda {
 // if the module cannot be built or has no such function.
 CUfunction library_function(int device, const std::string& name);
 
-// Loads a cubin for `what` from the disk cache, or compiles `source` with
-// NVRTC and stores it. The key: the device's architecture and NVRTC's
+// Loads a cubin for `what` from memory (what this process compiled or
+// loaded before) or the disk cache, or compiles `source` with NVRTC and
+// stores it in both. The key: the device's architecture and NVRTC's
 // version (ns), loom's version and this code generator's build (version),
 // and `canonical` (the graph's canonical form, or the source's own words).
 std::vector<char> cached_cubin(const std::string& source, int device, std::span<const uint64_t> canonical,
                                const std::string& what, const std::string& dump_folder, int64_t kernels);
 // Loads a cubin into `device`'s context.
 CUmodule load_module(const std::vector<char>& cubin, int device, const std::string& what);
+
+// A source as the words of its cache key (a program that is its own
+// canonical form: a function, a tuning module, the library).
+std::vector<uint64_t> source_words(const std::string& source);
+// The cubins of `sources` (each its own key: source_words) that neither
+// memory nor the disk cache holds, compiled by NVRTC side by side on
+// every core; afterwards cached_cubin finds each in memory.
+void compile_cubins(const std::vector<std::string>& sources, int device, const std::string& what);
 
 }  // namespace loom::runtime::cuda

@@ -102,7 +102,7 @@ class Program final : public Executable {
 
 }  // namespace
 
-std::unique_ptr<Executable> ReferenceBackend::compile(const ir::Graph& g) {
+std::unique_ptr<Executable> ReferenceBackend::compile(const ir::Graph& g, const CompileHints&) {
   return std::make_unique<Program>(g);
 }
 

@@ -9,7 +9,7 @@ class ReferenceBackend final : public Backend {
  public:
   const char* name() const override { return "reference"; }
   DeviceType device_type() const override { return kCPU; }
-  std::unique_ptr<Executable> compile(const ir::Graph& g) override;
+  std::unique_ptr<Executable> compile(const ir::Graph& g, const CompileHints& hints) override;
 };
 
 }  // namespace loom::runtime::reference

@@ -28,19 +28,31 @@ std::string nvrtc_missing() {
   }
 }
 
-// Compiles the program's kernels; fails the test with NVRTC's log.
+// Compiles the program's kernels as the cuda backend does: a single-block
+// program as one source, any other one program per function
+// (emit_function_source); fails the test with NVRTC's log.
 void expect_compiles(const KernelProgram& p, const std::string& what) {
-  const std::string src = jc::emit_source(p);
-  if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(p) << src;
-  try {
-    loom::runtime::cuda::compile_cubin(src, "sm_90", what);
-  } catch (const loom::Error& e) {
-    ADD_FAILURE() << what << ": " << e.what() << "\n--- source ---\n" << src;
+  std::vector<std::string> sources;
+  if (jc::single_block(p)) {
+    sources.push_back(jc::emit_source(p));
+  } else {
+    const loom::ir::SharedKernels shared = jc::share_kernels(p);
+    for (size_t f = 0; f < shared.first.size(); ++f) {
+      sources.push_back(jc::emit_function_source(p, shared, {}, f));
+      EXPECT_NE(sources.back().find(jc::function_symbol(shared.keys[f])), std::string::npos) << what;
+    }
+  }
+  for (const std::string& src : sources) {
+    if (std::getenv("LOOM_TEST_PRINT")) std::cerr << loom::ir::to_string(p) << src;
+    try {
+      loom::runtime::cuda::compile_cubin(src, "sm_90", what);
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << what << ": " << e.what() << "\n--- source ---\n" << src;
+    }
   }
 }
 
 TEST(CudaCodegen, PointwiseChainUsesFourLanes) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1 << 12});
   loom::sync();
   KernelProgram p = lower_outputs({loom::sigmoid(loom::tanh(x * 1.5 + 0.5) * x) + x * x});
@@ -56,7 +68,6 @@ TEST(CudaCodegen, PointwiseChainUsesFourLanes) {
 // of 4 floats), however many blocks that is: no grid-stride loop in
 // practice (measured faster on an H100; see launch_dims).
 TEST(CudaCodegen, PointwiseGridCoversEveryStep) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   jc::KernelPlan plan;
   plan.pointwise = true;
   plan.threads = int64_t{1} << 22;
@@ -67,7 +78,6 @@ TEST(CudaCodegen, PointwiseGridCoversEveryStep) {
 }
 
 TEST(CudaCodegen, OddSizesAndTransposesUseOneLane) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({7, 5});
   loom::sync();
   KernelProgram p = lower_outputs({x.t() * 2});
@@ -80,7 +90,6 @@ TEST(CudaCodegen, OddSizesAndTransposesUseOneLane) {
 // shared memory; a tile-less one (a row of 7) or one with no such load is
 // not. Odd sizes leave partial tiles; the source compiles with NVRTC.
 TEST(CudaCodegen, TransposingLoadsAreTiled) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1000, 65}), y = loom::randn({65, 1000}), small = loom::randn({7, 1000});
   loom::sync();
   KernelProgram t = lower_outputs({x.t() + y});
@@ -101,7 +110,6 @@ TEST(CudaCodegen, TransposingLoadsAreTiled) {
 }
 
 TEST(CudaCodegen, SoftmaxRowStaysInRegisters) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 4096});
   loom::sync();
   KernelProgram p = lower_outputs({loom::softmax(x, -1)});
@@ -126,7 +134,6 @@ TEST(CudaCodegen, SoftmaxRowStaysInRegisters) {
 // with the row in phase 0 (plan_early_loads), so every load of the kernel
 // comes before its first reduction.
 TEST(CudaCodegen, LaterPhasesLoadsIssueWithTheRow) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 4096}), g = loom::randn({4096}), b = loom::randn({4096});
   loom::sync();
   auto mu = x.mean({-1}, true);
@@ -145,7 +152,6 @@ TEST(CudaCodegen, LaterPhasesLoadsIssueWithTheRow) {
 }
 
 TEST(CudaCodegen, ShortRowsShareABlock) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1000, 10});
   loom::sync();
   KernelProgram p = lower_outputs({x.sum({1})});
@@ -157,7 +163,6 @@ TEST(CudaCodegen, ShortRowsShareABlock) {
 }
 
 TEST(CudaCodegen, LongRowsLoop) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({2, 100000});
   loom::sync();
   KernelProgram p = lower_outputs({x.amax({1})});
@@ -174,7 +179,6 @@ TEST(CudaCodegen, LongRowsLoop) {
 // blocks of 128, the loads of all steps issued first; cheap or small ones
 // one step in blocks of 256.
 TEST(CudaCodegen, CostlyLargePointwiseKernelsTakeFourStepsAThread) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({1 << 22});
   auto small = loom::randn({1 << 12});
   loom::sync();
@@ -199,7 +203,6 @@ TEST(CudaCodegen, CostlyLargePointwiseKernelsTakeFourStepsAThread) {
 // An argmax along rows reads 4 elements a step (16-byte loads) and records
 // lane l of the step at i as element i + l.
 TEST(CudaCodegen, ArgReductionsAlongRowsUseLanes) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 4096});
   loom::sync();
   KernelProgram p = lower_outputs({x.argmax(1)});
@@ -212,7 +215,6 @@ TEST(CudaCodegen, ArgReductionsAlongRowsUseLanes) {
 }
 
 TEST(CudaCodegen, ColumnReductionsPutAWarpAcrossColumns) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({512, 256});
   auto d = loom::randn({64, 3000, 40}, loom::kDouble);
   loom::sync();
@@ -246,7 +248,6 @@ TEST(CudaCodegen, ColumnReductionsPutAWarpAcrossColumns) {
 }
 
 TEST(CudaCodegen, EmptyKernelsAreSkipped) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({0, 4});
   loom::sync();
   KernelProgram p = lower_outputs({x + 1});
@@ -256,7 +257,6 @@ TEST(CudaCodegen, EmptyKernelsAreSkipped) {
 // One NVRTC compile of many kernels at once: every expression kind (random
 // numbers in place too), every dtype, both kernel shapes, the reduce operators and the error paths.
 TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto f = loom::randn({8, 12});
   auto d = loom::randn({8, 12}, loom::kDouble);
@@ -291,7 +291,6 @@ TEST(CudaCodegen, EmittedSourceCompilesWithNvrtc) {
 }
 
 TEST(CudaCodegen, WorkloadsCompileWithNvrtc) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({1 << 12});
   auto r = loom::randn({256, 4096});
@@ -322,6 +321,7 @@ TEST(CudaCodegen, WorkloadsCompileWithNvrtc) {
 loom::ir::LowerOptions gemm_on() {
   loom::ir::LowerOptions o;
   o.gemm_kernels = true;
+  o.offset_alignment_bytes = 16;  // as the cuda backend lowers
   return o;
 }
 
@@ -355,8 +355,35 @@ void expect_gemm_compiles(const KernelProgram& p, bool tf32, const std::string& 
   }
 }
 
+// A GEMM function as the cuda backend compiles it: a program of its own
+// with the template (and its split-K reduce kernel, named after it).
+TEST(CudaCodegen, AGemmFunctionCompilesAloneWithItsTemplate) {
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  auto x = loom::randn({64, 2048}), w = loom::randn({2048, 48});
+  loom::sync();
+  KernelProgram p = lower_outputs({loom::relu(loom::matmul(x, w) + 1)}, gemm_on());
+  std::vector<jc::GemmConfig> configs(p.kernels.size());
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    if (p.kernels[i].contraction) configs[i] = jc::GemmConfig{32, 32, 32, 4, 4, 3, false, true, 0, 4};  // split-K
+  const loom::ir::SharedKernels shared = jc::share_kernels(p, configs);
+  bool gemm = false;
+  for (size_t f = 0; f < shared.first.size(); ++f) {
+    if (!p.kernels[shared.first[f]].contraction) continue;
+    gemm = true;
+    const std::string src = jc::emit_function_source(p, shared, configs, f);
+    const std::string symbol = jc::function_symbol(shared.keys[f]);
+    EXPECT_NE(src.find(symbol + "("), std::string::npos);
+    EXPECT_NE(src.find(symbol + "_reduce("), std::string::npos);
+    try {
+      loom::runtime::cuda::compile_cubin(src, "sm_90", "a split-K GEMM function");
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << e.what();
+    }
+  }
+  EXPECT_TRUE(gemm);
+}
+
 TEST(CudaCodegen, GemmLayoutsAndPlans) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({65, 63}), w = loom::randn({63, 33}), xt = loom::randn({63, 65});
   loom::sync();
   KernelProgram nn = lower_outputs({loom::matmul(x, w)}, gemm_on());
@@ -414,7 +441,6 @@ TEST(CudaCodegen, GemmLayoutsAndPlans) {
 }
 
 TEST(CudaCodegen, GemmKernelsCompileWithNvrtc) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
   auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33}), r = loom::randn({65, 33});
@@ -473,7 +499,6 @@ loom::ir::LowerOptions producers_on() {
 }
 
 TEST(CudaCodegen, GemmOperandProducersCompileWithNvrtc) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
   auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33});
   auto h = loom::randn({256, 1024}), v = loom::randn({10, 1024}), vb = loom::randn({10});
@@ -522,7 +547,6 @@ KernelProgram as_bf16(KernelProgram p) {
 }
 
 TEST(CudaCodegen, Bf16GemmKernelsCompileWithNvrtc) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48});
   auto xo = loom::randn({65, 63}), wo = loom::randn({63, 33}), xt = loom::randn({32, 64});
@@ -542,7 +566,6 @@ TEST(CudaCodegen, Bf16GemmKernelsCompileWithNvrtc) {
 // layout (the transposes are descriptor flags); the others keep mma.sync.
 // Every candidate compiles for sm_90a, the tuner's module too.
 TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
   auto x = loom::randn({64, 32}), w = loom::randn({32, 48}), b = loom::randn({48}), xt = loom::randn({32, 64});
   auto big = loom::randn({2048, 64}), bigw = loom::randn({2048, 64}), bigt = loom::randn({64, 2048});
@@ -598,7 +621,6 @@ TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
 // which then takes the warpgroup tiles; an operand already so (x W^T) is
 // read in place; a product under the bound is left alone.
 TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({256, 128}), w = loom::randn({128, 192}), xt = loom::randn({128, 256}), wn = loom::randn({192, 128});
   auto bias = loom::randn({192});
   loom::sync();
@@ -639,7 +661,6 @@ TEST(CudaCodegen, Tf32ProductsReadCopiesContiguousAlongK) {
 // K (x W^T, a batch of them) is copied contiguous along N, and the product
 // reads the copy; B already so (x W) and A are read in place.
 TEST(CudaCodegen, FloatProductsReadBContiguousAlongN) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({256, 128}), w = loom::randn({192, 128}), wn = loom::randn({128, 192});
   auto bx = loom::randn({3, 64, 128}), bw = loom::randn({3, 96, 128});
   loom::sync();
@@ -664,7 +685,6 @@ TEST(CudaCodegen, FloatProductsReadBContiguousAlongN) {
 // function, each product one sum per element, no GEMM template; it
 // compiles for sm_90. A larger program keeps one kernel per step.
 TEST(CudaCodegen, SmallProgramsRunAsOneBlock) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto s0 = loom::randn({1, 64}), w1 = loom::randn({64, 64}), w2 = loom::randn({64, 64});
   auto big = loom::randn({256, 1024}), bw = loom::randn({1024, 1024});
   loom::sync();
@@ -717,7 +737,6 @@ namespace {
 // and tile configuration, one of a temporary and one of an input, are one
 // GEMM function.
 TEST(CudaCodegen, KernelsAlikeAreOneFunction) {
-  const loom_test::GpuViews gpu_views;  // recorded as a GPU's graph would be
   auto x = loom::randn({256, 300});
   std::vector<loom::Tensor> idx;
   for (int i = 0; i < 4; ++i) idx.push_back(loom::randint(0, 300, {256, 300}));

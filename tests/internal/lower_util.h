@@ -36,14 +36,4 @@ inline loom::ir::KernelProgram lower_outputs(const std::vector<loom::Tensor>& ou
   return p;
 }
 
-// While alive, views of stored tensors record their offsets' alignment as
-// on a GPU (loom::testing::record_views_as_on_a_gpu): for tests that lower
-// CPU-recorded graphs for the CUDA code generator.
-struct GpuViews {
-  GpuViews() { loom::testing::record_views_as_on_a_gpu(true); }
-  ~GpuViews() { loom::testing::record_views_as_on_a_gpu(false); }
-  GpuViews(const GpuViews&) = delete;
-  GpuViews& operator=(const GpuViews&) = delete;
-};
-
 }  // namespace loom_test

@@ -116,11 +116,6 @@ uint64_t graph_key(const Tensor& t, size_t* nodes = nullptr);
 // A weak reference to the node that holds `t`'s value now (pending or an
 // Input leaf), to prove that a sync releases the graph it ran. Tests only.
 std::weak_ptr<const void> node_ref(const Tensor& t);
-// Views of stored CPU tensors record what a GPU's key keeps of their runtime
-// offset (its 16-byte alignment; ir/node.h) instead of nothing, so that a
-// test can lower a graph recorded on the CPU for the CUDA code generator as
-// a GPU's graph would be lowered. Tests only.
-void record_views_as_on_a_gpu(bool on);
 }  // namespace testing
 
 }  // namespace loom
