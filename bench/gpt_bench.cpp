@@ -59,6 +59,31 @@ void row_value(const std::string& workload, const std::string& key, double value
 
 // ---------------------------------------------------------------- generation
 
+// A model with fresh weights on the bench's device, in eval mode, and a
+// first context: a fixed window of `block` tokens, or an 8-token prompt.
+struct Decoder {
+  gpt::Config cfg;
+  gpt::GPT model{nullptr};
+  Tensor idx;
+  explicit Decoder(bool window) {
+    loom::manual_seed(1);
+    model = gpt::GPT(cfg);
+    model->to(g_dev);
+    model->eval();
+    idx = (loom::arange(window ? cfg.block : 8, loom::kLong) % cfg.vocab).view({1, -1}).to(g_dev);
+    loom::sync();
+  }
+  // One greedy step, as nanoGPT's generate(): the context cropped to the
+  // last `block` tokens; the next token appended (a window drops its first).
+  Tensor step(bool window) {
+    const int64_t T = idx.size(1);
+    Tensor cond = T <= cfg.block ? idx : idx.slice(1, T - cfg.block, T);
+    Tensor next = model->forward(cond).select(1, cond.size(1) - 1).argmax(-1).view({1, 1});
+    idx = loom::cat({window ? idx.slice(1, 1, T) : idx, next}, 1);
+    return next;
+  }
+};
+
 // Greedy generation of `tokens` tokens from a model with fresh weights; the
 // context a fixed window of `block` tokens, or growing from an 8-token prompt
 // as nanoGPT's generate() (cropped to the last `block`).
@@ -68,23 +93,14 @@ struct Generated {
   size_t first_graph_nodes = 0;
 };
 Generated generate(int64_t tokens, bool window, bool read_each) {
-  gpt::Config cfg;
-  loom::manual_seed(1);
-  gpt::GPT model(cfg);
-  model->to(g_dev);
-  model->eval();
   loom::NoGradGuard no_grad;
-  Tensor idx = (loom::arange(window ? cfg.block : 8, loom::kLong) % cfg.vocab).view({1, -1}).to(g_dev);
-  loom::sync();
+  Decoder d(window);
   loom::reset_metrics();
   const auto t0 = Clock::now();
   std::vector<Tensor> lazy;
   int64_t checksum = 0;
   for (int64_t i = 0; i < tokens; ++i) {
-    const int64_t T = idx.size(1);
-    Tensor cond = T <= cfg.block ? idx : idx.slice(1, T - cfg.block, T);
-    Tensor next = model->forward(cond).select(1, cond.size(1) - 1).argmax(-1).view({1, 1});
-    idx = loom::cat({window ? idx.slice(1, 1, T) : idx, next}, 1);
+    Tensor next = d.step(window);
     if (read_each) checksum += next.item<int64_t>();
     else lazy.push_back(next);
   }
@@ -99,23 +115,14 @@ Generated generate(int64_t tokens, bool window, bool read_each) {
 // The compile of one ~10k-node graph: `per_graph` tokens recorded with no
 // read and no automatic cut, then one sync.
 void compile_child(bool window) {
-  gpt::Config cfg;
-  loom::manual_seed(1);
-  gpt::GPT model(cfg);
-  model->to(g_dev);
-  model->eval();
   loom::NoGradGuard no_grad;
-  Tensor idx = (loom::arange(window ? cfg.block : 8, loom::kLong) % cfg.vocab).view({1, -1}).to(g_dev);
-  loom::sync();
+  Decoder d(window);
   loom::set_max_pending_nodes(1 << 30);
   loom::reset_metrics();
   size_t nodes = 0;
-  for (int64_t i = 0; nodes < 10000; ++i) {
-    const int64_t T = idx.size(1);
-    Tensor cond = T <= cfg.block ? idx : idx.slice(1, T - cfg.block, T);
-    Tensor next = model->forward(cond).select(1, cond.size(1) - 1).argmax(-1).view({1, 1});
-    idx = loom::cat({window ? idx.slice(1, 1, T) : idx, next}, 1);
-    loom::testing::graph_key(idx, &nodes);
+  while (nodes < 10000) {
+    d.step(window);
+    loom::testing::graph_key(d.idx, &nodes);
   }
   const auto t0 = Clock::now();
   loom::sync();

@@ -1,5 +1,8 @@
 #include "ir/local_kernel.h"
 
+#include <xxhash.h>
+
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -110,6 +113,14 @@ SharedKernels share_kernels(const KernelProgram& p, const std::function<std::str
     f.local.push_back(std::move(l));
   }
   return f;
+}
+
+std::string key_symbol(const char* prefix, const std::string& key) {
+  const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
+  char hex[40];
+  std::snprintf(hex, sizeof hex, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return prefix + std::string(hex);
 }
 
 }  // namespace loom::ir

@@ -60,4 +60,9 @@ struct SharedKernels {
 SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
                             const std::function<bool(const Kernel&)>& shareable = {});
 
+// A symbol for the function whose key is `key`: `prefix` and the key's
+// 128-bit hash in hex. The same code gets the same name in every program,
+// so a code generator can compile it once and load it into any of them.
+std::string key_symbol(const char* prefix, const std::string& key);
+
 }  // namespace loom::ir

@@ -4,8 +4,6 @@
 // (jit/cuda/kernel_emitter.h).
 #include "jit/cuda/codegen.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
@@ -226,13 +224,7 @@ std::string emit_source(const ir::KernelProgram& p, const ir::SharedKernels& sha
   return out.str();
 }
 
-std::string function_symbol(const std::string& key) {
-  const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
-  char name[48];
-  std::snprintf(name, sizeof name, "loom_g%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return name;
-}
+std::string function_symbol(const std::string& key) { return ir::key_symbol("loom_g", key); }
 
 std::string emit_function_source(const ir::KernelProgram& p, const ir::SharedKernels& shared,
                                  const std::vector<GemmConfig>& gemm, size_t f) {

@@ -10,8 +10,6 @@
 #include <llvm/Support/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdio>
 
@@ -65,13 +63,7 @@ std::string build_id() {
          ir::lower_build_id() + ", " + math_build_id() + ", " + memory_hints_build_id() + ", " + gemm_build_id();
 }
 
-std::string function_symbol(const std::string& key) {
-  const XXH128_hash_t h = XXH3_128bits(key.data(), key.size());
-  char name[48];
-  std::snprintf(name, sizeof name, "loom_f%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return name;
-}
+std::string function_symbol(const std::string& key) { return ir::key_symbol("loom_f", key); }
 
 LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
   const int n = k.loop.n;

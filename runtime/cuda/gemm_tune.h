@@ -13,7 +13,7 @@ namespace loom::runtime::cuda {
 // does a product of fewer than kTuneMinWork multiply-adds: timing its
 // candidates costs seconds of NVRTC to save microseconds.
 jit::cuda::GemmConfig choose_gemm(const jit::cuda::GemmProblem& g, int device);
-inline constexpr double kTuneMinWork = 0x1p28;
+inline constexpr double kTuneMinWork = 0x1p24;
 // The tuning module choose_gemm would compile for `g` (its candidates'
 // kernels), or "" when it would compile none (small, chosen before, on
 // disk): a graph's are compiled side by side first (compile_cubins).
