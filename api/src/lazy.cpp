@@ -126,9 +126,13 @@ struct PendingList {
   // Where the last automatic cut happened: the line that recorded the node
   // that crossed the bound (count_recorded), null before the first; and
   // how many nodes the last cut ran (0 before the second).
+  // A sync the program asked for (not a cut) forgets them: the next cut
+  // starts afresh (a loop that syncs each iteration cuts at the same place
+  // anyway, its count starting from the sync).
   const char* cut_file = nullptr;
   uint32_t cut_line = 0;
   int64_t cut_period = 0;
+  bool cutting = false;  // the sync in progress is an automatic cut
   bool syncing = false;
   bool tracing = false;  // loom::compile is tracing a function on this thread
   uint64_t trace_number = 0;
@@ -344,6 +348,7 @@ struct SyncingScope {
   explicit SyncingScope(PendingList& list) : l(list) {
     l.syncing = true;
     l.recorded_since_sync = 0;
+    if (!l.cutting) l.cut_file = nullptr, l.cut_line = 0, l.cut_period = 0;
   }
   ~SyncingScope() { l.syncing = false; }
 };
@@ -437,6 +442,11 @@ void count_recorded(PendingList& list, int64_t nodes_recorded, const Storage& wr
     list.cut_file = newest->file;
     list.cut_line = newest->line;
     runtime::bump(runtime::counters().graph_cuts);
+    list.cutting = true;
+    struct Done {
+      PendingList& l;
+      ~Done() { l.cutting = false; }
+    } done{list};
     sync_list(list, nullptr);
   }
 }
