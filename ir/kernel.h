@@ -236,7 +236,8 @@ struct Step {
 // consumers: printed by LOOM_LOG=fusion and into the dump.
 struct Boundary {
   uint32_t node;
-  std::string reason;
+  std::string reason;               // the first reason it owns a buffer
+  std::vector<std::string> also;    // every other reason found for it (LOOM_LOG=fusion prints them all)
 };
 
 struct KernelProgram {
@@ -317,20 +318,6 @@ inline bool can_fail(const KernelProgram& p, const Step& s) {
     if (e.kind == ExprKind::Op && can_fail_op(e.op) && (e.op == Op::IndexCheck || !is_floating_point(e.dtype)))
       return true;
   return false;
-}
-
-// Ops whose value costs far more to compute than to keep: a code generator
-// keeps such a value for the later phases of a row rather than computing it
-// again (the row stash of jit/llvm and jit/cuda).
-inline bool costly_op(Op op) {
-  switch (op) {
-    case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid: case Op::Gelu:
-    case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
-    case Op::RandUniform: case Op::RandNormal:
-      return true;
-    default:
-      return false;
-  }
 }
 
 // The exprs phase `ph` of kernel k evaluates (what its reduction or its

@@ -1,5 +1,5 @@
-// Lowering: the pass sequence and pass 1. The class and the list of passes
-// are in ir/lowering.h; ir/lower.h says what each pass is for.
+// Lowering: the list of passes and the sequence that runs it, the
+// boundaries pass, printing. The class is in ir/lowering.h.
 #include "ir/lower.h"
 
 #include <algorithm>
@@ -43,17 +43,81 @@ KernelProgram Lowering::run(LowerLog* log) {
   return best;
 }
 
+// The passes, in order: the one list (ir/lower.h lowering_passes() gives
+// it without the members; docs/ARCHITECTURE.md section 3 follows it, a test
+// checks that).
+const std::vector<Lowering::Pass>& Lowering::passes() {
+  static const std::vector<Pass> list = {
+      {{"boundaries", "Lowering::boundaries", "ir/lower.cpp",
+        "which nodes own a buffer, each with its reason; the others are inlined into their readers"},
+       &Lowering::pass_boundaries},
+      {{"kernels", "Lowering::build_all", "ir/lower_kernels.cpp",
+        "one kernel per buffer-owning node, its producers inlined; alternates with recompute until no kernel asks "
+        "for a buffer"},
+       &Lowering::pass_kernels},
+      {{"absorption", "Lowering::find_candidates", "ir/lower_fusion.cpp",
+        "checks the absorbed values of this attempt and finds the outputs its consumer could store per row"},
+       &Lowering::pass_absorption},
+      {{"vertical", "Lowering::vertical", "ir/lower_fusion.cpp",
+        "a kernel reading only where an earlier kernel over the same loops stores joins it"},
+       &Lowering::pass_vertical},
+      {{"horizontal", "Lowering::horizontal", "ir/lower_fusion.cpp",
+        "adjacent independent kernels over the same loops merge"},
+       &Lowering::pass_horizontal},
+      {{"late updates", "Lowering::late_updates", "ir/lower_fusion.cpp",
+        "an update of an input moves after the input's last reader, so it can be written in place"},
+       &Lowering::pass_late_updates},
+      {{"checks first", "Lowering::checks_first", "ir/lower_fusion.cpp",
+        "steps that can fail on bad data run before every step they do not need"},
+       &Lowering::pass_checks_first},
+      {{"collapse", "Lowering::collapse", "ir/lower_fusion.cpp",
+        "adjacent loops every access walks contiguously merge"},
+       &Lowering::pass_collapse},
+      {{"split", "split_reductions", "ir/split.cpp",
+        "a reduction of too few rows becomes partials over parts of each row and their fold"},
+       &Lowering::pass_split},
+      {{"operand copies", "copy_operands", "ir/operand_copies.cpp",
+        "a large GEMM's operand laid out against its tiles is read from a copy laid out for them (cuda)"},
+       &Lowering::pass_operand_copies},
+      {{"buffers", "Lowering::plan_buffers", "ir/lower_fusion.cpp",
+        "temporaries get offsets in one arena by liveness, reusing freed space"},
+       &Lowering::pass_buffers},
+  };
+  return list;
+}
+
 // Every pass once, with the current absorptions.
 KernelProgram Lowering::attempt(std::string* passes) {
   reason_.assign(n_, "");
+  also_.assign(n_, {});
   absorb_ok_ = true;
+  stopped_ = false;
+  const std::vector<Pass>& list = Lowering::passes();
+  for (size_t k = 0; k < list.size(); ++k) {
+    const Pass& pass = list[k];
+    const std::string what = (this->*pass.run)();
+    note(passes, std::to_string(k + 1) + "/" + std::to_string(list.size()) + " " + pass.info.name + ": " + what + "  [" +
+                     pass.info.function + ", " + pass.info.file + "]");
+    if (stopped_) return std::move(p_);  // kernels are missing: run() rejects this trial absorption
+  }
+  for (uint32_t i = 0; i < n_; ++i)
+    if (!reason_[i].empty() && g_.nodes[i]->op != Op::Input) p_.boundaries.push_back({i, reason_[i], also_[i]});
+  return std::move(p_);
+}
+
+std::string Lowering::pass_boundaries() {
   boundaries();
-  note(passes, "boundaries: " + std::to_string(count_buffers()) + " of " + std::to_string(n_) + " nodes own a buffer");
-  // Kernels and recompute alternate until no kernel asks for another buffer.
-  // A round that asks gives at least one more node a buffer, so this ends
-  // within n_ rounds; no cap, since stopping early leaves kernels missing
-  // (a gradient summed over 90 unsynced backward calls took 66 rounds).
-  for (int round = 0;; ++round) {
+  return std::to_string(count_buffers()) + " of " + std::to_string(n_) + " nodes own a buffer";
+}
+
+// Kernels and recompute alternate until no kernel asks for another buffer.
+// A round that asks gives at least one more node a buffer, so this ends
+// within n_ rounds; no cap, since stopping early leaves kernels missing
+// (a gradient summed over 90 unsynced backward calls took 66 rounds).
+std::string Lowering::pass_kernels() {
+  size_t more = 0;
+  int rounds = 1;
+  for (;; ++rounds) {
     std::vector<NeedsBuffer> needs;
     const size_t given = build_all(needs);
     if (needs.empty()) needs = recompute_check();
@@ -63,42 +127,69 @@ KernelProgram Lowering::attempt(std::string* passes) {
                             return reason_[nb.node].empty();
                           });
     if (!needs.empty() && !progress) {
-      absorb_ok_ = false;  // kernels are missing: run() rejects this trial absorption
-      return std::move(p_);
+      absorb_ok_ = false;
+      stopped_ = true;
+      return "stopped: an absorbed value cannot be computed by its consumer";
     }
     if (needs.empty()) break;
-    for (auto& nb : needs) reason_[nb.node] = nb.reason;
-    note(passes, "kernels/recompute: " + std::to_string(needs.size()) + " more buffers (round " +
-                     std::to_string(round + 1) + ")");
+    for (auto& nb : needs) need(nb.node, nb.reason);
+    more += needs.size();
   }
-  note(passes, "kernels: " + std::to_string(p_.kernels.size()) + " generated, " +
-                   std::to_string(p_.library_calls.size()) + " library calls");
+  return std::to_string(p_.kernels.size()) + " generated, " + std::to_string(p_.library_calls.size()) +
+         " library calls (rounds: " + std::to_string(rounds) + ", " + std::to_string(more) +
+         " more buffers asked for by kernels and recompute)";
+}
+
+std::string Lowering::pass_absorption() {
+  std::string absorbed;
   for (uint32_t i = 0; i < n_; ++i)
     if (absorbed_[i] >= 0) {
       absorb_ok_ = absorb_ok_ && stored_by_consumer_only(i);
-      note(passes, "absorb: %" + std::to_string(i) + " stored per row by the kernel of %" + std::to_string(absorbed_[i]));
+      absorbed += " %" + std::to_string(i) + " stored per row by the kernel of %" + std::to_string(absorbed_[i]) + ";";
     }
   find_candidates();
-  size_t before = p_.kernels.size();
+  return (absorbed.empty() ? std::string("none absorbed;") : "absorbed:" + absorbed) + " " +
+         std::to_string(candidates_.size()) + " candidates";
+}
+
+std::string Lowering::pass_vertical() {
+  const size_t before = p_.kernels.size();
   vertical();
-  note(passes, "vertical: " + std::to_string(before - p_.kernels.size()) + " kernels joined their producer");
-  before = p_.kernels.size();
+  return std::to_string(before - p_.kernels.size()) + " kernels joined their producer";
+}
+
+std::string Lowering::pass_horizontal() {
+  const size_t before = p_.kernels.size();
   horizontal();
-  note(passes, "horizontal: " + std::to_string(before - p_.kernels.size()) + " kernels merged");
-  note(passes, "late updates: " + std::to_string(late_updates()) + " steps moved after the last reader of what they update");
-  note(passes, "checks first: " + std::to_string(checks_first()) + " steps moved before the steps they do not need");
+  return std::to_string(before - p_.kernels.size()) + " kernels merged";
+}
+
+std::string Lowering::pass_late_updates() {
+  return std::to_string(late_updates()) + " steps moved after the last reader of what they update";
+}
+
+std::string Lowering::pass_checks_first() {
+  return std::to_string(checks_first()) + " steps moved before the steps they do not need";
+}
+
+std::string Lowering::pass_collapse() {
   int collapsed = 0;
   for (Kernel& k : p_.kernels) collapsed += collapse(k);
-  note(passes, "collapse: " + std::to_string(collapsed) + " loop dims merged");
-  note(passes, "split: " + std::to_string(split_reductions(p_, opt_.split_reduction_rows)) +
-                   " reductions split into partials and their fold");
-  note(passes, "operand copies: " + std::to_string(copy_operands(p_, opt_)) +
-                   " GEMM operands copied in the layout their tiles want");
+  return std::to_string(collapsed) + " loop dims merged";
+}
+
+std::string Lowering::pass_split() {
+  return std::to_string(split_reductions(p_, opt_.split_reduction_rows)) +
+         " reductions split into partials and their fold";
+}
+
+std::string Lowering::pass_operand_copies() {
+  return std::to_string(copy_operands(p_, opt_)) + " GEMM operands copied in the layout their tiles want";
+}
+
+std::string Lowering::pass_buffers() {
   plan_buffers();
-  note(passes, "buffers: arena " + std::to_string(p_.arena_bytes) + " bytes");
-  for (uint32_t i = 0; i < n_; ++i)
-    if (!reason_[i].empty() && g_.nodes[i]->op != Op::Input) p_.boundaries.push_back({i, reason_[i]});
-  return std::move(p_);
+  return "arena " + std::to_string(p_.arena_bytes) + " bytes";
 }
 
 // Operand `in` of GEMM product `product` with its fusible producers
@@ -125,7 +216,7 @@ uint32_t Lowering::operand_base(uint32_t product, uint32_t in, std::vector<uint3
   return base;
 }
 
-// ---------------------------------------------------------------- pass 1
+// ---------------------------------------------------------------- boundaries
 void Lowering::boundaries() {
   for (uint32_t i = 0; i < n_; ++i) {
     const Node& nd = node(i);
@@ -228,6 +319,15 @@ bool Lowering::contiguous_view_of(uint32_t i, uint32_t& src) const {
 
 }  // namespace lowering
 
+const std::vector<PassInfo>& lowering_passes() {
+  static const std::vector<PassInfo> infos = [] {
+    std::vector<PassInfo> v;
+    for (const lowering::Lowering::Pass& p : lowering::Lowering::passes()) v.push_back(p.info);
+    return v;
+  }();
+  return infos;
+}
+
 KernelProgram lower(const Graph& g, LowerLog* log, const LowerOptions& options) {
   KernelProgram p = lowering::Lowering(g, options).run(log);
   // What the final kernels' code may rely on of the runtime offsets.
@@ -239,10 +339,6 @@ KernelProgram lower(const Graph& g, LowerLog* log, const LowerOptions& options) 
   return p;
 }
 
-std::string lower_build_id() {
-  return std::string("lower ") + __DATE__ " " __TIME__ + ", " + lowering::lower_kernels_build_id() + ", " +
-         lowering::lower_fusion_build_id() + ", " + split_build_id() + ", " + operand_copies_build_id();
-}
 
 // ---------------------------------------------------------------- printing
 std::string to_string(const Kernel& k) {
@@ -317,7 +413,11 @@ std::string to_string(const KernelProgram& p) {
     os << "\n";
   }
   os << "boundaries:\n";
-  for (const Boundary& b : p.boundaries) os << "  %" << b.node << ": " << b.reason << "\n";
+  for (const Boundary& b : p.boundaries) {
+    os << "  %" << b.node << ": " << b.reason;
+    for (const std::string& r : b.also) os << "; " << r;
+    os << "\n";
+  }
   for (const Step& s : p.steps) {
     if (s.kind == Step::Library) {
       const LibraryCall& c = p.library_calls[s.index];

@@ -1,31 +1,17 @@
 // Lowering: ir::Graph -> ir::KernelProgram (ir/kernel.h).
 //
-// The passes, in order (LOOM_LOG=passes prints each, LOOM_LOG=fusion the
-// boundaries with their reasons):
-//   1. boundaries   decide which nodes own a buffer, and why
-//   2. kernels      one generated kernel per buffer-owning node, its
-//                   producers inlined as expressions; a reduction over the
-//                   kernel's rows becomes a Reduce phase of the same kernel;
-//                   with LowerOptions::gemm_kernels a floating-point matrix
-//                   product becomes the kernel's Contraction and the
-//                   pointwise ops after it the GEMM's epilogue
-//   3. recompute    a value inlined by several kernels gets a buffer when
-//                   recomputing it costs more than storing it (then 2 again)
-//   4. vertical     a kernel that reads what an earlier kernel over the same
-//                   loops stores, only where it is stored, joins that kernel
-//                   (a kept activation and the ops after it: one pass)
-//      horizontal   adjacent independent kernels over the same loops merge
-//   5. collapse     adjacent loop dims every access walks contiguously merge
-//      split        a reduction of too few rows for the machine becomes
-//                   partials over parts of each row, then their fold
-//                   (LowerOptions::split_reduction_rows, ir/split.cpp)
-//   6. buffers      temporaries get arena offsets by liveness, with reuse
-// Around them, absorption: a graph output that is one value per row of the
-// one kernel reading it (a layer norm's mean the caller keeps) is computed
-// and stored per row by that kernel; passes 1-6 run again with it absorbed,
-// and the result is kept only if it has fewer kernels.
+// The passes run in the order of lowering_passes() below, the one list of
+// them: Lowering::attempt (ir/lower.cpp) runs it, LOOM_LOG=passes prints
+// each pass by its name as it runs (and what it changed), and the table of
+// docs/ARCHITECTURE.md section 3 is checked against it by a test.
+// Around them, absorption trials (Lowering::run): a graph output that is
+// one value per row of the one kernel reading it (a layer norm's mean the
+// caller keeps) is computed and stored per row by that kernel; the passes
+// run again with it absorbed, and the result is kept only if it has fewer
+// kernels.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 #include "ir/kernel.h"
@@ -33,8 +19,19 @@
 namespace loom::ir {
 
 struct LowerLog {
-  std::string passes;  // one line per pass: what it changed
+  std::string passes;  // one line per pass: its name, what it changed
 };
+
+// A pass of the lowering, as the list names it: what LOOM_LOG=passes
+// prints and the docs' table must follow.
+struct PassInfo {
+  const char* name;      // "vertical"
+  const char* function;  // "Lowering::vertical": where to put a breakpoint
+  const char* file;      // "ir/lower_fusion.cpp": where it is defined
+  const char* purpose;   // one line
+};
+// The passes in the order they run.
+const std::vector<PassInfo>& lowering_passes();
 
 // What the backend's code generator can take.
 struct LowerOptions {
@@ -63,7 +60,7 @@ struct LowerOptions {
   // cost (W4's ReLU after each Linear). llvm: every size (applied to packed
   // panels, measured free); cuda: large products only (applied to each
   // shared-memory slice before the block's barrier, which costs more than
-  // the separate pass below ~2^34: docs/PERFORMANCE.md, session 12).
+  // the separate pass below ~2^34: measured on an H100 in 2026-11).
   double operand_producers_min_work = -1;
   // A reduction (up to four Reduce phases, then a Store: a sum, a var, a
   // softmax) with fewer rows than this, over rows of at least 2 *
@@ -80,8 +77,7 @@ struct LowerOptions {
   // on sm_90a: the warpgroup tensor cores take TF32 operands only K-major.
   double k_contiguous_operands_min_work = -1;
   // The same for a B contiguous along K (x W^T) where the tiles want it
-  // contiguous along N: cuda's exact float32 (FFMA) tiles. (Both passes:
-  // docs/PERFORMANCE.md, session 35.)
+  // contiguous along N: cuda's exact float32 (FFMA) tiles.
   double n_contiguous_b_min_work = -1;
   // A runtime view offset (ir/node.h: a view of a stored tensor) that is a
   // multiple of this many bytes in the graph being compiled is taken to be
@@ -118,17 +114,15 @@ KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions&
 // Pass "split" (ir/split.cpp), on a program whose loops are collapsed and
 // whose buffers are not planned yet: returns how many kernels it split.
 int split_reductions(KernelProgram& p, int64_t target_rows);
-// When split.cpp was built: part of lower_build_id, so that a change to the
-// split alone still changes the disk caches' keys.
-std::string split_build_id();
 
 // Pass "operand copies" (ir/operand_copies.cpp), after the split: returns
 // how many operand copies it added.
 int copy_operands(KernelProgram& p, const LowerOptions& options);
-std::string operand_copies_build_id();
 
-// When lowering was built, each of its files (part of compiled objects'
-// disk-cache key).
-std::string lower_build_id();
+// A hash of every source file of the folders that decide what compiled code
+// is (ir/, jit/, kernels/: LOOM_CODEGEN_DIRS in CMakeLists.txt), made at
+// build time by cmake/codegen_id.cmake: the code generators' build ids, so
+// the disk caches' keys change with any byte of them.
+std::string codegen_source_id();
 
 }  // namespace loom::ir

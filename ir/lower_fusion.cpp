@@ -566,6 +566,5 @@ void Lowering::plan_buffers() {
   p_.arena_bytes = top;
 }
 
-std::string lower_fusion_build_id() { return std::string("fusion ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::ir::lowering

@@ -612,7 +612,7 @@ size_t Lowering::build_all(std::vector<NeedsBuffer>& needs) {
     if (library(i)) {
       const Node& nd = node(i);
       LibraryCall call{nd.op, i, {}, static_cast<uint32_t>(buffer_of_[i]), nd.dtype, nd.shape, {}, {}, nd.attr,
-                       g_.scalar_begin[i], g_.scalar_begin[i + 1] - g_.scalar_begin[i], {}};
+                       g_.scalar_begin[i], g_.scalar_begin[i + 1] - g_.scalar_begin[i], {}, {}};
       for (uint32_t in : g_.inputs_of(i)) {
         uint32_t src;
         const bool alias = reason_[in].empty() && contiguous_view_of(in, src);
@@ -653,6 +653,5 @@ void Lowering::add_buffer(uint32_t i, BufferKind kind, uint32_t index) {
   p_.buffers.push_back({kind, index, node(i).dtype, node(i).numel()});
 }
 
-std::string lower_kernels_build_id() { return std::string("kernels ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::ir::lowering

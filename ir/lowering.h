@@ -1,13 +1,15 @@
 // The lowering's one class, shared by the files that define its passes
-// (internal to ir/; the interface is ir/lower.h):
-//   lower.cpp          run, attempt (the pass sequence), pass 1 (boundaries),
+// (internal to ir/; the interface is ir/lower.h). The passes in order are
+// Lowering::passes() in lower.cpp, each named with its function and file:
+//   lower.cpp          run, attempt (which runs the list), boundaries,
 //                      printing
-//   lower_kernels.cpp  pass 2: build_all and KernelBuilder, one kernel from
+//   lower_kernels.cpp  kernels: build_all and KernelBuilder, one kernel from
 //                      one root node
-//   lower_fusion.cpp   absorption, pass 3 (recompute), 4a-4d (vertical,
-//                      horizontal, late updates, checks first), 5 (collapse),
-//                      6 (buffers)
-// A debugger session starts at Lowering::attempt: each pass is one call there.
+//   lower_fusion.cpp   absorption, recompute, vertical, horizontal, late
+//                      updates, checks first, collapse, buffers
+//   split.cpp, operand_copies.cpp  free functions over the finished program
+// Stepping through a compile starts at Lowering::attempt: each pass is one
+// call there.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -46,27 +48,9 @@ inline bool is_elementwise(Op op) {
 // is broadcast along that dim, or the dim has size 1).
 using DimMap = Dims;
 
-// Rough per-element cost of an op, to decide recompute vs store and to size
-// parallel chunks. Transcendentals cost more than adds.
-inline double op_cost(Op op) {
-  switch (op) {
-    case Op::Exp: case Op::Log: case Op::Log1p: case Op::Expm1: case Op::Tanh: case Op::Sigmoid:
-    case Op::Gelu: case Op::GeluTanh: case Op::Silu: case Op::Erf: case Op::Sin: case Op::Cos: case Op::Pow:
-      return 8;
-    case Op::Div: case Op::Sqrt: case Op::Rsqrt: case Op::Reciprocal: case Op::Fmod: case Op::Remainder:
-      return 3;
-    case Op::Clamp:  // a maximum and a minimum
-      return 2;
-    case Op::RandUniform:  // ten Philox rounds
-      return 12;
-    case Op::RandNormal:  // and Box-Muller in double
-      return 40;
-    case Op::MatMul:  // never recomputed: a product read by two kernels gets a buffer
-      return 1e9;
-    default:
-      return 1;
-  }
-}
+// An op's per-element cost (ops.def's Cost column: ir::op_cost) decides
+// recompute against store and sizes parallel chunks.
+using ir::op_cost;
 
 inline constexpr const char* kGraphOutput = "graph output";
 // Producers of a GEMM's operand at most this costly (op_cost) are applied
@@ -79,21 +63,41 @@ struct NeedsBuffer {
   std::string reason;
 };
 
-// When each file of the lowering was built: part of lower_build_id (ir/lower.h),
-// so that a change to any of them changes the disk caches' keys.
-std::string lower_kernels_build_id();
-std::string lower_fusion_build_id();
 
 class Lowering {
  public:
   Lowering(const Graph& g, const LowerOptions& options)
       : g_(g), opt_(options), n_(static_cast<uint32_t>(g.size())), absorbed_(n_, -1), rejected_(n_, false) {}
 
+  // A pass: its name and place (ir/lower.h PassInfo) and the member that
+  // runs it, which returns what it changed (LOOM_LOG=passes).
+  struct Pass {
+    PassInfo info;
+    std::string (Lowering::*run)();
+  };
+  // The passes in the order attempt() runs them: the one list (lower.cpp).
+  static const std::vector<Pass>& passes();
+
   // Every pass, then absorption trials (lower.cpp).
   KernelProgram run(LowerLog* log);
 
  private:
   KernelProgram attempt(std::string* passes);  // every pass once, with the current absorptions
+  // The passes as passes() runs them: each returns what it changed. A pass
+  // that finds the attempt cannot be completed (an absorbed value its
+  // consumer cannot compute) sets stopped_.
+  std::string pass_boundaries();
+  std::string pass_kernels();
+  std::string pass_absorption();
+  std::string pass_vertical();
+  std::string pass_horizontal();
+  std::string pass_late_updates();
+  std::string pass_checks_first();
+  std::string pass_collapse();
+  std::string pass_split();
+  std::string pass_operand_copies();
+  std::string pass_buffers();
+  bool stopped_ = false;
 
   // ---------------------------------------------------------------- shared by the passes
   static void note(std::string* passes, const std::string& line) {
@@ -149,8 +153,12 @@ class Lowering {
   }
   // Operand `in` of GEMM `product` with its fusible producers walked through (lower.cpp).
   uint32_t operand_base(uint32_t product, uint32_t in, std::vector<uint32_t>* chain = nullptr) const;
+  // Node i owns a buffer because of `why`; the first reason names it, the
+  // others are kept for the fusion log (Boundary::also).
   void need(uint32_t i, const std::string& why) {
     if (reason_[i].empty()) reason_[i] = why;
+    else if (why != reason_[i] && std::find(also_[i].begin(), also_[i].end(), why) == also_[i].end())
+      also_[i].push_back(why);
   }
 
   // ---------------------------------------------------------------- pass 1, boundaries (lower.cpp)
@@ -233,6 +241,7 @@ class Lowering {
   const uint32_t n_;
   KernelProgram p_;
   std::vector<std::string> reason_;  // non-empty: the node owns a buffer, for this reason
+  std::vector<std::vector<std::string>> also_;  // its other reasons (need())
   std::vector<int32_t> buffer_of_;
   std::vector<std::vector<uint32_t>> inlined_by_;  // kernels (by root) that inline the node
   // Absorption (run): node -> root of the kernel that computes and stores it

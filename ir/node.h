@@ -18,7 +18,7 @@ inline constexpr uint32_t kIrVersion = 4;  // 2: Binary nodes with a scalar oper
 inline constexpr int kMaxDims = 8;
 
 enum class Op : uint8_t {
-#define X(name, str, family) name,
+#define X(name, str, family, cost) name,
 #include "ir/ops.def"
 #undef X
   kCount
@@ -27,6 +27,13 @@ enum class Family : uint8_t { Leaf, Unary, Binary, Ternary, Reduce, Move };
 
 const char* op_name(Op op);
 Family op_family(Op op);
+// The op's rough arithmetic cost per element (ops.def's Cost column).
+double op_cost(Op op);
+// Ops whose value costs far more to compute than to keep (cost 8 and up,
+// but a matrix product: it is never inlined): a code generator keeps such a
+// value for the later phases of a row rather than compute it again (the
+// row stash of jit/llvm and jit/cuda).
+inline bool costly_op(Op op) { return op_cost(op) >= 8 && op != Op::MatMul; }
 
 // Attributes of a view write: strides of every dim plus the offset.
 inline constexpr int kMaxAttrs = 2 * kMaxDims + 1;

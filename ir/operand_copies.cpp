@@ -119,6 +119,5 @@ int copy_operands(KernelProgram& prog, const LowerOptions& o) {
   return copies;
 }
 
-std::string operand_copies_build_id() { return std::string("operand copies ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::ir

@@ -1,4 +1,4 @@
-// Names and families of the op kinds in ir/ops.def.
+// Names, families and costs of the op kinds in ir/ops.def.
 #include "ir/node.h"
 
 namespace loom::ir {
@@ -7,9 +7,10 @@ namespace {
 struct OpInfo {
   const char* name;
   Family family;
+  double cost;
 };
 constexpr OpInfo kOps[] = {
-#define X(name, str, family) {str, Family::family},
+#define X(name, str, family, cost) {str, Family::family, cost},
 #include "ir/ops.def"
 #undef X
 };
@@ -17,5 +18,6 @@ constexpr OpInfo kOps[] = {
 
 const char* op_name(Op op) { return kOps[static_cast<int>(op)].name; }
 Family op_family(Op op) { return kOps[static_cast<int>(op)].family; }
+double op_cost(Op op) { return kOps[static_cast<int>(op)].cost; }
 
 }  // namespace loom::ir

@@ -409,6 +409,5 @@ int split_reductions(KernelProgram& prog, int64_t target_rows) {
   return split;
 }
 
-std::string split_build_id() { return std::string("split ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::ir

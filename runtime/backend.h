@@ -92,16 +92,38 @@ struct CompileHints {
   bool unaligned_offsets = false;
 };
 
+// A backend turns a graph into an Executable (docs/ADDING_A_BACKEND.md).
+// compile() is called once per distinct graph (the executor caches the
+// result by the graph's key) and may be called from several threads at
+// once; it must not keep pointers into `g` (its nodes die after the sync)
+// and must throw loom::Error for a graph it cannot run, never return an
+// executable that computes something else.
 class Backend {
  public:
   virtual ~Backend() = default;
+  // The backend's one name: LOOM_BACKEND, loom::set_backend, dumps, logs.
   virtual const char* name() const = 0;
   virtual DeviceType device_type() const = 0;
   virtual std::unique_ptr<Executable> compile(const ir::Graph& g, const CompileHints& hints) = 0;
 };
 
+// Registers a backend, once, from its own file:
+//   LOOM_REGISTER_BACKEND(MyBackend, 10);
+// `priority`: among the CPU backends the highest is the default (llvm 100,
+// reference 10); a GPU's backend is the one registered for its device type.
+struct BackendRegistration {
+  BackendRegistration(std::unique_ptr<Backend> backend, int priority);
+};
+#define LOOM_REGISTER_BACKEND(Type, priority)                                                            \
+  static const ::loom::runtime::BackendRegistration loom_backend_registration_##Type(std::make_unique<Type>(), \
+                                                                                     priority)
+
 // The backend that runs graphs for `device` now (LOOM_BACKEND / set_backend).
 Backend& backend_for(Device device);
+// The registered backend called `name`, or null.
+Backend* find_backend(const std::string& name);
+// The names of the registered backends for a device type, by priority.
+std::vector<std::string> backend_names(DeviceType type);
 // Selects the CPU backend by name; throws loom::Error for an unknown name.
 // Returns the previous name.
 std::string select_cpu_backend(const std::string& name);

@@ -17,4 +17,9 @@ namespace loom::runtime {
 ir::KernelProgram lower_program(const ir::Graph& g, const char* backend, std::string& folder,
                                const ir::LowerOptions& options = {});
 
+// What LOOM_LOG=fusion prints for a lowered graph: each buffer-owning node
+// numbered as loom::explain() numbers it, with its source line and every
+// reason it owns a buffer, then each kernel's nodes.
+std::string fusion_text(const ir::Graph& g, const ir::KernelProgram& program);
+
 }  // namespace loom::runtime

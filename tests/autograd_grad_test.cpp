@@ -52,6 +52,7 @@ TEST_P(GradTest, Unary) {
       {"square", [](const Tensor& x) { return x.square(); }, false},
       {"floor", [](const Tensor& x) { return x.floor() * x; }, false},  // floor's own gradient is 0
       {"ceil", [](const Tensor& x) { return x.ceil() * x; }, false},
+      {"trunc", [](const Tensor& x) { return x.trunc() * x; }, false},
       {"round", [](const Tensor& x) { return x.round() + x; }, false},
       {"sign", [](const Tensor& x) { return x.sign() * x; }, false},
   };

@@ -77,6 +77,7 @@ const UnaryCase kFloatUnary[] = {
     {"erf", [](const Tensor& x) { return loom::erf(x); }, [](double x) { return std::erf(x); }},
     {"floor", [](const Tensor& x) { return loom::floor(x); }, [](double x) { return std::floor(x); }},
     {"ceil", [](const Tensor& x) { return loom::ceil(x); }, [](double x) { return std::ceil(x); }},
+    {"trunc", [](const Tensor& x) { return loom::trunc(x); }, [](double x) { return std::trunc(x); }},
     {"round", [](const Tensor& x) { return loom::round(x); }, [](double x) { return std::nearbyint(x); }},
     {"sign", [](const Tensor& x) { return loom::sign(x); }, sign},
     {"reciprocal", [](const Tensor& x) { return loom::reciprocal(x); }, [](double x) { return 1 / x; }},
@@ -104,7 +105,7 @@ TEST_P(PointwiseTest, UnaryOpsThatKeepIntegerTypes) {
   for (auto dt : {loom::kInt, loom::kLong}) {
     SCOPED_TRACE(std::string(loom::to_string(dt)));
     Tensor t = loom::tensor(x, dt);
-    for (const char* name : {"neg", "abs", "relu", "sign", "floor", "ceil", "round", "square"}) {
+    for (const char* name : {"neg", "abs", "relu", "sign", "floor", "ceil", "round", "trunc", "square"}) {
       const UnaryCase* c = nullptr;
       for (const auto& u : kFloatUnary)
         if (std::string(u.name) == name) c = &u;
@@ -122,7 +123,7 @@ TEST_P(PointwiseTest, FloatingUnaryOpsPromoteIntegersAndBoolToFloat) {
     for (const auto& c : kFloatUnary) {
       std::string n = c.name;
       if (n == "gelu" || n == "gelu_tanh" || n == "silu" || n == "neg" || n == "abs" || n == "relu" ||
-          n == "floor" || n == "ceil" || n == "round" || n == "sign" || n == "square")
+          n == "floor" || n == "ceil" || n == "round" || n == "trunc" || n == "sign" || n == "square")
         continue;
       SCOPED_TRACE(n);
       Tensor r = c.op(loom::tensor(x, dt));
@@ -160,6 +161,22 @@ TEST_P(PointwiseTest, RoundIsHalfToEven) {
   auto r = loom::round(loom::tensor({0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 2.4999f, 3.5f})).to_vector<float>();
   EXPECT_EQ(r, (std::vector<float>{0.f, 2.f, 2.f, -0.f, -2.f, -2.f, 2.f, 4.f}));
   EXPECT_TRUE(std::signbit(r[3]));  // -0.5 rounds to -0
+}
+
+// trunc rounds toward zero (torch.trunc; fix is its alias): -2.7 to -2, where
+// floor gives -3; -0.5 to -0; infinities and NaN pass through; in place too.
+TEST_P(PointwiseTest, TruncRoundsTowardZero) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto x = loom::tensor({-2.7f, -0.5f, 0.5f, 2.7f, 1e8f + 8, -inf, inf});
+  auto r = loom::trunc(x).to_vector<float>();
+  EXPECT_EQ(r, (std::vector<float>{-2.f, -0.f, 0.f, 2.f, 1e8f + 8, -inf, inf}));
+  EXPECT_TRUE(std::signbit(r[1]));
+  EXPECT_TRUE(std::isnan(loom::fix(loom::tensor({std::nanf("")})).item<float>()));
+  auto y = loom::tensor({-3.5, 3.5}, loom::kDouble);
+  y.trunc_();
+  EXPECT_EQ(y.to_vector<double>(), (std::vector<double>{-3, 3}));
+  EXPECT_EQ(loom::trunc(loom::tensor({-7, 7}, loom::kLong)).to_vector<int64_t>(), (std::vector<int64_t>{-7, 7}));
+  EXPECT_LOOM_ERROR(loom::trunc(loom::tensor({true})), "trunc", "bool");
 }
 
 // W1's chain over millions of elements: on a GPU, costly pointwise kernels

@@ -12,7 +12,15 @@
 
 namespace loom_test {
 
-inline const std::vector<std::string> kTestBackends = {"reference", "llvm", "cuda"};
+// The backends every op test runs on: the two CPU backends and the GPU,
+// and one more named by LOOM_TEST_EXTRA_BACKEND (CTest's run of the op
+// suites on the example backend, runtime/interp).
+inline std::vector<std::string> test_backends() {
+  std::vector<std::string> all = {"reference", "llvm", "cuda"};
+  if (const char* extra = std::getenv("LOOM_TEST_EXTRA_BACKEND"); extra && *extra) all.push_back(extra);
+  return all;
+}
+inline const std::vector<std::string> kTestBackends = test_backends();
 
 // Selects a backend for the duration of a test. "cuda" makes the GPU the
 // default device (tensors made without a device live there, results come

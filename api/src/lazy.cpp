@@ -472,6 +472,14 @@ void note_new_pending(const std::shared_ptr<Storage>& s, int64_t nodes_recorded)
   count_recorded(list, nodes_recorded, *s);
 }
 
+std::vector<ir::NodePtr> pending_outputs(Device device) {
+  std::vector<ir::NodePtr> out;
+  for (const std::shared_ptr<Storage>& s : pending_list().storages)
+    if (!dropped(s) && s->device == device)  // sync_device_with's choice, without its bookkeeping
+      if (ir::NodePtr n = s->pending_node()) out.push_back(std::move(n));
+  return out;
+}
+
 void materialize(const std::shared_ptr<Storage>& s) {
   if (!s->pending()) {
     wait_for_late_check(s->device);  // its value may come from a GPU graph whose check is still out

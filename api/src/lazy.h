@@ -34,6 +34,10 @@ ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device,
 
 // Materializes `s` (and with it everything pending on its device).
 void materialize(const std::shared_ptr<Storage>& s);
+// The nodes the next sync of `device` on this thread would make its graph's
+// outputs, in its order (so loom::explain numbers nodes as the sync's
+// graph, LOOM_LOG=fusion and the dumps do). Nothing runs.
+std::vector<ir::NodePtr> pending_outputs(Device device);
 
 // For each node of g: whether its value is computed from node `bad`.
 std::vector<bool> depends_on(const ir::Graph& g, uint32_t bad);

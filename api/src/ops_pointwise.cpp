@@ -57,7 +57,7 @@ enum class UnaryRule {
   Float,     // integers and bool become float32 (exp, sin, ...)
   Keep,      // dtype kept; bool rejected (neg, abs, relu)
   KeepBool,  // dtype kept; bool accepted (sign)
-  Integral,  // dtype kept; bool rejected; integers are their own result (floor, ceil, round)
+  Integral,  // dtype kept; bool rejected; integers are their own result (floor, ceil, round, trunc)
 };
 
 Tensor unary(ir::Op op, const char* name, const Tensor& x, UnaryRule rule, const SourceLoc& loc) {
@@ -181,9 +181,12 @@ LOOM_UNARY(erf, Erf, Float)
 LOOM_UNARY(floor, Floor, Integral)
 LOOM_UNARY(ceil, Ceil, Integral)
 LOOM_UNARY(round, Round, Integral)
+LOOM_UNARY(trunc, Trunc, Integral)
 LOOM_UNARY(sign, Sign, KeepBool)
 LOOM_UNARY(reciprocal, Reciprocal, Float)
 #undef LOOM_UNARY
+
+Tensor fix(const Tensor& x, SourceLoc loc) { return trunc(x, loc); }
 
 Tensor silu(const Tensor& x, SourceLoc loc) {
   LOOM_CHECK(is_floating_point(impl_of(x, "silu", loc).storage->dtype), "silu", loc,
@@ -400,6 +403,7 @@ LOOM_INPLACE_UNARY(sigmoid)
 LOOM_INPLACE_UNARY(relu)
 LOOM_INPLACE_UNARY(floor)
 LOOM_INPLACE_UNARY(round)
+LOOM_INPLACE_UNARY(trunc)
 #undef LOOM_INPLACE_UNARY
 
 Tensor& Tensor::copy_(const Tensor& src, SourceLoc loc) {

@@ -2,6 +2,7 @@
 // explain(), backend selection.
 #include <loom/runtime.h>
 
+#include "api/src/lazy.h"
 #include "api/src/record.h"
 #include "ir/graph.h"
 #include "runtime/backend.h"
@@ -9,14 +10,23 @@
 namespace loom {
 
 std::string explain(const Tensor& t, SourceLoc loc) {
-  detail::impl_of(t, "explain", loc);
-  ir::NodePtr n = detail::read(t, loc);
-  const ir::Node* raw = n.get();
+  const detail::TensorImpl& im = detail::impl_of(t, "explain", loc);
+  // A pending tensor: the graph its next sync runs, every live pending
+  // tensor of its device included, numbered as that sync numbers it. A
+  // materialized one: its own graph (an Input leaf, or a view of one).
+  std::vector<ir::NodePtr> outs;
+  if (im.storage->pending_node()) outs = detail::pending_outputs(im.storage->device);
+  const bool sync_graph = !outs.empty();
+  if (!sync_graph) outs.push_back(detail::read(t, loc));
+  std::vector<const ir::Node*> raw;
+  for (const ir::NodePtr& n : outs) raw.push_back(n.get());
   ir::Graph g;
-  ir::build_graph(std::span<const ir::Node* const>(&raw, 1), g);
+  ir::build_graph(raw, g);
   char key[32];
   std::snprintf(key, sizeof key, "%016llx", static_cast<unsigned long long>(g.hash));
-  return "graph key " + std::string(key) + ", " + std::to_string(g.size()) + " nodes\n" + ir::to_string(g);
+  return "graph key " + std::string(key) + ", " + std::to_string(g.size()) + " nodes" +
+         (sync_graph ? " (the next sync's: every live pending tensor of " + im.storage->device.str() + ")" : "") + "\n" +
+         ir::to_string(g);
 }
 
 std::string set_backend(const std::string& name) { return runtime::select_cpu_backend(name); }

@@ -149,9 +149,7 @@ bool single_block(const ir::KernelProgram& p) {
   return work <= kSingleBlockMaxWork;
 }
 
-std::string build_id() {
-  return std::string("cuda codegen ") + __DATE__ " " __TIME__ + ", " + kernel_emitter_build_id() + ", " + ir::lower_build_id();
-}
+std::string build_id() { return "cuda " + ir::codegen_source_id(); }
 
 namespace {
 // The tile configuration GEMM kernel i is emitted with.

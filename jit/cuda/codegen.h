@@ -132,7 +132,8 @@ std::string emit_function_source(const ir::KernelProgram& p, const ir::SharedKer
                                  const std::vector<GemmConfig>& gemm, size_t f);
 // A function's symbol, named by its key's 128-bit hash.
 std::string function_symbol(const std::string& key);
-// Changes whenever the generated code could: part of the disk-cache key.
+// ir::codegen_source_id: changes with any byte of ir/, jit/ or kernels/;
+// part of the disk-cache keys (cubins, tuned tiles).
 std::string build_id();
 
 }  // namespace loom::jit::cuda

@@ -3,6 +3,8 @@
 // each expression of the loop IR as C, loads and stores.
 #include "jit/cuda/kernel_emitter.h"
 
+#include <loom/error.h>
+
 #include <algorithm>
 #include <sstream>
 
@@ -188,6 +190,13 @@ std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
   return binary(x.op, a, b, k_.exprs[x.a].dtype, ir::can_fail_op(x.op) ? static_cast<uint32_t>(x.imm) : k_.root);
 }
 
+// An op this generator has no case for: an op added to ir/ops.def but not
+// here must fail where it is compiled, never compute something else.
+[[noreturn]] void KernelEmitter::no_code(Op op, ScalarType dt) {
+  throw Error(std::string("loom: cuda: no code for ") + ir::op_name(op) + " on " + std::string(to_string(dt)) +
+              " (jit/cuda/emit_expr.cpp has no case for it)");
+}
+
 std::string KernelEmitter::unary(Op op, const std::string& x, ScalarType in, ScalarType out) {
   if (op == Op::Cast) {
     if (in == out) return x;
@@ -203,7 +212,8 @@ std::string KernelEmitter::unary(Op op, const std::string& x, ScalarType in, Sca
       case Op::Abs: return "(" + x + " < 0 ? loom_sub((" + std::string(T) + ")0, " + x + ") : " + x + ")";
       case Op::Relu: return "(" + x + " > 0 ? " + x + " : (" + T + ")0)";
       case Op::Sign: return "(" + std::string(T) + ")((" + x + " > 0) - (" + x + " < 0))";
-      default: return x;
+      case Op::Floor: case Op::Ceil: case Op::Round: case Op::Trunc: return x;  // an integer is its own floor
+      default: no_code(op, in);
     }
   }
   auto c = [&](double v) { return lit(v, in); };
@@ -231,9 +241,10 @@ std::string KernelEmitter::unary(Op op, const std::string& x, ScalarType in, Sca
     case Op::Floor: return call("floor", x);
     case Op::Ceil: return call("ceil", x);
     case Op::Round: return call("rint", x);  // half to even
+    case Op::Trunc: return call("trunc", x);
     case Op::Sign: return "(" + x + " > " + c(0) + " ? " + c(1) + " : " + x + " < " + c(0) + " ? " + c(-1) + " : " + c(0) + ")";
     case Op::Reciprocal: return "(" + c(1) + " / " + x + ")";
-    default: return x;
+    default: no_code(op, in);
   }
 }
 
@@ -252,7 +263,8 @@ std::string KernelEmitter::binary(Op op, const std::string& a, const std::string
   if (dt == kBool) {
     switch (op) {
       case Op::Mul: case Op::Minimum: case Op::LogicalAnd: return infix("&&");
-      default: return infix("||");  // add, maximum, logical_or
+      case Op::Add: case Op::Maximum: case Op::LogicalOr: return infix("||");
+      default: no_code(op, dt);
     }
   }
   if (fp(dt)) {
@@ -270,7 +282,7 @@ std::string KernelEmitter::binary(Op op, const std::string& a, const std::string
         return "([&] { const " + std::string(ctype(dt)) + " m = " + m + "; return (m != 0 && ((" + b + " < 0) != (m < 0))) ? m + " +
                b + " : m; }())";
       }
-      default: return a;
+      default: no_code(op, dt);
     }
   }
   const std::string node = single_block_ ? std::to_string(fail_node) : "nd[" + std::to_string(fail_node) + "]";
@@ -284,7 +296,7 @@ std::string KernelEmitter::binary(Op op, const std::string& a, const std::string
     case Op::Fmod: return "loom_imod(" + a + ", " + b + ", false, err, " + node + ")";
     case Op::Remainder: return "loom_imod(" + a + ", " + b + ", true, err, " + node + ")";
     case Op::IndexCheck: return "loom_index_check(" + a + ", " + b + ", err, " + node + ")";
-    default: return a;
+    default: no_code(op, dt);
   }
 }
 
@@ -299,6 +311,5 @@ void KernelEmitter::store(uint32_t ai, uint32_t e, const char* in) {
   o_ << in << "b" << a.buffer << "[" << offset(a, lane_index()) << "] = " << to_memory(e) << ";\n";
 }
 
-std::string emit_expr_build_id() { return std::string("emit expr ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::jit::cuda::detail

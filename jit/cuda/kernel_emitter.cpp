@@ -522,7 +522,8 @@ std::string KernelEmitter::identity(Op op, ScalarType dt) {
     case Op::Min:
       if (f) return dt != kDouble ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
       return dt == kBool ? "1" : dt == kInt ? "2147483647" : "9223372036854775807LL";
-    default: return f ? lit(0, dt) : "0";
+    case Op::Sum: case Op::Any: return f ? lit(0, dt) : "0";
+    default: no_code(op, dt);  // ArgMax and ArgMin keep a value and a position
   }
 }
 
@@ -535,12 +536,9 @@ std::string KernelEmitter::combine(Op op, ScalarType dt, const std::string& a, c
     case Op::Min: return f ? "loom_fmin(" + a + ", " + b + ")" : bl ? "(" + a + " & " + b + ")" : "loom_imin(" + a + ", " + b + ")";
     case Op::All: return "(" + a + " & " + b + ")";
     case Op::Any: return "(" + a + " | " + b + ")";
-    default: return a;
+    default: no_code(op, dt);
   }
 }
 
-std::string kernel_emitter_build_id() {
-  return std::string("kernel emitter ") + __DATE__ " " __TIME__ + ", " + emit_expr_build_id();
-}
 
 }  // namespace loom::jit::cuda::detail

@@ -197,6 +197,7 @@ class KernelEmitter {
   void body(const std::vector<bool>& need, const char* in);
 
   std::string offset(const ir::Access& a, const std::string& lane);
+  [[noreturn]] static void no_code(Op op, ScalarType dt);
 
   std::string lane_index() const { return lane_ ? "l" : ""; }
 
@@ -231,9 +232,5 @@ class KernelEmitter {
   std::vector<bool> varies_;   // differs between the elements of a phase (see the constructor)
 };
 
-// When the emitter's files were built (part of build_id: the disk-cache key):
-// kernel_emitter_build_id includes emit_expr_build_id.
-std::string kernel_emitter_build_id();
-std::string emit_expr_build_id();
 
 }  // namespace loom::jit::cuda::detail

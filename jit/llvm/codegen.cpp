@@ -5,6 +5,7 @@
 // (jit/llvm/kernel_emitter.h).
 #include "jit/llvm/codegen.h"
 
+#include <llvm/Config/llvm-config.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/Host.h>
@@ -58,10 +59,7 @@ const Target& host_target() {
   return t;
 }
 
-std::string build_id() {
-  return std::string("codegen ") + __DATE__ " " __TIME__ + ", " + detail::kernel_emitter_build_id() + ", " +
-         ir::lower_build_id() + ", " + math_build_id() + ", " + memory_hints_build_id() + ", " + gemm_build_id();
-}
+std::string build_id() { return std::string("llvm " LLVM_VERSION_STRING ", ") + ir::codegen_source_id(); }
 
 std::string function_symbol(const std::string& key) { return ir::key_symbol("loom_f", key); }
 

@@ -55,9 +55,9 @@ inline uint32_t error_node(int32_t word, uint32_t fallback) {
   return n ? n - 1 : fallback;
 }
 
-// When this code generator (and the lowering and math it uses) was built:
-// part of the disk-cache key, so objects made by an older build of loom are
-// never loaded by a newer one whose kernels would differ.
+// The LLVM version and ir::codegen_source_id (a hash of ir/, jit/ and
+// kernels/): part of the disk-cache key, so objects made by a build whose
+// code generators differ in any byte are never loaded.
 std::string build_id();
 
 // A pure pointwise kernel that reads or writes some operand across its rows

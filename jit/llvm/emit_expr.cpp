@@ -10,6 +10,8 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 
+#include <loom/error.h>
+
 #include "jit/llvm/math.h"
 #include "jit/llvm/runtime_calls.h"
 
@@ -255,6 +257,13 @@ Value* KernelEmitter::scalar_arg(uint32_t slot, ScalarType dt) {
   return f;
 }
 
+// An op this generator has no case for: an op added to ir/ops.def but not
+// here must fail where it is compiled, never compute something else.
+[[noreturn]] void KernelEmitter::no_code(Op op, ScalarType dt) {
+  throw loom::Error(std::string("loom: llvm: no code for ") + ir::op_name(op) + " on " + std::string(to_string(dt)) +
+              " (jit/llvm/emit_expr.cpp has no case for it)");
+}
+
 Value* KernelEmitter::unary(Op op, Value* x, ScalarType in, ScalarType out) {
   if (op == Op::Cast) return cast(x, in, out);
   if (op == Op::LogicalNot) return b_.CreateNot(x);
@@ -268,7 +277,8 @@ Value* KernelEmitter::unary(Op op, Value* x, ScalarType in, ScalarType out) {
       case Op::Relu: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, x, zero);
       case Op::Sign:
         return b_.CreateSub(b_.CreateZExt(b_.CreateICmpSGT(x, zero), ty), b_.CreateZExt(b_.CreateICmpSLT(x, zero), ty));
-      default: return x;  // floor, ceil, round of an integer
+      case Op::Floor: case Op::Ceil: case Op::Round: case Op::Trunc: return x;  // an integer is its own floor
+      default: no_code(op, in);
     }
   }
   auto c = [&](double d) { return llvm::ConstantFP::get(ty, d); };
@@ -298,10 +308,11 @@ Value* KernelEmitter::unary(Op op, Value* x, ScalarType in, ScalarType out) {
     case Op::Floor: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
     case Op::Ceil: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
     case Op::Round: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::rint, x);  // half to even
+    case Op::Trunc: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x);
     case Op::Sign:
       return b_.CreateSelect(b_.CreateFCmpOGT(x, c(0.0)), c(1.0), b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0)), c(-1.0), c(0.0)));
     case Op::Reciprocal: return b_.CreateFDiv(c(1.0), x);
-    default: return x;
+    default: no_code(op, in);
   }
 }
 
@@ -331,7 +342,8 @@ Value* KernelEmitter::binary(Op op, Value* a, Value* c, ScalarType dt, uint32_t 
       case Op::Gt: return b_.CreateICmpUGT(a, c);
       case Op::Ge: return b_.CreateICmpUGE(a, c);
       case Op::Mul: case Op::Minimum: case Op::LogicalAnd: return b_.CreateAnd(a, c);
-      default: return b_.CreateOr(a, c);  // add, maximum, logical_or
+      case Op::Add: case Op::Maximum: case Op::LogicalOr: return b_.CreateOr(a, c);
+      default: no_code(op, dt);
     }
   }
   switch (op) {
@@ -349,7 +361,7 @@ Value* KernelEmitter::binary(Op op, Value* a, Value* c, ScalarType dt, uint32_t 
     case Op::Pow: return int_pow(a, c);
     case Op::Fmod: case Op::Remainder: return int_mod(op, a, c, fail_node);
     case Op::IndexCheck: return index_check(a, c, fail_node);
-    default: return a;
+    default: no_code(op, dt);
   }
 }
 
@@ -376,7 +388,7 @@ Value* KernelEmitter::binary_fp(Op op, Value* a, Value* c) {
     case Op::Le: return b_.CreateFCmpOLE(a, c);
     case Op::Gt: return b_.CreateFCmpOGT(a, c);
     case Op::Ge: return b_.CreateFCmpOGE(a, c);
-    default: return a;
+    default: no_code(op, kFloat);
   }
 }
 
@@ -503,6 +515,5 @@ Type* KernelEmitter::vec_type(ScalarType dt, int w) {
   return w == 1 ? scalar_type(dt) : static_cast<Type*>(llvm::FixedVectorType::get(scalar_type(dt), w));
 }
 
-std::string emit_expr_build_id() { return std::string("emit expr ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::jit::llvm_cpu::detail

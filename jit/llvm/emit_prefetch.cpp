@@ -94,6 +94,5 @@ void KernelEmitter::prefetch_next_row(int w, int share) {
   }, 2);
 }
 
-std::string emit_prefetch_build_id() { return std::string("emit prefetch ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::jit::llvm_cpu::detail

@@ -25,7 +25,6 @@ GemmShape gemm_shape(const Target& t, ScalarType dt) {
   return {mr, 2 * lanes, lanes};
 }
 
-std::string gemm_build_id() { return std::string("gemm ") + __DATE__ " " __TIME__; }
 
 namespace {
 

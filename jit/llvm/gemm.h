@@ -99,6 +99,5 @@ void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* til
 // agree on every kernel.
 bool gemm_dot_product(const ir::Kernel& k, const GemmShape& s);
 
-std::string gemm_build_id();
 
 }  // namespace loom::jit::llvm_cpu

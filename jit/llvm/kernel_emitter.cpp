@@ -497,7 +497,7 @@ Value* KernelEmitter::identity(Op op, ScalarType dt, int lanes) {
     case Op::Min:
       if (fp) return llvm::ConstantFP::getInfinity(ty, false);
       return dt == kBool ? llvm::ConstantInt::get(ty, 1) : llvm::ConstantInt::get(ty, llvm::APInt::getSignedMaxValue(ty->getScalarSizeInBits()));
-    default: return llvm::Constant::getNullValue(ty);
+    default: no_code(op, dt);  // ArgMax and ArgMin keep a value and a position: arg_step
   }
 }
 
@@ -514,7 +514,7 @@ Value* KernelEmitter::combine(Op op, ScalarType dt, Value* a, Value* v) {
       return dt == kBool ? b_.CreateAnd(a, v) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, v);
     case Op::All: return b_.CreateAnd(a, v);
     case Op::Any: return b_.CreateOr(a, v);
-    default: return a;
+    default: no_code(op, dt);
   }
 }
 
@@ -549,9 +549,5 @@ Value* KernelEmitter::horizontal(Op op, ScalarType dt, Value* v) {
   return b_.CreateExtractElement(v, uint64_t{0});
 }
 
-std::string kernel_emitter_build_id() {
-  return std::string("kernel emitter ") + __DATE__ " " __TIME__ + ", " + emit_expr_build_id() + ", " +
-         emit_prefetch_build_id();
-}
 
 }  // namespace loom::jit::llvm_cpu::detail

@@ -127,6 +127,7 @@ class KernelEmitter {
 
   // ---------------------------------------------------------------- memory (emit_expr.cpp)
   Value* offset(const ir::Access& a);
+  [[noreturn]] static void no_code(Op op, ScalarType dt);
 
   Value* load(uint32_t ai, ScalarType dt, int w);
 
@@ -236,10 +237,5 @@ class KernelEmitter {
   std::vector<int64_t> prefetch_weight_;  // per listed phase: its share of the next row (plan_prefetch)
 };
 
-// When the emitter's files were built (part of build_id: the disk-cache key):
-// kernel_emitter_build_id includes emit_expr_build_id and emit_prefetch_build_id.
-std::string kernel_emitter_build_id();
-std::string emit_expr_build_id();
-std::string emit_prefetch_build_id();
 
 }  // namespace loom::jit::llvm_cpu::detail

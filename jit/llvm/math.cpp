@@ -688,6 +688,5 @@ Value* emit_pow(llvm::IRBuilder<>& b, Value* x, Value* y) {
   return b.CreateFPTrunc(r, ty);
 }
 
-std::string math_build_id() { return std::string("math ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::jit::llvm_cpu

@@ -59,8 +59,6 @@
 
 namespace loom::jit::llvm_cpu {
 
-// When this file was built (part of compiled objects' disk-cache key).
-std::string math_build_id();
 
 llvm::Value* emit_exp(llvm::IRBuilder<>& b, llvm::Value* x);
 // exp for an x known to be <= 0 or NaN (x - max over a set holding x):

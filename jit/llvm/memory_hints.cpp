@@ -73,6 +73,5 @@ MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k) {
   return h;
 }
 
-std::string memory_hints_build_id() { return std::string("memory hints ") + __DATE__ " " __TIME__; }
 
 }  // namespace loom::jit::llvm_cpu

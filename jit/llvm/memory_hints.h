@@ -84,7 +84,4 @@ inline constexpr int64_t kPrefetchBytes = int64_t{4} << 20;
 
 MemoryHints memory_hints(const ir::KernelProgram& p, const ir::Kernel& k);
 
-// When this file was built (part of compiled objects' disk-cache key).
-std::string memory_hints_build_id();
-
 }  // namespace loom::jit::llvm_cpu

@@ -55,6 +55,8 @@ void dump_ir(const ir::KernelProgram& program, const jit::llvm_cpu::KernelFuncti
 
 }  // namespace
 
+LOOM_REGISTER_BACKEND(LlvmBackend, 100);  // the default CPU backend
+
 // The llvm code needs no alignment of view offsets: nothing to assume or guard.
 std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g, const CompileHints&) {
   std::string folder;

@@ -23,6 +23,8 @@ namespace {
 constexpr double kOperandCopyMinWork = 0x1p30;
 }  // namespace
 
+LOOM_REGISTER_BACKEND(CudaBackend, 100);
+
 std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const CompileHints& hints) {
   const Device device = g.nodes[g.outputs.at(0)]->device;
   const int index = device.index() < 0 ? 0 : device.index();

@@ -14,6 +14,7 @@
 #include "ir/dtype_dispatch.h"
 #include "ir/node.h"
 #include "runtime/backend.h"
+#include "runtime/reference/scalar_ops.h"
 
 namespace loom::runtime::reference {
 
@@ -61,14 +62,6 @@ using ir::dispatch_dtype;  // the evaluators run their typed loops through it
 template <class T>
 inline constexpr bool is_real_v = std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>;
 
-// A runtime scalar as a value of T (a Full leaf's fill value, a Binary
-// node's scalar operand).
-template <class T>
-T from_scalar(const ir::RtScalar& s) {
-  if constexpr (std::is_same_v<T, bool>) return s.f != 0.0 || s.i != 0;
-  else if constexpr (std::is_integral_v<T>) return static_cast<T>(s.i);
-  else return static_cast<T>(s.f);
-}
 
 using ir::contiguous_strides;
 

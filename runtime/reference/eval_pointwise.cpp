@@ -5,162 +5,17 @@
 #include <type_traits>
 
 #include "runtime/reference/eval.h"
+#include "runtime/reference/scalar_ops.h"
 
 namespace loom::runtime::reference {
 
 namespace {
 
-template <class T>
-T unary_value(ir::Op op, T x) {
-  using ir::Op;
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return T(unary_value<float>(op, static_cast<float>(x)));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case Op::Neg: return -x;
-      case Op::Abs: return std::abs(x);
-      case Op::Exp: return std::exp(x);
-      case Op::Log: return std::log(x);
-      case Op::Log1p: return std::log1p(x);
-      case Op::Expm1: return std::expm1(x);
-      case Op::Sqrt: return std::sqrt(x);
-      case Op::Rsqrt: return T(1) / std::sqrt(x);
-      case Op::Sin: return std::sin(x);
-      case Op::Cos: return std::cos(x);
-      case Op::Tanh: return std::tanh(x);
-      case Op::Sigmoid: return T(1) / (T(1) + std::exp(-x));
-      case Op::Relu: return x > T(0) ? x : (std::isnan(x) ? x : T(0));
-      case Op::Gelu: return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
-      case Op::GeluTanh: {
-        const T k = T(0.79788456080286535588);  // sqrt(2/pi)
-        return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
-      }
-      case Op::Silu: return x / (T(1) + std::exp(-x));
-      case Op::Erf: return std::erf(x);
-      case Op::Floor: return std::floor(x);
-      case Op::Ceil: return std::ceil(x);
-      case Op::Round: return std::nearbyint(x);  // half to even
-      case Op::Sign: return static_cast<T>((T(0) < x) - (x < T(0)));
-      case Op::Reciprocal: return T(1) / x;
-      default: break;
-    }
-  } else if constexpr (std::is_same_v<T, bool>) {
-    switch (op) {
-      case Op::LogicalNot: return !x;
-      case Op::Abs: case Op::Relu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Sign: return x;
-      default: break;
-    }
-  } else {
-    switch (op) {
-      case Op::Neg: return static_cast<T>(-x);
-      case Op::Abs: return x < 0 ? static_cast<T>(-x) : x;
-      case Op::Relu: return x > 0 ? x : T(0);
-      case Op::Floor: case Op::Ceil: case Op::Round: return x;
-      case Op::Sign: return static_cast<T>((T(0) < x) - (x < T(0)));
-      default: break;
-    }
-  }
-  return x;  // unreachable for graphs the api records; eval_unary checks first
-}
-
-bool unary_supported(ir::Op op, ScalarType t) {
-  using ir::Op;
-  if (is_floating_point(t)) return op != Op::LogicalNot;
-  if (t == kBool)
-    return op == Op::LogicalNot || op == Op::Abs || op == Op::Relu || op == Op::Floor || op == Op::Ceil ||
-           op == Op::Round || op == Op::Sign;
-  return op == Op::Neg || op == Op::Abs || op == Op::Relu || op == Op::Floor || op == Op::Ceil ||
-         op == Op::Round || op == Op::Sign;
-}
-
-template <class T>
-T int_pow(T base, T exp) {
-  T result = 1;
-  while (exp > 0) {
-    if (exp & 1) result = static_cast<T>(result * base);
-    base = static_cast<T>(base * base);
-    exp >>= 1;
-  }
-  return result;
-}
-
-// Binary ops whose result has the inputs' dtype.
-template <class T>
-T arith_value(const EvalContext& c, ir::Op op, T a, T b) {
-  using ir::Op;
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    return T(arith_value<float>(c, op, static_cast<float>(a), static_cast<float>(b)));
-  } else if constexpr (std::is_same_v<T, bool>) {
-    switch (op) {
-      case Op::Add: case Op::Maximum: case Op::LogicalOr: return a || b;
-      case Op::Mul: case Op::Minimum: case Op::LogicalAnd: return a && b;
-      default: c.fail("not defined for bool tensors");
-    }
-  } else if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-      case Op::Add: return a + b;
-      case Op::Sub: return a - b;
-      case Op::Mul: return a * b;
-      case Op::Div: return a / b;
-      case Op::Pow: return std::pow(a, b);
-      case Op::Maximum: return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<T>::quiet_NaN() : (a > b ? a : b);
-      case Op::Minimum: return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<T>::quiet_NaN() : (a < b ? a : b);
-      case Op::Fmod: return std::fmod(a, b);
-      case Op::Remainder: {
-        T m = std::fmod(a, b);
-        if (m != T(0) && ((b < T(0)) != (m < T(0)))) m += b;
-        return m;
-      }
-      default: c.fail("not defined for floating-point tensors");
-    }
-  } else {
-    using U = std::make_unsigned_t<T>;  // wrap-around arithmetic without UB
-    switch (op) {
-      case Op::Add: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-      case Op::Sub: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-      case Op::Mul: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-      case Op::Pow:
-        // A tensor of negative exponents is allowed (the api refuses a scalar
-        // one): 1 and -1 keep their magnitude, anything else truncates to 0.
-        if (b < 0) return a == 1 ? T(1) : a == -1 ? T((b & 1) ? -1 : 1) : T(0);
-        return int_pow(a, b);
-      case Op::Maximum: return a > b ? a : b;
-      case Op::Minimum: return a < b ? a : b;
-      case Op::IndexCheck:
-        if (a < 0 || a >= b)
-          c.fail(index_out_of_range_message(a, b));
-        return a;
-      case Op::Fmod:
-      case Op::Remainder: {
-        if (b == 0) c.fail("ZeroDivisionError: integer division by zero");
-        if (b == -1) return 0;  // avoids INT_MIN % -1
-        T m = a % b;
-        if (op == Op::Remainder && m != 0 && ((b < 0) != (m < 0))) m += b;
-        return m;
-      }
-      default: c.fail("not defined for integer tensors");
-    }
-  }
-}
-
-template <class T>
-bool compare_value(ir::Op op, T a, T b) {
-  using ir::Op;
-  switch (op) {
-    case Op::Eq: return a == b;
-    case Op::Ne: return a != b;
-    case Op::Lt: return a < b;
-    case Op::Le: return a <= b;
-    case Op::Gt: return a > b;
-    case Op::Ge: return a >= b;
-    default: return false;
-  }
-}
-
-bool is_comparison(ir::Op op) {
-  using ir::Op;
-  return op == Op::Eq || op == Op::Ne || op == Op::Lt || op == Op::Le || op == Op::Gt || op == Op::Ge;
-}
+// Bad data reported as this node's RunError (scalar_ops.h's `fail`).
+struct FailAt {
+  const EvalContext& c;
+  [[noreturn]] void operator()(const std::string& message) const { c.fail(message); }
+};
 
 // Calls f(i, ia, ib) for every output element with each input's element offset.
 template <class F>
@@ -184,6 +39,7 @@ void for_each_broadcast(const EvalContext& c, F&& f) {
 }  // namespace
 
 void eval_unary(const EvalContext& c) {
+  const FailAt fail{c};
   const Step& s = c.step;
   const int64_t n = s.shape.numel();
   const Value& x = *c.in[0];
@@ -208,7 +64,7 @@ void eval_unary(const EvalContext& c) {
       T* out = static_cast<T*>(c.out);
       const T lo = from_scalar<T>(c.scalars[0]), hi = from_scalar<T>(c.scalars[1]);
       for (int64_t i = 0; i < n; ++i)
-        out[i] = arith_value<T>(c, ir::Op::Minimum, arith_value<T>(c, ir::Op::Maximum, in[i], lo), hi);
+        out[i] = arith_value<T>(fail, ir::Op::Minimum, arith_value<T>(fail, ir::Op::Maximum, in[i], lo), hi);
     });
     return;
   }
@@ -222,6 +78,7 @@ void eval_unary(const EvalContext& c) {
 }
 
 void eval_binary(const EvalContext& c) {
+  const FailAt fail{c};
   const Step& s = c.step;
   const ScalarType t = c.in[0]->dtype;
   if (c.in.size() == 1) {  // the second operand is a runtime scalar, in the input's dtype
@@ -236,7 +93,7 @@ void eval_binary(const EvalContext& c) {
         for (int64_t i = 0; i < n; ++i) out[i] = compare_value<T>(s.op, a[i], b);
       } else {
         T* out = static_cast<T*>(c.out);
-        for (int64_t i = 0; i < n; ++i) out[i] = arith_value<T>(c, s.op, a[i], b);
+        for (int64_t i = 0; i < n; ++i) out[i] = arith_value<T>(fail, s.op, a[i], b);
       }
     });
     return;
@@ -250,7 +107,7 @@ void eval_binary(const EvalContext& c) {
       for_each_broadcast(c, [&](int64_t i, int64_t ia, int64_t ib, int64_t) { out[i] = compare_value<T>(s.op, a[ia], b[ib]); });
     } else {
       T* out = static_cast<T*>(c.out);
-      for_each_broadcast(c, [&](int64_t i, int64_t ia, int64_t ib, int64_t) { out[i] = arith_value<T>(c, s.op, a[ia], b[ib]); });
+      for_each_broadcast(c, [&](int64_t i, int64_t ia, int64_t ib, int64_t) { out[i] = arith_value<T>(fail, s.op, a[ia], b[ib]); });
     }
   });
 }

@@ -73,6 +73,8 @@ Tensor erf(const Tensor& x, LOOM_LOC);
 Tensor floor(const Tensor& x, LOOM_LOC);
 Tensor ceil(const Tensor& x, LOOM_LOC);
 Tensor round(const Tensor& x, LOOM_LOC);
+Tensor trunc(const Tensor& x, LOOM_LOC);  // toward zero; integers are their own result
+Tensor fix(const Tensor& x, LOOM_LOC);    // = trunc, as torch.fix
 Tensor sign(const Tensor& x, LOOM_LOC);
 Tensor reciprocal(const Tensor& x, LOOM_LOC);
 Tensor square(const Tensor& x, LOOM_LOC);

@@ -75,8 +75,11 @@ Metrics metrics();
 void reset_metrics();
 std::ostream& operator<<(std::ostream& os, const Metrics& m);
 
-// The pending graph behind `t` alone (other live pending tensors of the
-// thread join it at the next sync), one node per line, without running it.
+// The graph the next sync of t's device would run (t's pending value and
+// every other live pending tensor of this thread on that device), one node
+// per line with its source line, numbered as that sync, LOOM_LOG=fusion and
+// LOOM_DUMP_DIR number them; nothing runs. For a materialized t, its own
+// one-node graph.
 std::string explain(const Tensor& t, SourceLoc loc = SourceLoc::current());
 
 // Backend used for CPU graphs: "llvm" (fused kernels compiled in-process,

@@ -148,6 +148,8 @@ class Tensor {
   Tensor floor(LOOM_LOC) const;
   Tensor ceil(LOOM_LOC) const;
   Tensor round(LOOM_LOC) const;
+  Tensor trunc(LOOM_LOC) const;
+  Tensor fix(LOOM_LOC) const { return trunc(loc); }
   Tensor sign(LOOM_LOC) const;
   Tensor reciprocal(LOOM_LOC) const;
   Tensor logical_not(LOOM_LOC) const;
@@ -210,6 +212,7 @@ class Tensor {
   Tensor& relu_(LOOM_LOC);
   Tensor& floor_(LOOM_LOC);
   Tensor& round_(LOOM_LOC);
+  Tensor& trunc_(LOOM_LOC);
   Tensor& copy_(const Tensor& src, LOOM_LOC);
   Tensor& fill_(const Scalar& value, LOOM_LOC);
   Tensor& zero_(LOOM_LOC);

@@ -70,12 +70,18 @@ V erf_b(const OpGrad& n, const Tensor& g) {
   Tensor x = n.saved(0);
   return {g * exp((x * x).neg()) * M_2_SQRTPI};
 }
-V zero_b(const OpGrad&, const Tensor& g) { return {zeros_like(g)}; }  // floor, ceil, round, sign
+V zero_b(const OpGrad&, const Tensor& g) { return {zeros_like(g)}; }  // floor, ceil, round, trunc, sign
 V reciprocal_b(const OpGrad& n, const Tensor& g) {                    // saved: 1/x
   Tensor y = n.saved(0);
   return {g * (y * y).neg()};
 }
 V identity_b(const OpGrad&, const Tensor& g) { return {g}; }
+
+[[noreturn]] void no_rule(Op op, const char* form, const SourceLoc& loc) {
+  throw_error(ir::op_name(op), std::string("has no gradient rule for ") + form +
+                                   " (record it under NoGradGuard, or detach() its inputs)",
+              loc);
+}
 
 struct UnaryRule {
   const char* name;
@@ -83,7 +89,7 @@ struct UnaryRule {
   bool saves_output;
 };
 
-UnaryRule unary_rule(Op op) {
+UnaryRule unary_rule(Op op, const SourceLoc& loc) {
   switch (op) {
     case Op::Neg: return {"NegBackward0", neg_b, false};
     case Op::Abs: return {"AbsBackward0", abs_b, false};
@@ -105,17 +111,13 @@ UnaryRule unary_rule(Op op) {
     case Op::Floor: return {"FloorBackward0", zero_b, false};
     case Op::Ceil: return {"CeilBackward0", zero_b, false};
     case Op::Round: return {"RoundBackward0", zero_b, false};
+    case Op::Trunc: return {"TruncBackward0", zero_b, false};
     case Op::Sign: return {"SignBackward0", zero_b, false};
     case Op::Reciprocal: return {"ReciprocalBackward0", reciprocal_b, true};
-    default: return {nullptr, nullptr, false};
+    default: no_rule(op, "this input", loc);
   }
 }
 
-[[noreturn]] void no_rule(Op op, const char* form, const SourceLoc& loc) {
-  throw_error(ir::op_name(op), std::string("has no gradient rule for ") + form +
-                                   " (record it under NoGradGuard, or detach() its inputs)",
-              loc);
-}
 
 // ---------------------------------------------------------------- tensor (op) tensor
 V add_b(const OpGrad&, const Tensor& g) { return {g, g}; }
@@ -146,9 +148,8 @@ V minimum_b(const OpGrad& n, const Tensor& g) {
   Tensor tie = where(a.eq(b), g * 0.5, g);
   return {where(a.gt(b), kZero, tie), where(a.lt(b), kZero, tie)};
 }
-Tensor trunc(const Tensor& x) { return where(x.lt(0), x.ceil(), x.floor()); }
 V fmod_b(const OpGrad& n, const Tensor& g) {
-  return {g, n.needs(1) ? g.neg() * trunc(n.saved(0) / n.saved(1)) : Tensor()};
+  return {g, n.needs(1) ? g.neg() * (n.saved(0) / n.saved(1)).trunc() : Tensor()};
 }
 V remainder_b(const OpGrad& n, const Tensor& g) {
   return {g, n.needs(1) ? g.neg() * (n.saved(0) / n.saved(1)).floor() : Tensor()};
@@ -186,11 +187,8 @@ V where_b(const OpGrad& n, const Tensor& g) {
 
 void unary(ir::Op op, const Tensor& x, const Tensor& out, const SourceLoc& loc) {
   if (op == Op::Cast) return copy("ToCopyBackward0", x, out, loc);
-  UnaryRule r = unary_rule(op);
-  if (!r.vjp) {
-    if (!is_floating_point(out.dtype())) return;
-    no_rule(op, "this input", loc);
-  }
+  if (!is_floating_point(out.dtype())) return;  // logical_not, a sign of integers: nothing to differentiate
+  const UnaryRule r = unary_rule(op, loc);
   auto n = attach(r.name, r.vjp, {&x}, out, loc);
   if (n) n->save(r.saves_output ? out : x, r.saves_output);
 }
