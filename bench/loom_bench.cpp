@@ -70,6 +70,29 @@ double median_time(const std::function<void()>& fn, const Repeats& r) {
 
 std::string g_device = "cpu";
 
+// The rows again as JSON objects, peers.py --json's keys (workload, peer,
+// device, ms, GB/s or GFLOP/s, error), for --json and bench/charts.py.
+std::vector<std::string> g_json_rows;
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
+    else out += c;
+  }
+  return out + "\"";
+}
+void json_row(const std::string& workload, const std::string& peer, const std::string& rest) {
+  g_json_rows.push_back("{\"workload\": " + json_string(workload) + ", \"peer\": " + json_string(peer) +
+                        ", \"device\": " + json_string(g_device) + ", " + rest + "}");
+}
+std::string json_number(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
 void row_ms(const std::string& workload, const std::string& peer, double seconds, const char* rate_key = nullptr,
             double rate = 0) {
   char extra[64] = "";
@@ -77,16 +100,31 @@ void row_ms(const std::string& workload, const std::string& peer, double seconds
   std::printf("%-28s %-18s %-5s %10.4f ms  %s\n", workload.c_str(), peer.c_str(), g_device.c_str(), seconds * 1e3,
               extra);
   std::fflush(stdout);
+  json_row(workload, peer, "\"ms\": " + json_number(seconds * 1e3) +
+                               (rate_key ? ", " + json_string(rate_key) + ": " + json_number(rate) : ""));
 }
 
 void row_value(const std::string& workload, const std::string& key, double value) {
   std::printf("%-28s %-18s %-5s    %s=%.1f\n", workload.c_str(), "loom", g_device.c_str(), key.c_str(), value);
   std::fflush(stdout);
+  json_row(workload, "loom", json_string(key) + ": " + json_number(value));
 }
 
 void row_error(const std::string& workload, const std::string& peer, const std::string& error) {
   std::printf("%-28s %-18s %-5s ERROR %s\n", workload.c_str(), peer.c_str(), g_device.c_str(), error.c_str());
   std::fflush(stdout);
+  json_row(workload, peer, "\"error\": " + json_string(error));
+}
+
+// Writes the rows collected so far to `path` as a JSON array (peers.py's form).
+bool write_json(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  std::fputs("[\n", f);
+  for (size_t i = 0; i < g_json_rows.size(); ++i)
+    std::fprintf(f, " %s%s\n", g_json_rows[i].c_str(), i + 1 < g_json_rows.size() ? "," : "");
+  std::fputs("]\n", f);
+  return std::fclose(f) == 0;
 }
 
 // ---------------------------------------------------------------- inputs
@@ -802,7 +840,7 @@ struct Workload {
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "loom-bench: %s\n", msg.c_str());
-  std::fprintf(stderr, "usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda]\n");
+  std::fprintf(stderr, "usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--json FILE]\n");
   return 2;
 }
 
@@ -817,7 +855,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string only, device = "cpu", backend;
+  std::string only, device = "cpu", backend, json;
   bool print_metrics = false;
   bool first_step = false;
   {
@@ -845,7 +883,7 @@ int main(int argc, char** argv) {
       return nullptr;
     };
     if (a == "-h" || a == "--help") {
-      std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics]\n"
+      std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics] [--json FILE]\n"
                   "workloads: F0 W0 W1 W2 W3 W4 W5 W6 G1 L1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
       return 0;
     } else if (a == "--metrics") {
@@ -858,6 +896,8 @@ int main(int argc, char** argv) {
       device = v;
     } else if (const char* v = value("--backend")) {
       backend = v;
+    } else if (const char* v = value("--json")) {
+      json = v;
     } else {
       return usage_error("unknown argument '" + a + "'");
     }
@@ -911,6 +951,7 @@ int main(int argc, char** argv) {
     }
   } catch (const loom::Error& e) {
     row_error("*", peer, std::string("unavailable in this build: ") + e.what());
+    if (!json.empty()) write_json(json);
     return 0;
   }
 
@@ -927,5 +968,6 @@ int main(int argc, char** argv) {
     }
   }
   if (print_metrics) std::printf("# loom::metrics() at exit\n%s", loom::metrics().to_string().c_str());
+  if (!json.empty() && !write_json(json)) return usage_error("cannot write " + json);
   return 0;
 }

@@ -6,9 +6,11 @@
 # by a build whose code generators differ in any byte is never read.
 file(STRINGS "${LIST_FILE}" files)
 set(all "")
+# Paths relative to SOURCE_DIR: two checkouts of the same code share an id.
 foreach(f IN LISTS files)
   file(SHA256 "${f}" h)
-  string(APPEND all "${f} ${h}\n")
+  file(RELATIVE_PATH rel "${SOURCE_DIR}" "${f}")
+  string(APPEND all "${rel} ${h}\n")
 endforeach()
 string(SHA256 id "${all}")
 string(SUBSTRING "${id}" 0 24 id)

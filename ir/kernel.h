@@ -1,4 +1,4 @@
-// Loop-level IR: what lowering (ir/lower.h) hands the code generators.
+// Loop-level IR: what lowering (ir/lower/lower.h) hands the code generators.
 //
 // A KernelProgram is a list of steps over numbered buffers. A step is either
 // a generated Kernel (loops over an iteration space, with an expression
@@ -146,7 +146,7 @@ struct Phase {
 // other strides: the code generator's packing reads it, no copy is made.
 //
 // An operand's cheap pointwise producers (relu(x) @ W, (x * s) @ W: ops on
-// one input with scalar operands, ir/lowering.h's fusible_producer) are
+// one input with scalar operands, ir/lower/lowering.h's fusible_producer) are
 // fused too: `a_value` is then an expr over ExprKind::Operand{a = 0} whose
 // value is the element the product multiplies, `A` reading the producers'
 // input. The code generators apply it to each element once, where the

@@ -1,6 +1,6 @@
 #include "runtime/lower_program.h"
 
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "runtime/dump.h"
 #include "runtime/log.h"
 

@@ -1,5 +1,5 @@
 // The first step of every JIT backend's compile: lower the graph
-// (ir/lower.h) and show what lowering did, the same way for every backend:
+// (ir/lower/lower.h) and show what lowering did, the same way for every backend:
 // LOOM_LOG=passes,fusion on stderr, passes.txt and kernels.txt in the
 // graph's LOOM_DUMP_DIR folder.
 #pragma once
@@ -7,7 +7,7 @@
 
 #include "ir/graph.h"
 #include "ir/kernel.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 
 namespace loom::runtime {
 

@@ -10,7 +10,8 @@
 #                  resident-memory tests, took more than 540 s on a fresh H200:
 #                  give it a call of its own)
 #   bench.log      loom-bench --device cuda beside peers.py --device cuda
-#                  (and linear_peer.py when BENCH_ONLY names G1)
+#                  (and linear_peer.py when BENCH_ONLY names G1); the same rows
+#                  as JSON in loom.json and peers.json (bench/charts.py)
 #   coldstart.log  a second process with a warm disk cache: NVRTC compiles
 #   gpt.log        (step "gpt") samples/tiny_gpt on the GPU, batches stacked from
 #                  slices and from index_select, 200 steps each with LOOM_LOG=cache
@@ -56,8 +57,8 @@ for step in $STEPS; do
         > "$OUT/sanitizer.log" 2>&1
       echo "sanitizer rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/sanitizer.log" | head -10 ;;
     bench)
-      { "$bin/loom-bench" --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"
-        python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}"
+      { "$bin/loom-bench" --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}" --json "$OUT/loom.json"
+        python3 $carry/bench-peers/peers.py --device cuda --only "${BENCH_ONLY:-W0,W1,W2,W3,W4,W5}" --json "$OUT/peers.json"
         case ",${BENCH_ONLY:-}," in *,G1,*) python3 $carry/linear_peer.py ;; esac; } > "$OUT/bench.log" 2>&1
       cat "$OUT/bench.log" | grep -v "^#" | head -60 ;;
     coldstart)

@@ -356,7 +356,7 @@ TEST_F(CudaGemm, Tf32EveryCandidateMatchesFloat64) {
 }
 
 // TF32 products of at least 2^30 multiply-adds read operands that are not
-// contiguous along K from a copy made just before (ir/operand_copies.cpp),
+// contiguous along K from a copy made just before (ir/lower/operand_copies.cpp),
 // for the warpgroup tiles on an H100 or H200: x W (B copied), x^T W (both),
 // a batch, and x W^T (nothing to copy), with a fused bias; within TF32's
 // rounding of float64, and on a GPU that runs sm_90a code one launch for

@@ -354,11 +354,11 @@ TEST_P(ReduceTest, SeveralPhasesOverColumns) {
 }
 
 // Whole-tensor and few-row reductions of large tensors (split into partials
-// and their fold by llvm and cuda, ir/split.cpp): integer values, so every
+// and their fold by llvm and cuda, ir/lower/split.cpp): integer values, so every
 // float sum is exact whatever the order; a NaN must survive the fold; a
 // prime length is not split and must agree too.
 // Argmax and argmin of few long rows (split into parts on llvm and cuda,
-// ir/split.cpp): the first occurrence wins across parts, a NaN wins over
+// ir/lower/split.cpp): the first occurrence wins across parts, a NaN wins over
 // every number (PyTorch's rule), and a per-row epilogue still applies.
 // A bfloat16 sum of a whole tensor, split into parts on llvm and cuda:
 // the parts are float32 and only the total is rounded, once, as unsplit
@@ -377,7 +377,7 @@ TEST_P(ReduceTest, LargeBFloat16SumsRoundOnce) {
 }
 
 // A long row whose length has no divisor near the target (a prime): its
-// parts leave a tail, reduced as one more part (ir/split.cpp). Integer
+// parts leave a tail, reduced as one more part (ir/lower/split.cpp). Integer
 // values below 7: every float32 partial sum is exact.
 TEST_P(ReduceTest, LongPrimeRowsSplitWithATail) {
   const int64_t N = 1000003;  // prime

@@ -1,4 +1,4 @@
-// Launch-path microbenchmark (docs/PERFORMANCE.md, session 5): what a kernel launch + wait costs on a GPU, by variant. Build: nvcc -O3 -arch=sm_90 -cudart static -o launch_floor launch_floor.cu; run: ./launch_floor [spin|yield|block]
+// Launch-path microbenchmark (docs/PERFORMANCE.md, "Floors"): what a kernel launch + wait costs on a GPU, by variant. Build: nvcc -O3 -arch=sm_90 -cudart static -o launch_floor launch_floor.cu; run: ./launch_floor [spin|yield|block]
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <vector>

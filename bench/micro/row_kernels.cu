@@ -1,4 +1,4 @@
-// Row-kernel microbenchmark (docs/PERFORMANCE.md, session 22): W2's softmax
+// Row-kernel microbenchmark (docs/PERFORMANCE.md, "Floors"): W2's softmax
 // and W3's layer norm written the way jit/cuda/kernel_emitter.cpp emits a row
 // kernel (a row kept in registers, G threads a row, RB rows a block, one
 // group reduction per reduce phase), with the knobs that codegen could turn:

@@ -1,5 +1,5 @@
 // What a small replayed step costs on a GPU machine before any of loom's
-// work (docs/PERFORMANCE.md, session 8): a captured CUDA graph of 1, 2 or 3
+// work (docs/PERFORMANCE.md, "Floors"): a captured CUDA graph of 1, 2 or 3
 // kernels, launched and waited for (cudaGraphLaunch + cudaStreamSynchronize,
 // p50 of 3000), once with empty kernels and once with a hand-written W5
 // step in one block (two 64x64 products with tanh, ten clamped updates).

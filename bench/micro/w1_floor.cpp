@@ -1,6 +1,6 @@
 // The least time W1 (`y = sigmoid(tanh(x*1.5 + 0.5) * x) + x*x`, 2^24 f32)
 // can take on this CPU, from what its FMA pipes can do
-// (docs/PERFORMANCE.md, session 36). W1's bar compares it with W0, a copy:
+// (docs/PERFORMANCE.md, "Floors"). W1's bar compares it with W0, a copy:
 // this program says whether the arithmetic alone already takes longer than
 // 70% of W0 allows, whatever code computes it.
 //

@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "jit/cuda/gemm.h"
 #include "jit/cuda/kernel_emitter.h"
 

@@ -178,7 +178,7 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   // Small ones (a batch-256 MLP layer) need small tiles to give 132 SMs a
   // block each, and with a long K split-K: (m/32)(n/32) blocks walking
   // K = 1024 alone are latency-bound. Timed on an H100 for W4's products
-  // (LOOM_LOG=kernels, session 9) and slower everywhere: 8x8 thread tiles
+  // (LOOM_LOG=kernels) and slower everywhere: 8x8 thread tiles
   // (128x64, 64x128, 64x64; 2-4x), 64x64x16 with four stages (+5-10%).
   // Within the tuner's noise of 4x4: 4x8 and 8x4 (64x64, 128x64, 64x128),
   // minb 2, split 8; and in the graph the 8x4 weight gradients ran slower

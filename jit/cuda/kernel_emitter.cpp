@@ -331,7 +331,7 @@ void KernelEmitter::emit_pointwise() {
 // loads are contiguous, and reads tile<a>[i1][i0] back at its element. A
 // generic one-lane kernel reads such a load one cache line per element of a
 // warp: W6's [4096, 4096] B copied contiguous along K for TF32
-// (ir/operand_copies.cpp) took 0.11 ms on an H200, 1.2 TB/s.
+// (ir/lower/operand_copies.cpp) took 0.11 ms on an H200, 1.2 TB/s.
 void KernelEmitter::emit_tiled() {
   const int64_t L0 = k_.loop[0], L1 = k_.loop[1];
   const ir::Phase& ph = k_.phases[0];

@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "jit/llvm/gemm.h"
 #include "jit/llvm/kernel_emitter.h"
 #include "jit/llvm/math.h"

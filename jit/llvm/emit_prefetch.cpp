@@ -10,7 +10,7 @@
 #include <cmath>
 #include <string>
 
-#include "ir/lowering.h"
+#include "ir/lower/lowering.h"
 #include "jit/llvm/ir_loops.h"
 
 namespace loom::jit::llvm_cpu::detail {

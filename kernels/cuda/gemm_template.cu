@@ -269,8 +269,8 @@ struct LoomTileCopies {
   // cp.async wait, before the barrier that shows them to the block): no
   // barrier and no index arithmetic of their own. The same chunks and
   // bounds as copy(), written out again: one walker shared by both made
-  // copy()'s code differ in 10 of 21 test modules (cubins compared, session
-  // 12), which the GPU did not get to time.
+  // copy()'s code differ in 10 of 21 test modules (cubins compared), which
+  // the GPU did not get to time.
   template <class Op>
   __device__ __forceinline__ void apply(T* tile, loom_i64 k0, loom_i64 K, Op op) const {
     if (KM) {

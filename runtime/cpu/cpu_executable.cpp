@@ -217,7 +217,7 @@ std::string dims_text(const ir::Dims& d) {  // "1024x784"
 }  // namespace
 
 // LOOM_LOG=profile: "k64_matmul_gemm+k86_add [1024x1024] gemm: 6.824 ms",
-// the kernel's name (its nodes, ir/lower_kernels.cpp), its loops and its
+// the kernel's name (its nodes, ir/lower/kernels.cpp), its loops and its
 // wall time, one line per step of every run (kernels run one after another
 // on the CPU, so the lines add up to the run).
 void CpuExecutable::log_step(const ir::Step& step, double ms) const {

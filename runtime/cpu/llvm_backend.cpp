@@ -9,7 +9,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "jit/llvm/codegen.h"
 #include "jit/llvm/orc_jit.h"
 #include "runtime/cpu/cpu_executable.h"

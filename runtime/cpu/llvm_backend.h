@@ -1,4 +1,4 @@
-// The llvm backend: lowers a graph (ir/lower.h), compiles its kernels with
+// The llvm backend: lowers a graph (ir/lower/lower.h), compiles its kernels with
 // LLVM (jit/llvm/) or loads them from the disk cache, and runs them on all
 // cores with TBB next to the library kernels (kernels/cpu/).
 #pragma once

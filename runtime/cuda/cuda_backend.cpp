@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "jit/cuda/codegen.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_executable.h"
@@ -17,7 +17,7 @@ namespace loom::runtime::cuda {
 
 namespace {
 // Multiply-adds from which a product's operand is copied in the layout its
-// tiles want (pass "operand copies", ir/operand_copies.cpp): contiguous
+// tiles want (pass "operand copies", ir/lower/operand_copies.cpp): contiguous
 // along K for TF32 on sm_90a, a B contiguous along N for exact float32.
 // The copy is one pass over the operand, the product M N K multiply-adds.
 constexpr double kOperandCopyMinWork = 0x1p30;
@@ -41,11 +41,11 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
   options.offset_alignment_bytes = hints.unaligned_offsets ? 0 : 16;
   options.narrow_products_as_rows = true;
   options.short_products_inline = true;
-  options.operand_producers_min_work = 0x1p34;  // below, the separate pass is cheaper (ir/lower.h)
+  options.operand_producers_min_work = 0x1p34;  // below, the separate pass is cheaper (ir/lower/lower.h)
   // A whole-tensor sum is split in up to 1024 parts: a group of threads
   // each, blocks for every SM (one part per row was one block, one SM).
   options.split_reduction_rows = 1024;
-  // A large product's operand in the layout its tiles want (ir/lower.h):
+  // A large product's operand in the layout its tiles want (ir/lower/lower.h):
   // contiguous along K for the warpgroup tensor cores (TF32 on sm_90a), B
   // contiguous along N for the FFMA tiles (exact float32).
   const bool tf32 = allow_tf32();

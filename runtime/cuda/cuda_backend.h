@@ -1,5 +1,5 @@
 // The cuda backend: lowers a graph exactly as the llvm backend does
-// (ir/lower.h), emits CUDA C for its kernels (jit/cuda/), compiles it with
+// (ir/lower/lower.h), emits CUDA C for its kernels (jit/cuda/), compiles it with
 // NVRTC for the GPU's architecture or loads the cubin from the disk cache,
 // and returns a CudaExecutable that replays as one CUDA graph.
 #pragma once

@@ -144,7 +144,7 @@ class CudaExecutable final : public Executable {
   LoadedModule module_;
   OutputPlan outputs_;
   std::vector<Launch> launches_;
-  BufferPtr arena_;  // temporaries, planned by ir/lower_fusion.cpp
+  BufferPtr arena_;  // temporaries, planned by ir/lower/fusion.cpp
   BufferPtr meta_;   // library kernels' constant parameters
   BufferPtr workspace_;  // split-K partial sums (never an output: outputs may be donated), kWorkspaceSlots slots
   int64_t workspace_slot_bytes_ = 0;

@@ -10,7 +10,7 @@
 // 0.150-0.158 against 0.172-0.183 ms a step as a chain).
 //
 // Memory is given as ranges, so that the caller can make two buffers that
-// may be one memory overlap: temporaries share the arena (ir/lower_fusion.cpp
+// may be one memory overlap: temporaries share the arena (ir/lower/fusion.cpp
 // plans them by liveness) and an output may be written into a donated
 // input's buffer (cuda_executable.cpp, CudaExecutable::dependencies).
 #pragma once

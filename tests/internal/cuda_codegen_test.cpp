@@ -7,7 +7,7 @@
 
 #include "tests/internal/lower_util.h"
 #include "ir/graph.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "jit/cuda/codegen.h"
 #include "runtime/cuda/driver.h"
 #include "runtime/cuda/nvrtc_compile.h"
@@ -615,7 +615,7 @@ TEST(CudaCodegen, WgmmaGemmKernelsCompileWithNvrtc) {
   }
 }
 
-// Pass "operand copies" (ir/operand_copies.cpp), as the cuda backend asks
+// Pass "operand copies" (ir/lower/operand_copies.cpp), as the cuda backend asks
 // for it with TF32 on sm_90a: an operand not contiguous along K (B of x W,
 // A of x^T W) is copied so by a kernel of its own just before the product,
 // which then takes the warpgroup tiles; an operand already so (x W^T) is

@@ -17,7 +17,7 @@
 
 #include "api/src/record.h"
 #include "ir/graph.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "jit/cuda/codegen.h"
 #include "runtime/backend.h"
 #include "tests/test_util.h"

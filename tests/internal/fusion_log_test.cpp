@@ -10,7 +10,7 @@
 
 #include "api/src/lazy.h"
 #include "ir/graph.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "runtime/lower_program.h"
 
 namespace {

@@ -6,7 +6,7 @@
 #include "tests/internal/lower_util.h"
 #include "tests/test_util.h"
 #include "ir/graph.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include "api/src/record.h"
 #include "ir/graph.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 
 namespace loom_test {
 

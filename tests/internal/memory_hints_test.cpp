@@ -11,7 +11,7 @@
 
 #include "tests/internal/lower_util.h"
 #include "ir/graph.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 #include "jit/llvm/codegen.h"
 #include "jit/llvm/orc_jit.h"
 

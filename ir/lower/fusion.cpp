@@ -1,10 +1,10 @@
-// Lowering after the kernels are built: absorption candidates, pass 3
-// (recompute or store), 4a-4d (vertical and horizontal fusion, late
-// updates, checks first), 5 (collapse) and 6 (the arena). See
-// ir/lowering.h.
+// Lowering after the kernels are built: absorption candidates, the
+// recompute-or-store check, the fusion passes (vertical and horizontal
+// fusion, late updates, checks first), collapse and buffers (the arena). See
+// ir/lower/lowering.h.
 #include <algorithm>
 
-#include "ir/lowering.h"
+#include "ir/lower/lowering.h"
 
 namespace loom::ir::lowering {
 
@@ -108,7 +108,7 @@ bool Lowering::stored_by_consumer_only(uint32_t i) const {
   return writers == 1;
 }
 
-// ---------------------------------------------------------------- pass 3
+// ---------------------------------------------------------------- recompute or store
 // A value inlined into several kernels is recomputed by each: fine for a
 // few cheap ops, wasteful for a reduction or a long chain.
 std::vector<NeedsBuffer> Lowering::recompute_check() {
@@ -133,7 +133,7 @@ double Lowering::subtree_cost(uint32_t i) const {
   return c;
 }
 
-// ---------------------------------------------------------------- pass 4a
+// ---------------------------------------------------------------- vertical
 // A store-only kernel B that reads what an earlier kernel A over the same
 // loops stores (a graph output both need: a GEMM's activation the caller
 // keeps, then W5's clamp chain over it), and only at the positions A
@@ -320,7 +320,7 @@ void Lowering::join(Kernel& a, const Kernel& b) {
   drop_unused_accesses(a);  // the accesses of B's replaced loads are read by nothing now
 }
 
-// ---------------------------------------------------------------- pass 4b
+// ---------------------------------------------------------------- horizontal
 // Adjacent generated kernels over the same loops, neither reading what the
 // other writes, become one kernel: one pass over memory instead of two.
 void Lowering::horizontal() {
@@ -343,10 +343,10 @@ void Lowering::horizontal() {
   p_.kernels = std::move(kernels);
 }
 
-// ---------------------------------------------------------------- pass 4c
+// ---------------------------------------------------------------- late updates
 // A step that computes a graph output from an input that later steps
 // still read (an optimizer's update of a parameter, joined into the GEMM
-// of its gradient by pass 4a, before the backward GEMM that reads the old
+// of its gradient by the vertical pass, before the backward GEMM that reads the old
 // parameter) moves after those readers, and after every step it does not
 // conflict with. Values are unchanged; what changes is that the update
 // now runs after the last read of the old value, so the runtime can write
@@ -385,7 +385,7 @@ void Lowering::steps_last(const std::vector<bool>& last) {
   p_.steps = std::move(steps);
 }
 
-// ---------------------------------------------------------------- pass 4d
+// ---------------------------------------------------------------- checks first
 // The steps that can fail on bad data (ir::can_fail: a cross-entropy's
 // gather of its labels, an index_select) run as early as what they read
 // allows: each one, and every earlier step it needs (transitively: a step
@@ -484,7 +484,7 @@ void Lowering::merge(Kernel& a, const Kernel& b) {
   a.cost_per_element += b.cost_per_element;
 }
 
-// ---------------------------------------------------------------- pass 5
+// ---------------------------------------------------------------- collapse
 // Loops d and d+1 merge when every access steps through them as through
 // one loop (stride[d] == stride[d+1] * extent[d+1]) and no Iota needs d.
 int Lowering::collapse(Kernel& k) {
@@ -515,7 +515,7 @@ void Lowering::erase_dim(Dims& dims, int d) {
   --dims.n;
 }
 
-// ---------------------------------------------------------------- pass 6
+// ---------------------------------------------------------------- buffers
 // Linear scan over the steps: a temporary lives from the step that writes
 // it to the last step that reads it; freed space is reused first-fit.
 void Lowering::plan_buffers() {

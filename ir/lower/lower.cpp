@@ -1,11 +1,11 @@
 // Lowering: the list of passes and the sequence that runs it, the
-// boundaries pass, printing. The class is in ir/lowering.h.
-#include "ir/lower.h"
+// boundaries pass, printing. The class is in ir/lower/lowering.h.
+#include "ir/lower/lower.h"
 
 #include <algorithm>
 #include <sstream>
 
-#include "ir/lowering.h"
+#include "ir/lower/lowering.h"
 
 namespace loom::ir {
 
@@ -43,43 +43,43 @@ KernelProgram Lowering::run(LowerLog* log) {
   return best;
 }
 
-// The passes, in order: the one list (ir/lower.h lowering_passes() gives
+// The passes, in order: the one list (ir/lower/lower.h lowering_passes() gives
 // it without the members; docs/ARCHITECTURE.md section 3 follows it, a test
 // checks that).
 const std::vector<Lowering::Pass>& Lowering::passes() {
   static const std::vector<Pass> list = {
-      {{"boundaries", "Lowering::boundaries", "ir/lower.cpp",
+      {{"boundaries", "Lowering::boundaries", "ir/lower/lower.cpp",
         "which nodes own a buffer, each with its reason; the others are inlined into their readers"},
        &Lowering::pass_boundaries},
-      {{"kernels", "Lowering::build_all", "ir/lower_kernels.cpp",
+      {{"kernels", "Lowering::build_all", "ir/lower/kernels.cpp",
         "one kernel per buffer-owning node, its producers inlined; alternates with recompute until no kernel asks "
         "for a buffer"},
        &Lowering::pass_kernels},
-      {{"absorption", "Lowering::find_candidates", "ir/lower_fusion.cpp",
+      {{"absorption", "Lowering::find_candidates", "ir/lower/fusion.cpp",
         "checks the absorbed values of this attempt and finds the outputs its consumer could store per row"},
        &Lowering::pass_absorption},
-      {{"vertical", "Lowering::vertical", "ir/lower_fusion.cpp",
+      {{"vertical", "Lowering::vertical", "ir/lower/fusion.cpp",
         "a kernel reading only where an earlier kernel over the same loops stores joins it"},
        &Lowering::pass_vertical},
-      {{"horizontal", "Lowering::horizontal", "ir/lower_fusion.cpp",
+      {{"horizontal", "Lowering::horizontal", "ir/lower/fusion.cpp",
         "adjacent independent kernels over the same loops merge"},
        &Lowering::pass_horizontal},
-      {{"late updates", "Lowering::late_updates", "ir/lower_fusion.cpp",
+      {{"late updates", "Lowering::late_updates", "ir/lower/fusion.cpp",
         "an update of an input moves after the input's last reader, so it can be written in place"},
        &Lowering::pass_late_updates},
-      {{"checks first", "Lowering::checks_first", "ir/lower_fusion.cpp",
+      {{"checks first", "Lowering::checks_first", "ir/lower/fusion.cpp",
         "steps that can fail on bad data run before every step they do not need"},
        &Lowering::pass_checks_first},
-      {{"collapse", "Lowering::collapse", "ir/lower_fusion.cpp",
+      {{"collapse", "Lowering::collapse", "ir/lower/fusion.cpp",
         "adjacent loops every access walks contiguously merge"},
        &Lowering::pass_collapse},
-      {{"split", "split_reductions", "ir/split.cpp",
+      {{"split", "split_reductions", "ir/lower/split.cpp",
         "a reduction of too few rows becomes partials over parts of each row and their fold"},
        &Lowering::pass_split},
-      {{"operand copies", "copy_operands", "ir/operand_copies.cpp",
+      {{"operand copies", "copy_operands", "ir/lower/operand_copies.cpp",
         "a large GEMM's operand laid out against its tiles is read from a copy laid out for them (cuda)"},
        &Lowering::pass_operand_copies},
-      {{"buffers", "Lowering::plan_buffers", "ir/lower_fusion.cpp",
+      {{"buffers", "Lowering::plan_buffers", "ir/lower/fusion.cpp",
         "temporaries get offsets in one arena by liveness, reusing freed space"},
        &Lowering::pass_buffers},
   };

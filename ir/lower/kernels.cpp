@@ -1,15 +1,15 @@
-// Lowering pass 2: every buffer-owning node becomes a step, a library call
+// The kernels pass: every buffer-owning node becomes a step, a library call
 // or a kernel built from it as root (Lowering::KernelBuilder). See
-// ir/lowering.h.
+// ir/lower/lowering.h.
 #include <algorithm>
 #include <optional>
 #include <unordered_map>
 
-#include "ir/lowering.h"
+#include "ir/lower/lowering.h"
 
 namespace loom::ir::lowering {
 
-// ---------------------------------------------------------------- pass 2
+// ---------------------------------------------------------------- kernels
 // Builds the kernel that computes buffer-owning node `root`.
 class Lowering::KernelBuilder {
  public:

@@ -1,4 +1,4 @@
-// Pass 5b, split: a reduction with too few rows to fill the machine (a
+// The split pass: a reduction with too few rows to fill the machine (a
 // whole-tensor sum is one row) becomes two kernels per reduce phase. The
 // first computes P partial results per row, each over 1/P of the row, into
 // a temporary of [P, rows]; the second folds each row's P partials with the
@@ -21,7 +21,7 @@
 // backend's target, never on the machine: the same program gives the same
 // bits everywhere. Argmax and argmin (arg_partials, arg_fold) and bfloat16
 // reductions (round_row_value) have their own partials.
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,11 +1,11 @@
 // The lowering's one class, shared by the files that define its passes
-// (internal to ir/; the interface is ir/lower.h). The passes in order are
+// (internal to ir/lower/; the interface is lower.h). The passes in order are
 // Lowering::passes() in lower.cpp, each named with its function and file:
 //   lower.cpp          run, attempt (which runs the list), boundaries,
 //                      printing
-//   lower_kernels.cpp  kernels: build_all and KernelBuilder, one kernel from
+//   kernels.cpp        kernels: build_all and KernelBuilder, one kernel from
 //                      one root node
-//   lower_fusion.cpp   absorption, recompute, vertical, horizontal, late
+//   fusion.cpp         absorption, recompute, vertical, horizontal, late
 //                      updates, checks first, collapse, buffers
 //   split.cpp, operand_copies.cpp  free functions over the finished program
 // Stepping through a compile starts at Lowering::attempt: each pass is one
@@ -19,7 +19,7 @@
 
 #include "ir/graph.h"
 #include "ir/kernel.h"
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 
 namespace loom::ir::lowering {
 
@@ -69,7 +69,7 @@ class Lowering {
   Lowering(const Graph& g, const LowerOptions& options)
       : g_(g), opt_(options), n_(static_cast<uint32_t>(g.size())), absorbed_(n_, -1), rejected_(n_, false) {}
 
-  // A pass: its name and place (ir/lower.h PassInfo) and the member that
+  // A pass: its name and place (ir/lower/lower.h PassInfo) and the member that
   // runs it, which returns what it changed (LOOM_LOG=passes).
   struct Pass {
     PassInfo info;
@@ -161,30 +161,30 @@ class Lowering {
       also_[i].push_back(why);
   }
 
-  // ---------------------------------------------------------------- pass 1, boundaries (lower.cpp)
+  // ---------------------------------------------------------------- boundaries (lower.cpp)
   void boundaries();
   void need_readable(uint32_t in, const char* viewed, const char* read);
   uint32_t memory_owner(uint32_t in) const;
   bool dim_view(uint32_t i, Dims* view_dim = nullptr) const;
   bool contiguous_view_of(uint32_t i, uint32_t& src) const;
 
-  // ---------------------------------------------------------------- pass 2, kernels (lower_kernels.cpp)
+  // ---------------------------------------------------------------- kernels (kernels.cpp)
   size_t build_all(std::vector<NeedsBuffer>& needs);
   void add_buffer(uint32_t i, BufferKind kind, uint32_t index);
-  class KernelBuilder;  // one kernel from one root node: lower_kernels.cpp
+  class KernelBuilder;  // one kernel from one root node: kernels.cpp
 
-  // ---------------------------------------------------------------- absorption (lower_fusion.cpp)
+  // ---------------------------------------------------------------- absorption (fusion.cpp)
   void find_candidates();
   std::vector<std::vector<bool>> kernel_waits() const;
   bool library_reads(uint32_t b) const;
   bool stored_by_consumer_only(uint32_t i) const;
 
-  // ---------------------------------------------------------------- pass 3, recompute (lower_fusion.cpp)
+  // ---------------------------------------------------------------- recompute (fusion.cpp)
   std::vector<NeedsBuffer> recompute_check();
   double subtree_cost(uint32_t i) const;
   static constexpr double kMaxRecomputeCost = 12;
 
-  // ---------------------------------------------------------------- pass 4a, vertical (lower_fusion.cpp)
+  // ---------------------------------------------------------------- vertical (fusion.cpp)
   void vertical();
   void drop_unread_temporaries();
   static bool store_only(const Kernel& k);
@@ -194,18 +194,18 @@ class Lowering {
   static int64_t stored_value(const Kernel& a, const Access& x);
   static void join(Kernel& a, const Kernel& b);
 
-  // ---------------------------------------------------------------- pass 4b, horizontal (lower_fusion.cpp)
+  // ---------------------------------------------------------------- horizontal (fusion.cpp)
   void horizontal();
 
-  // ---------------------------------------------------------------- pass 4c, late updates (lower_fusion.cpp)
+  // ---------------------------------------------------------------- late updates (fusion.cpp)
   int late_updates();
   void steps_last(const std::vector<bool>& last);
 
-  // ---------------------------------------------------------------- pass 4d, checks first (lower_fusion.cpp)
+  // ---------------------------------------------------------------- checks first (fusion.cpp)
   int checks_first();
 
   // What steps read and write, and when two kernels may become one
-  // (passes 4a-4d, lower_fusion.cpp).
+  // (the fusion passes, fusion.cpp).
   bool may_update(uint32_t out, uint32_t in) const;
   static bool overlap(const std::vector<uint32_t>& xs, const std::vector<uint32_t>& ys);
   std::vector<StepBuffers> all_step_buffers() const;
@@ -216,11 +216,11 @@ class Lowering {
   static bool can_merge(const Kernel& a, const Kernel& b);
   static void merge(Kernel& a, const Kernel& b);
 
-  // ---------------------------------------------------------------- pass 5, collapse (lower_fusion.cpp)
+  // ---------------------------------------------------------------- collapse (fusion.cpp)
   static int collapse(Kernel& k);
   static void erase_dim(Dims& dims, int d);
 
-  // ---------------------------------------------------------------- pass 6, buffers (lower_fusion.cpp)
+  // ---------------------------------------------------------------- buffers (fusion.cpp)
   void plan_buffers();
 
   // ---------------------------------------------------------------- state

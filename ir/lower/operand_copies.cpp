@@ -17,7 +17,7 @@
 #include <algorithm>
 #include <string>
 
-#include "ir/lower.h"
+#include "ir/lower/lower.h"
 
 namespace loom::ir {
 

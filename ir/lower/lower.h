@@ -1,7 +1,7 @@
 // Lowering: ir::Graph -> ir::KernelProgram (ir/kernel.h).
 //
 // The passes run in the order of lowering_passes() below, the one list of
-// them: Lowering::attempt (ir/lower.cpp) runs it, LOOM_LOG=passes prints
+// them: Lowering::attempt (ir/lower/lower.cpp) runs it, LOOM_LOG=passes prints
 // each pass by its name as it runs (and what it changed), and the table of
 // docs/ARCHITECTURE.md section 3 is checked against it by a test.
 // Around them, absorption trials (Lowering::run): a graph output that is
@@ -27,7 +27,7 @@ struct LowerLog {
 struct PassInfo {
   const char* name;      // "vertical"
   const char* function;  // "Lowering::vertical": where to put a breakpoint
-  const char* file;      // "ir/lower_fusion.cpp": where it is defined
+  const char* file;      // "ir/lower/fusion.cpp": where it is defined
   const char* purpose;   // one line
 };
 // The passes in the order they run.
@@ -65,12 +65,12 @@ struct LowerOptions {
   // A reduction (up to four Reduce phases, then a Store: a sum, a var, a
   // softmax) with fewer rows than this, over rows of at least 2 *
   // kSplitMinPart elements, is split in two kernels per phase (pass
-  // "split", ir/split.cpp): partials over parts of each row, then their
+  // "split", ir/lower/split.cpp): partials over parts of each row, then their
   // fold; a store of every element becomes a pointwise kernel after them.
   // 0: never. llvm: enough rows for TBB's ranges on many cores; cuda:
   // enough groups of threads for every SM.
   int64_t split_reduction_rows = 0;
-  // Pass "operand copies" (ir/operand_copies.cpp): a float GEMM of at
+  // Pass "operand copies" (ir/lower/operand_copies.cpp): a float GEMM of at
   // least this many multiply-adds (M * N * K) whose raw operand is not
   // contiguous along K (B = [K, N] row-major) reads it from a copy that is,
   // made by a kernel of its own just before; negative: never. cuda with TF32
@@ -94,7 +94,7 @@ inline constexpr int64_t kNarrowProductMinK = 256;
 inline constexpr int64_t kShortProductMaxK = 16;
 // The most expressions one kernel's body holds: an inlined node past it
 // gets a buffer of its own (its reason names the bound), and kernels are
-// joined (pass 4a) or merged (4b) only within it. Compile time grows with
+// joined (vertical pass) or merged (horizontal) only within it. Compile time grows with
 // the square of a body: on a 2-core EPYC, a chain of 1,000 adds compiled in
 // 0.16-0.19 s as one kernel, 2,000 in 0.38-0.44 s, 8,000 in 5.7-6.1 s.
 // A row kernel's body is what its phases emit (ir::emitted_exprs: each
@@ -111,11 +111,11 @@ inline constexpr size_t kMaxMergedAccesses = 64;
 
 KernelProgram lower(const Graph& g, LowerLog* log = nullptr, const LowerOptions& options = {});
 
-// Pass "split" (ir/split.cpp), on a program whose loops are collapsed and
+// Pass "split" (ir/lower/split.cpp), on a program whose loops are collapsed and
 // whose buffers are not planned yet: returns how many kernels it split.
 int split_reductions(KernelProgram& p, int64_t target_rows);
 
-// Pass "operand copies" (ir/operand_copies.cpp), after the split: returns
+// Pass "operand copies" (ir/lower/operand_copies.cpp), after the split: returns
 // how many operand copies it added.
 int copy_operands(KernelProgram& p, const LowerOptions& options);
 
