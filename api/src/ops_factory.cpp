@@ -9,6 +9,7 @@
 #include "api/src/lazy.h"
 #include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
+#include "ir/philox.h"
 
 namespace loom {
 
@@ -161,6 +162,22 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, const TensorOptions
   return grad::with_requires_grad(
       (u.mul(static_cast<double>(high - low), loc).floor(loc).add(static_cast<double>(low), 1, loc)).to(dt, loc), o,
       "randint", loc);
+}
+
+Tensor randperm(int64_t n, const TensorOptions& o, SourceLoc loc) {
+  LOOM_CHECK(n >= 0, "randperm", loc, "n must be non-negative, got ", n);
+  ScalarType dt = o.has_dtype() ? o.dtype() : kLong;
+  LOOM_CHECK(dt != kBool, "randperm", loc, "randperm is not implemented for Bool");
+  // Fisher-Yates, swap i drawn from counter i of the reserved stream.
+  auto [seed, first] = generator().take(n);
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
+  for (int64_t i = n - 1; i > 0; --i) {
+    ir::philox::U32x4 r = ir::philox::philox4x32_10(first + static_cast<uint64_t>(i), seed);
+    const uint64_t bits = (static_cast<uint64_t>(r.v[0]) << 32) | r.v[1];
+    std::swap(p[static_cast<size_t>(i)], p[static_cast<size_t>(bits % static_cast<uint64_t>(i + 1))]);
+  }
+  return loom::tensor(p, TensorOptions(o).dtype(dt), loc);
 }
 
 // The *_like factories check `t` first, so an undefined one is reported as theirs.

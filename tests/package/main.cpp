@@ -5,7 +5,22 @@
 
 namespace torch = loom;
 
+// libtorch's custom-dataset pattern, with a data loader (C++17 templates).
+class Squares : public torch::data::Dataset<Squares> {
+ public:
+  torch::data::Example<> get(size_t i) override {
+    return {torch::full({2}, static_cast<double>(i)), torch::full({1}, static_cast<double>(i * i))};
+  }
+  std::optional<size_t> size() const override { return 10; }
+};
+
 int main() {
+  auto loader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      Squares().map(torch::data::transforms::Stack<>()), torch::data::DataLoaderOptions().batch_size(4).workers(1));
+  double targets = 0;
+  for (auto& batch : *loader) targets += batch.target.sum().item<double>();
+  assert(targets == 285.0);  // 0 + 1 + 4 + ... + 81
+
   // libtorch's idioms: options, an rvalue view written into, a module.
   torch::Tensor w = torch::zeros({2, 3}, torch::TensorOptions().dtype(torch::kFloat32));
   w[1] = 4.0;                                     // x[i] = v writes into x

@@ -26,6 +26,9 @@ Tensor rand(IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
 Tensor randn(IntArrayRef sizes, const TensorOptions& o = {}, LOOM_LOC);
 Tensor randint(int64_t high, IntArrayRef sizes, const TensorOptions& o = kLong, LOOM_LOC);
 Tensor randint(int64_t low, int64_t high, IntArrayRef sizes, const TensorOptions& o = kLong, LOOM_LOC);
+// A random permutation of 0..n-1 (int64 unless o says otherwise), drawn on the
+// host from loom's generator: loom::manual_seed decides it.
+Tensor randperm(int64_t n, const TensorOptions& o = kLong, LOOM_LOC);
 Tensor empty_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);
 Tensor zeros_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);
 Tensor ones_like(const Tensor& t, const TensorOptions& o = {}, LOOM_LOC);

@@ -28,6 +28,7 @@
 #include <loom/cuda.h>
 #include <loom/autograd.h>
 #include <loom/compile.h>
+#include <loom/data.h>
 #include <loom/device.h>
 #include <loom/dtype.h>
 #include <loom/error.h>

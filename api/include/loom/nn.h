@@ -9,4 +9,5 @@
 #include <loom/nn/options.h>
 #include <loom/nn/sequential.h>
 #include <loom/nn/serialize.h>
+#include <loom/nn/top_level.h>
 #include <loom/nn/utils.h>

@@ -139,13 +139,35 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, SourceLoc loc) {
   detail::impl_of(input, "max_pool2d", loc);
   Tensor x = batched(input, "max_pool2d", loc);
-  const Pair kernel = o.kernel_size(), stride = o.stride().value_or(kernel), pad = o.padding();
+  const Pair kernel = o.kernel_size(), stride = o.stride().value_or(kernel), pad = o.padding(), dil = o.dilation();
   check_pair(kernel, 1, "kernel_size", "max_pool2d", loc);
   check_pair(stride, 1, "stride", "max_pool2d", loc);
-  LOOM_CHECK(pad.h >= 0 && pad.w >= 0 && 2 * pad.h <= kernel.h && 2 * pad.w <= kernel.w, "max_pool2d", loc,
-             "padding should be at most half of the kernel size, got padding [", pad.h, ", ", pad.w, "] and kernel [",
-             kernel.h, ", ", kernel.w, "]");
-  Windows win = windows(pad2d(x, pad, -std::numeric_limits<double>::infinity(), loc), kernel, stride, Pair(1), "max_pool2d", loc);
+  check_pair(dil, 1, "dilation", "max_pool2d", loc);
+  const int64_t span_h = dil.h * (kernel.h - 1) + 1, span_w = dil.w * (kernel.w - 1) + 1;
+  LOOM_CHECK(pad.h >= 0 && pad.w >= 0 && 2 * pad.h <= span_h && 2 * pad.w <= span_w, "max_pool2d", loc,
+             "padding should be at most half of the effective kernel size, got padding [", pad.h, ", ", pad.w,
+             "], kernel [", kernel.h, ", ", kernel.w, "] and dilation [", dil.h, ", ", dil.w, "]");
+  const double lowest = -std::numeric_limits<double>::infinity();
+  Tensor padded = pad2d(x, pad, lowest, loc);
+  if (o.ceil_mode()) {
+    // PyTorch's output size: rounded up, less a last window that would
+    // start past the input and its left padding. The windows past the
+    // padded input read -inf.
+    auto out_size = [](int64_t in, int64_t p, int64_t span, int64_t s) {
+      int64_t out = (in + 2 * p - span + s - 1) / s + 1;
+      if ((out - 1) * s >= in + p) --out;
+      return out;
+    };
+    const int64_t oh = out_size(x.size(2), pad.h, span_h, stride.h), ow = out_size(x.size(3), pad.w, span_w, stride.w);
+    const int64_t extra_h = std::max<int64_t>(0, (oh - 1) * stride.h + span_h - padded.size(2));
+    const int64_t extra_w = std::max<int64_t>(0, (ow - 1) * stride.w + span_w - padded.size(3));
+    const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+    if (extra_w > 0)
+      padded = cat({padded, full({padded.size(0), padded.size(1), padded.size(2), extra_w}, lowest, opts, loc)}, 3, loc);
+    if (extra_h > 0)
+      padded = cat({padded, full({padded.size(0), padded.size(1), extra_h, padded.size(3)}, lowest, opts, loc)}, 2, loc);
+  }
+  Windows win = windows(padded, kernel, stride, dil, "max_pool2d", loc);
   Tensor out = stack(win.views, 0, loc).amax({0}, false, loc);
   return input.dim() == 3 ? out.squeeze(0, loc) : out;
 }

@@ -140,7 +140,8 @@ void Conv2dImpl::pretty_print(std::ostream& os) const {
 
 void MaxPool2dImpl::pretty_print(std::ostream& os) const {
   os << "MaxPool2d(kernel_size=" << options.kernel_size() << ", stride=" << options.stride().value_or(options.kernel_size())
-     << ", padding=" << options.padding() << ")";
+     << ", padding=" << options.padding() << ", dilation=" << options.dilation()
+     << ", ceil_mode=" << (options.ceil_mode() ? "true" : "false") << ")";
 }
 void FlattenImpl::pretty_print(std::ostream& os) const {
   os << "Flatten(start_dim=" << options.start_dim() << ", end_dim=" << options.end_dim() << ")";

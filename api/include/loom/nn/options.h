@@ -82,6 +82,10 @@ struct MaxPool2dOptions {
   // Defaults to kernel_size, as in libtorch.
   LOOM_ARG(MaxPool2dOptions, std::optional<Pair>, stride, std::nullopt)
   LOOM_ARG(MaxPool2dOptions, Pair, padding, 0)
+  LOOM_ARG(MaxPool2dOptions, Pair, dilation, 1)
+  // The output size rounded up: a last window may start in the input and
+  // end past its padding (it takes the max of what it covers).
+  LOOM_ARG(MaxPool2dOptions, bool, ceil_mode, false)
 };
 
 struct FlattenOptions {
