@@ -26,6 +26,12 @@ inline constexpr ScalarType kDouble = ScalarType::Double;
 // (round to nearest even) to bfloat16, as PyTorch eager does.
 inline constexpr ScalarType kBFloat16 = ScalarType::BFloat16;
 
+// torch/types.h's short names for the dtypes loom has.
+inline constexpr ScalarType kI32 = kInt32;
+inline constexpr ScalarType kI64 = kInt64;
+inline constexpr ScalarType kF32 = kFloat32;
+inline constexpr ScalarType kF64 = kFloat64;
+
 inline constexpr int kNumDTypes = 6;
 
 constexpr size_t element_size(ScalarType t) {

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <loom/accessor.h>
 #include <loom/array_ref.h>
 #include <loom/device.h>
 #include <loom/dtype.h>
@@ -86,6 +87,15 @@ class Tensor {
   // loom's stream: call loom::cuda::synchronize() before another stream reads it.
   template <class T> T* data_ptr(LOOM_LOC) const;
   template <class T> const T* const_data_ptr(LOOM_LOC) const { return data_ptr<T>(loc); }
+  // libtorch's older spelling of data_ptr<T>().
+  template <class T> T* data(LOOM_LOC) const { return data_ptr<T>(loc); }
+  // a[i][j] over the materialized CPU memory (loom/accessor.h); a CUDA
+  // tensor, or a dim count other than N, is an error naming the call.
+  template <class T, size_t N> TensorAccessor<T, N> accessor(LOOM_LOC) const {
+    check_accessor(N, loc);
+    T* p = data_ptr<T>(loc);
+    return TensorAccessor<T, N>(p, sizes().data(), strides().data());
+  }
   // The elements in logical (row-major) order.
   template <class T> std::vector<T> to_vector(LOOM_LOC) const;
 
@@ -216,6 +226,25 @@ class Tensor {
   Tensor& copy_(const Tensor& src, LOOM_LOC);
   Tensor& fill_(const Scalar& value, LOOM_LOC);
   Tensor& zero_(LOOM_LOC);
+  // In-place initializers and comparisons, as libtorch's: the values come
+  // from loom's generator (manual_seed decides them); a comparison writes
+  // 1 or 0 in this tensor's dtype.
+  Tensor& uniform_(double from = 0, double to = 1, LOOM_LOC);
+  Tensor& normal_(double mean = 0, double std = 1, LOOM_LOC);
+  Tensor& bernoulli_(double p = 0.5, LOOM_LOC);
+  Tensor& random_(int64_t from, int64_t to, LOOM_LOC);
+  Tensor& eq_(const Tensor& other, LOOM_LOC);
+  Tensor& eq_(const Scalar& other, LOOM_LOC);
+  Tensor& ne_(const Tensor& other, LOOM_LOC);
+  Tensor& ne_(const Scalar& other, LOOM_LOC);
+  Tensor& lt_(const Tensor& other, LOOM_LOC);
+  Tensor& lt_(const Scalar& other, LOOM_LOC);
+  Tensor& le_(const Tensor& other, LOOM_LOC);
+  Tensor& le_(const Scalar& other, LOOM_LOC);
+  Tensor& gt_(const Tensor& other, LOOM_LOC);
+  Tensor& gt_(const Scalar& other, LOOM_LOC);
+  Tensor& ge_(const Tensor& other, LOOM_LOC);
+  Tensor& ge_(const Scalar& other, LOOM_LOC);
 
   // ---- reductions (dims may be negative; keepdim as in PyTorch)
   Tensor sum(LOOM_LOC) const;
@@ -300,6 +329,7 @@ class Tensor {
 
  private:
   Tensor var_all(bool unbiased, SourceLoc loc) const;  // var() and std() over every element
+  void check_accessor(size_t dims, SourceLoc loc) const;  // accessor<T, N>(): N dims, on the CPU
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 
