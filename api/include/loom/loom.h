@@ -33,6 +33,7 @@
 #include <loom/dtype.h>
 #include <loom/error.h>
 #include <loom/functions.h>
+#include <loom/macros.h>
 #include <loom/nn.h>
 #include <loom/optim.h>
 #include <loom/options.h>

@@ -1,11 +1,14 @@
 // loom::nn, as torch::nn: Module and its holders, the layers, Sequential,
 // the losses (as modules and in nn::functional), init, save/load.
 #pragma once
+#include <loom/nn/activation.h>
+#include <loom/nn/containers.h>
 #include <loom/nn/functional.h>
 #include <loom/nn/init.h>
 #include <loom/nn/layers.h>
 #include <loom/nn/loss.h>
 #include <loom/nn/module.h>
+#include <loom/nn/normalization.h>
 #include <loom/nn/options.h>
 #include <loom/nn/sequential.h>
 #include <loom/nn/serialize.h>

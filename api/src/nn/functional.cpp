@@ -172,4 +172,90 @@ Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, SourceLoc 
   return input.dim() == 3 ? out.squeeze(0, loc) : out;
 }
 
+Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(input, "avg_pool2d", loc);
+  Tensor x = batched(input, "avg_pool2d", loc);
+  const Pair kernel = o.kernel_size(), stride = o.stride().value_or(kernel), pad = o.padding();
+  check_pair(kernel, 1, "kernel_size", "avg_pool2d", loc);
+  check_pair(stride, 1, "stride", "avg_pool2d", loc);
+  LOOM_CHECK(pad.h >= 0 && pad.w >= 0 && 2 * pad.h <= kernel.h && 2 * pad.w <= kernel.w, "avg_pool2d", loc,
+             "pad should be at most half of the kernel size, got padding [", pad.h, ", ", pad.w, "] and kernel [",
+             kernel.h, ", ", kernel.w, "]");
+  if (o.divisor_override()) LOOM_CHECK(*o.divisor_override() != 0, "avg_pool2d", loc, "divisor must be not zero");
+  const int64_t h = x.size(2), w = x.size(3);
+  // PyTorch's output size (as max_pool2d's) and per-window divisor.
+  auto out_size = [&](int64_t in, int64_t k, int64_t p, int64_t s) {
+    const int64_t num = in + 2 * p - k;
+    int64_t out = (o.ceil_mode() ? (num + s - 1) / s : num / s) + 1;
+    if (o.ceil_mode() && (out - 1) * s >= in + p) --out;
+    return out;
+  };
+  const int64_t oh = out_size(h, kernel.h, pad.h, stride.h), ow = out_size(w, kernel.w, pad.w, stride.w);
+  LOOM_CHECK(oh > 0 && ow > 0, "avg_pool2d", loc, "the kernel is larger than the padded input ", describe(input));
+  std::vector<double> divisor(static_cast<size_t>(oh * ow));
+  for (int64_t i = 0; i < oh; ++i)
+    for (int64_t j = 0; j < ow; ++j) {
+      int64_t h0 = i * stride.h - pad.h, w0 = j * stride.w - pad.w;
+      int64_t h1 = std::min(h0 + kernel.h, h + pad.h), w1 = std::min(w0 + kernel.w, w + pad.w);
+      const int64_t pool = (h1 - h0) * (w1 - w0);
+      h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0), h1 = std::min(h1, h), w1 = std::min(w1, w);
+      divisor[static_cast<size_t>(i * ow + j)] = o.divisor_override()  ? static_cast<double>(*o.divisor_override())
+                                                 : o.count_include_pad() ? static_cast<double>(pool)
+                                                                         : static_cast<double>((h1 - h0) * (w1 - w0));
+    }
+  Tensor padded = pad2d(x, pad, 0.0, loc);
+  const int64_t extra_h = std::max<int64_t>(0, (oh - 1) * stride.h + kernel.h - padded.size(2));
+  const int64_t extra_w = std::max<int64_t>(0, (ow - 1) * stride.w + kernel.w - padded.size(3));
+  const TensorOptions opts = TensorOptions(x.dtype()).device(x.device());
+  if (extra_w > 0)
+    padded = cat({padded, zeros({padded.size(0), padded.size(1), padded.size(2), extra_w}, opts, loc)}, 3, loc);
+  if (extra_h > 0)
+    padded = cat({padded, zeros({padded.size(0), padded.size(1), extra_h, padded.size(3)}, opts, loc)}, 2, loc);
+  Windows win = windows(padded, kernel, stride, Pair(1), "avg_pool2d", loc);
+  Tensor sum = stack(win.views, 0, loc).sum({0}, false, std::nullopt, loc);
+  Tensor out = sum.div(tensor(divisor, opts, loc).reshape({oh, ow}, loc), loc);
+  return input.dim() == 3 ? out.squeeze(0, loc) : out;
+}
+
+namespace {
+// Adaptive pooling: output cell (i, j) reduces rows [floor(i H / oh),
+// ceil((i + 1) H / oh)) and the same for columns; `reduce` over dims {2, 3}.
+template <class Reduce>
+Tensor adaptive_pool2d(const Tensor& input, Pair size, const char* op, Reduce reduce, const SourceLoc& loc) {
+  detail::impl_of(input, op, loc);
+  Tensor x = batched(input, op, loc);
+  check_pair(size, 1, "output_size", op, loc);
+  const int64_t h = x.size(2), w = x.size(3), oh = size.h, ow = size.w;
+  Tensor out;
+  if (h % oh == 0 && w % ow == 0) {  // equal windows: one reshape, one reduction
+    out = reduce(x.reshape({x.size(0), x.size(1), oh, h / oh, ow, w / ow}, loc), std::vector<int64_t>{3, 5});
+  } else {
+    std::vector<Tensor> rows;
+    for (int64_t i = 0; i < oh; ++i) {
+      std::vector<Tensor> cells;
+      const int64_t r0 = i * h / oh, r1 = ((i + 1) * h + oh - 1) / oh;
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t c0 = j * w / ow, c1 = ((j + 1) * w + ow - 1) / ow;
+        cells.push_back(reduce(x.slice(2, r0, r1, 1, loc).slice(3, c0, c1, 1, loc), std::vector<int64_t>{2, 3}));
+      }
+      rows.push_back(stack(cells, 2, loc));
+    }
+    out = stack(rows, 2, loc);
+  }
+  return input.dim() == 3 ? out.squeeze(0, loc) : out;
+}
+}  // namespace
+
+Tensor adaptive_avg_pool2d(const Tensor& input, const AdaptiveAvgPool2dFuncOptions& o, SourceLoc loc) {
+  return adaptive_pool2d(input, o.output_size(), "adaptive_avg_pool2d",
+                         [&](const Tensor& t, const std::vector<int64_t>& dims) { return t.mean(dims, false, loc); },
+                         loc);
+}
+
+Tensor adaptive_max_pool2d(const Tensor& input, const AdaptiveMaxPool2dFuncOptions& o, SourceLoc loc) {
+  return adaptive_pool2d(input, o.output_size(), "adaptive_max_pool2d",
+                         [&](const Tensor& t, const std::vector<int64_t>& dims) { return t.amax(dims, false, loc); },
+                         loc);
+}
+
 }  // namespace loom::nn::functional

@@ -143,6 +143,16 @@ void MaxPool2dImpl::pretty_print(std::ostream& os) const {
      << ", padding=" << options.padding() << ", dilation=" << options.dilation()
      << ", ceil_mode=" << (options.ceil_mode() ? "true" : "false") << ")";
 }
+void AvgPool2dImpl::pretty_print(std::ostream& os) const {
+  os << "AvgPool2d(kernel_size=" << options.kernel_size() << ", stride=" << options.stride().value_or(options.kernel_size())
+     << ", padding=" << options.padding() << ")";
+}
+void AdaptiveAvgPool2dImpl::pretty_print(std::ostream& os) const {
+  os << "AdaptiveAvgPool2d(output_size=" << options.output_size() << ")";
+}
+void AdaptiveMaxPool2dImpl::pretty_print(std::ostream& os) const {
+  os << "AdaptiveMaxPool2d(output_size=" << options.output_size() << ")";
+}
 void FlattenImpl::pretty_print(std::ostream& os) const {
   os << "Flatten(start_dim=" << options.start_dim() << ", end_dim=" << options.end_dim() << ")";
 }

@@ -177,6 +177,17 @@ void Module::to(ScalarType dtype) {
   for (auto& child : children_) child.value()->to(dtype);
 }
 
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (const auto& child : children_.values()) child->apply(fn);
+}
+
+void Module::apply(const std::function<void(const std::string&, Module&)>& fn, const std::string& name_prefix) {
+  fn(name_prefix, *this);
+  for (const auto& item : children_)
+    item.value()->apply(fn, name_prefix.empty() ? item.key() : name_prefix + "." + item.key());
+}
+
 void Module::zero_grad(bool set_to_none) {
   for (Tensor& p : parameters()) {
     Tensor& g = p.mutable_grad();

@@ -29,6 +29,9 @@ Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& options, LOOM_LOC
 // matrix product for now.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& options = {}, LOOM_LOC);
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options, LOOM_LOC);
+Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options, LOOM_LOC);
+Tensor adaptive_avg_pool2d(const Tensor& input, const AdaptiveAvgPool2dFuncOptions& options, LOOM_LOC);
+Tensor adaptive_max_pool2d(const Tensor& input, const AdaptiveMaxPool2dFuncOptions& options, LOOM_LOC);
 
 // ---- losses (input, target); reductions as PyTorch's
 Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& options = {}, LOOM_LOC);

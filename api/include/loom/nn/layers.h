@@ -105,11 +105,42 @@ LOOM_MODULE(Conv2d);
 class MaxPool2dImpl : public Module {
  public:
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : options(options) {}
+  explicit MaxPool2dImpl(Pair size) : options(size) {}
   Tensor forward(const Tensor& input, LOOM_LOC) { return functional::max_pool2d(input, options, loc); }
   void pretty_print(std::ostream& os) const override;
   MaxPool2dOptions options;
 };
 LOOM_MODULE(MaxPool2d);
+
+class AvgPool2dImpl : public Module {
+ public:
+  explicit AvgPool2dImpl(const AvgPool2dOptions& options) : options(options) {}
+  explicit AvgPool2dImpl(Pair size) : options(size) {}
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::avg_pool2d(input, options, loc); }
+  void pretty_print(std::ostream& os) const override;
+  AvgPool2dOptions options;
+};
+LOOM_MODULE(AvgPool2d);
+
+class AdaptiveAvgPool2dImpl : public Module {
+ public:
+  explicit AdaptiveAvgPool2dImpl(const AdaptiveAvgPool2dOptions& options) : options(options) {}
+  explicit AdaptiveAvgPool2dImpl(Pair size) : options(size) {}
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::adaptive_avg_pool2d(input, options, loc); }
+  void pretty_print(std::ostream& os) const override;
+  AdaptiveAvgPool2dOptions options;
+};
+LOOM_MODULE(AdaptiveAvgPool2d);
+
+class AdaptiveMaxPool2dImpl : public Module {
+ public:
+  explicit AdaptiveMaxPool2dImpl(const AdaptiveMaxPool2dOptions& options) : options(options) {}
+  explicit AdaptiveMaxPool2dImpl(Pair size) : options(size) {}
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::adaptive_max_pool2d(input, options, loc); }
+  void pretty_print(std::ostream& os) const override;
+  AdaptiveMaxPool2dOptions options;
+};
+LOOM_MODULE(AdaptiveMaxPool2d);
 
 class FlattenImpl : public Module {
  public:

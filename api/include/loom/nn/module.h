@@ -3,6 +3,7 @@
 // (libtorch's TORCH_MODULE), so `Linear fc(784, 10)` is a shared handle
 // to a `LinearImpl`.
 #pragma once
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -71,6 +72,16 @@ class OrderedDict {
 
 namespace detail {
 [[noreturn]] void throw_missing_key(const std::string& key);
+
+// The module class a type names: a holder's Impl, or the type itself.
+template <class T, class = void>
+struct ContainedOf {
+  using type = T;
+};
+template <class T>
+struct ContainedOf<T, std::void_t<typename T::ContainedType>> {
+  using type = typename T::ContainedType;
+};
 
 // Whether M::forward takes the caller's location after the tensor (the
 // built-in modules do; a user's module need not).
@@ -156,6 +167,21 @@ class Module : public std::enable_shared_from_this<Module> {
 
   virtual void pretty_print(std::ostream& os) const;
 
+  // This module as its concrete type (a holder names its Impl: as<Linear>()
+  // is a LinearImpl*), or nullptr when it is another kind.
+  template <class T>
+  typename detail::ContainedOf<T>::type* as() noexcept {
+    return dynamic_cast<typename detail::ContainedOf<T>::type*>(this);
+  }
+  template <class T>
+  const typename detail::ContainedOf<T>::type* as() const noexcept {
+    return dynamic_cast<const typename detail::ContainedOf<T>::type*>(this);
+  }
+  // fn on this module, then on every descendant, depth first (libtorch's
+  // apply: initialize weights by module type, count parameters, ...).
+  void apply(const std::function<void(Module&)>& fn);
+  void apply(const std::function<void(const std::string&, Module&)>& fn, const std::string& name_prefix = "");
+
  private:
   void add_child(std::string name, std::shared_ptr<Module> child, const SourceLoc& loc);
   void collect(const std::string& prefix, bool recurse, bool buffers, OrderedDict<std::string, Tensor>& out) const;
@@ -192,6 +218,7 @@ class ModuleHolder {
   Contained* get() { return impl_.get(); }
   const Contained* get() const { return impl_.get(); }
   bool is_empty() const { return impl_ == nullptr; }
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
   // m(x): the module's forward, given the caller's line when it takes one
   // (so errors and the graph name the user's line, not this header's).
   template <class T, std::enable_if_t<detail::passes_loc<Contained, T>(), int> = 0>

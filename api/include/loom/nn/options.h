@@ -88,6 +88,25 @@ struct MaxPool2dOptions {
   LOOM_ARG(MaxPool2dOptions, bool, ceil_mode, false)
 };
 
+struct AvgPool2dOptions {
+  AvgPool2dOptions(Pair kernel_size) : kernel_size_(kernel_size) {}  // NOLINT
+  LOOM_ARG(AvgPool2dOptions, Pair, kernel_size, 1)
+  LOOM_ARG(AvgPool2dOptions, std::optional<Pair>, stride, std::nullopt)
+  LOOM_ARG(AvgPool2dOptions, Pair, padding, 0)
+  LOOM_ARG(AvgPool2dOptions, bool, ceil_mode, false)
+  // Whether the zeros of the padding count in a window's divisor.
+  LOOM_ARG(AvgPool2dOptions, bool, count_include_pad, true)
+  LOOM_ARG(AvgPool2dOptions, std::optional<int64_t>, divisor_override, std::nullopt)
+};
+
+// The output's [H, W]; cell (i, j) pools rows floor(i H / oh) to
+// ceil((i + 1) H / oh), as PyTorch's adaptive pooling.
+struct AdaptiveAvgPool2dOptions {
+  AdaptiveAvgPool2dOptions(Pair output_size) : output_size_(output_size) {}  // NOLINT
+  LOOM_ARG(AdaptiveAvgPool2dOptions, Pair, output_size, 1)
+};
+using AdaptiveMaxPool2dOptions = AdaptiveAvgPool2dOptions;
+
 struct FlattenOptions {
   LOOM_ARG(FlattenOptions, int64_t, start_dim, 1)
   LOOM_ARG(FlattenOptions, int64_t, end_dim, -1)
@@ -166,6 +185,9 @@ struct Conv2dFuncOptions {
   LOOM_ARG(Conv2dFuncOptions, Pair, dilation, 1)
 };
 using MaxPool2dFuncOptions = MaxPool2dOptions;
+using AvgPool2dFuncOptions = AvgPool2dOptions;
+using AdaptiveAvgPool2dFuncOptions = AdaptiveAvgPool2dOptions;
+using AdaptiveMaxPool2dFuncOptions = AdaptiveAvgPool2dOptions;
 struct GELUFuncOptions {
   LOOM_ARG(GELUFuncOptions, std::string, approximate, "none")
 };
