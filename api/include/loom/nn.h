@@ -10,6 +10,7 @@
 #include <loom/nn/module.h>
 #include <loom/nn/normalization.h>
 #include <loom/nn/options.h>
+#include <loom/nn/rnn.h>
 #include <loom/nn/sequential.h>
 #include <loom/nn/serialize.h>
 #include <loom/nn/top_level.h>

@@ -93,10 +93,22 @@ struct forward_takes_loc<M, std::void_t<decltype(std::declval<M&>().forward(std:
     : std::true_type {};
 // A holder's call `m(x)` that passes the caller's line on: one argument, a
 // tensor, to a forward that takes a location.
+// Whether M::forward(a, b, loc) can be called: a two-argument call (an
+// input and a state, as the recurrent layers take) then passes the
+// caller's line on.
+template <class M, class A, class B, class = void>
+struct forward_takes_loc2 : std::false_type {};
+template <class M, class A, class B>
+struct forward_takes_loc2<M, A, B,
+                          std::void_t<decltype(std::declval<M&>().forward(std::declval<A>(), std::declval<B>(),
+                                                                          std::declval<const SourceLoc&>()))>>
+    : std::true_type {};
 template <class M, class... Args>
 constexpr bool passes_loc() {
   if constexpr (sizeof...(Args) == 1)
     return forward_takes_loc<M>::value && (std::is_convertible_v<Args, const Tensor&> && ...);
+  else if constexpr (sizeof...(Args) == 2)
+    return forward_takes_loc2<M, Args...>::value;
   else
     return false;
 }
@@ -224,6 +236,10 @@ class ModuleHolder {
   template <class T, std::enable_if_t<detail::passes_loc<Contained, T>(), int> = 0>
   auto operator()(T&& x, SourceLoc loc = SourceLoc::current()) {
     return impl_->forward(std::forward<T>(x), loc);
+  }
+  template <class A, class B, std::enable_if_t<detail::passes_loc<Contained, A, B>(), int> = 0>
+  auto operator()(A&& a, B&& b, SourceLoc loc = SourceLoc::current()) {
+    return impl_->forward(std::forward<A>(a), std::forward<B>(b), loc);
   }
   template <class... Args, std::enable_if_t<!detail::passes_loc<Contained, Args...>(), int> = 0>
   auto operator()(Args&&... args) {
