@@ -135,7 +135,7 @@ TEST_P(RnnTest, CellGradients) {
   loom::manual_seed(3);
   nn::GRUCell gru(3, 2);
   nn::LSTMCell lstm(3, 2);
-  nn::RNNCell rnn(nn::RNNCellOptions(3, 2).nonlinearity(nn::kReLU));
+  nn::RNNCell rnn(nn::RNNCellOptions(3, 2).nonlinearity(loom::kReLU));
   gru->to(loom::kDouble), lstm->to(loom::kDouble), rnn->to(loom::kDouble);
   EXPECT_TRUE(gradcheck([&](const T& v) { return gru(v[0], v[1]); }, {input({2, 3}, 51), input({2, 2}, 52)}));
   EXPECT_TRUE(gradcheck(

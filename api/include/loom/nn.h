@@ -14,4 +14,5 @@
 #include <loom/nn/sequential.h>
 #include <loom/nn/serialize.h>
 #include <loom/nn/top_level.h>
+#include <loom/nn/transformer.h>
 #include <loom/nn/utils.h>

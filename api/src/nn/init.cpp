@@ -36,8 +36,11 @@ double calculate_gain(Nonlinearity nonlinearity, double param) {
     case kTanh: return 5.0 / 3;
     case kReLU: return std::sqrt(2.0);
     case kLeakyReLU: return std::sqrt(2.0 / (1 + param * param));
-    default: return 1;
+    case kLinear:
+    case kSigmoid: return 1;
+    case kGELU: break;
   }
+  throw Error("calculate_gain: unsupported nonlinearity (PyTorch defines none for GELU)");
 }
 
 Tensor uniform_(Tensor tensor, double low, double high) {

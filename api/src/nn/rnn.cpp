@@ -53,7 +53,11 @@ Tensor input_product(const Tensor& x, const Tensor& w_ih, const Tensor& b_ih, co
   return b_ih.defined() ? xw.add(b_ih, 1, loc) : xw;
 }
 
-Mode rnn_mode(RNNNonlinearity n) { return n == kTanh ? Mode::RNN_TANH : Mode::RNN_RELU; }
+Mode rnn_mode(Nonlinearity n) {
+  if (n == kTanh) return Mode::RNN_TANH;
+  if (n == kReLU) return Mode::RNN_RELU;
+  throw Error("RNN: nonlinearity must be kTanh or kReLU");
+}
 
 }  // namespace
 

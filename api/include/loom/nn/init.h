@@ -9,12 +9,14 @@ namespace loom {
 enum class FanMode { FanIn, FanOut };
 inline constexpr FanMode kFanIn = FanMode::FanIn;
 inline constexpr FanMode kFanOut = FanMode::FanOut;
-enum class Nonlinearity { Linear, Sigmoid, Tanh, ReLU, LeakyReLU };
+// Also what an RNN (Tanh, ReLU) or a Transformer layer (ReLU, GELU) applies.
+enum class Nonlinearity { Linear, Sigmoid, Tanh, ReLU, LeakyReLU, GELU };
 inline constexpr Nonlinearity kLinear = Nonlinearity::Linear;
 inline constexpr Nonlinearity kSigmoid = Nonlinearity::Sigmoid;
 inline constexpr Nonlinearity kTanh = Nonlinearity::Tanh;
 inline constexpr Nonlinearity kReLU = Nonlinearity::ReLU;
 inline constexpr Nonlinearity kLeakyReLU = Nonlinearity::LeakyReLU;
+inline constexpr Nonlinearity kGELU = Nonlinearity::GELU;
 
 namespace nn::init {
 

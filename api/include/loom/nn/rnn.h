@@ -13,14 +13,12 @@
 #include <vector>
 
 #include <loom/arg.h>
+#include <loom/nn/init.h>
 #include <loom/nn/module.h>
 
 #pragma GCC visibility push(default)
 namespace loom::nn {
 
-enum class RNNNonlinearity { Tanh, ReLU };
-inline constexpr RNNNonlinearity kTanh = RNNNonlinearity::Tanh;
-inline constexpr RNNNonlinearity kReLU = RNNNonlinearity::ReLU;
 
 
 // The chainable setters of each options class return that class.
@@ -36,7 +34,7 @@ inline constexpr RNNNonlinearity kReLU = RNNNonlinearity::ReLU;
     LOOM_ARG(Name, bool, bidirectional, false)                                                         \
     Extra                                                                                              \
   }
-LOOM_RNN_OPTIONS(RNNOptions, LOOM_ARG(RNNOptions, RNNNonlinearity, nonlinearity, kTanh));
+LOOM_RNN_OPTIONS(RNNOptions, LOOM_ARG(RNNOptions, Nonlinearity, nonlinearity, kTanh));
 LOOM_RNN_OPTIONS(LSTMOptions, );
 LOOM_RNN_OPTIONS(GRUOptions, );
 #undef LOOM_RNN_OPTIONS
@@ -49,7 +47,7 @@ LOOM_RNN_OPTIONS(GRUOptions, );
     LOOM_ARG(Name, bool, bias, true)                                                                   \
     Extra                                                                                              \
   }
-LOOM_CELL_OPTIONS(RNNCellOptions, LOOM_ARG(RNNCellOptions, RNNNonlinearity, nonlinearity, kTanh));
+LOOM_CELL_OPTIONS(RNNCellOptions, LOOM_ARG(RNNCellOptions, Nonlinearity, nonlinearity, kTanh));
 LOOM_CELL_OPTIONS(LSTMCellOptions, );
 LOOM_CELL_OPTIONS(GRUCellOptions, );
 #undef LOOM_CELL_OPTIONS

@@ -1,0 +1,130 @@
+// Attention, as torch's: scaled_dot_product_attention (top level and in
+// nn::functional), MultiheadAttention, TransformerEncoderLayer and
+// TransformerEncoder. Attention here is written out (two products and a
+// softmax, the masks as code: causal positions are compared, not stored);
+// the fused flash-style kernels are a later step of the lowering.
+#pragma once
+#include <functional>
+#include <optional>
+#include <tuple>
+
+#include <loom/arg.h>
+#include <loom/nn/containers.h>
+#include <loom/nn/init.h>
+#include <loom/nn/layers.h>
+#include <loom/nn/module.h>
+
+#pragma GCC visibility push(default)
+namespace loom {
+
+// softmax(q kᵀ · scale + mask) v over the last two dims: q [..., L, E],
+// k [..., S, E], v [..., S, Ev]. attn_mask: bool (true: may attend) or
+// added to the scores; is_causal: position i attends to j <= i; scale
+// defaults to 1/sqrt(E); enable_gqa repeats k and v heads (dim -3) to q's.
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                                    const std::optional<Tensor>& attn_mask = std::nullopt, double dropout_p = 0.0,
+                                    bool is_causal = false, std::optional<double> scale = std::nullopt,
+                                    bool enable_gqa = false, LOOM_LOC);
+
+namespace nn {
+
+namespace functional {
+using loom::scaled_dot_product_attention;
+}  // namespace functional
+
+struct MultiheadAttentionOptions {
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads) : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  LOOM_ARG(MultiheadAttentionOptions, int64_t, embed_dim, 0)
+  LOOM_ARG(MultiheadAttentionOptions, int64_t, num_heads, 1)
+  LOOM_ARG(MultiheadAttentionOptions, double, dropout, 0.0)
+  LOOM_ARG(MultiheadAttentionOptions, bool, bias, true)
+};
+
+// libtorch's layout: query [L, N, E], key and value [S, N, E] (or unbatched
+// [L, E]). Parameters in_proj_weight [3E, E], in_proj_bias [3E], out_proj.
+class MultiheadAttentionImpl : public Module {
+ public:
+  explicit MultiheadAttentionImpl(const MultiheadAttentionOptions& options);
+  MultiheadAttentionImpl(int64_t embed_dim, int64_t num_heads)
+      : MultiheadAttentionImpl(MultiheadAttentionOptions(embed_dim, num_heads)) {}
+  void reset_parameters();
+  // key_padding_mask [N, S] and attn_mask [L, S] or [N H, L, S]: a true
+  // element masks its position out; a float one is added to the scores.
+  // Returns the output and, with need_weights, the attention weights
+  // ([N, L, S] averaged over heads, or [N, H, L, S]).
+  std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                     const Tensor& key_padding_mask = {}, bool need_weights = true,
+                                     const Tensor& attn_mask = {}, bool average_attn_weights = true, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override;
+  MultiheadAttentionOptions options;
+  Tensor in_proj_weight, in_proj_bias;
+  Linear out_proj{nullptr};
+};
+LOOM_MODULE(MultiheadAttention);
+
+// ReLU, GELU (kReLU, kGELU) or any function of a tensor.
+class TransformerActivation {
+ public:
+  TransformerActivation(Nonlinearity n);  // NOLINT: as libtorch's activation_t
+  TransformerActivation(std::function<Tensor(const Tensor&)> f) : f_(std::move(f)) {}  // NOLINT
+  Tensor operator()(const Tensor& x) const { return f_(x); }
+  const char* name() const { return name_; }
+
+ private:
+  std::function<Tensor(const Tensor&)> f_;
+  const char* name_ = "function";
+};
+
+struct TransformerEncoderLayerOptions {
+  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
+  LOOM_ARG(TransformerEncoderLayerOptions, int64_t, d_model, 0)
+  LOOM_ARG(TransformerEncoderLayerOptions, int64_t, nhead, 1)
+  LOOM_ARG(TransformerEncoderLayerOptions, int64_t, dim_feedforward, 2048)
+  LOOM_ARG(TransformerEncoderLayerOptions, double, dropout, 0.1)
+  LOOM_ARG(TransformerEncoderLayerOptions, TransformerActivation, activation, kReLU)
+};
+
+// Post-norm, as libtorch's: x = norm1(x + dropout1(self_attn(x))); x =
+// norm2(x + dropout2(linear2(dropout(activation(linear1(x)))))). src [S, N, E].
+class TransformerEncoderLayerImpl : public Module {
+ public:
+  explicit TransformerEncoderLayerImpl(const TransformerEncoderLayerOptions& options);
+  TransformerEncoderLayerImpl(int64_t d_model, int64_t nhead)
+      : TransformerEncoderLayerImpl(TransformerEncoderLayerOptions(d_model, nhead)) {}
+  Tensor forward(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {}, LOOM_LOC);
+  Tensor forward(const Tensor& src, SourceLoc loc) { return forward(src, Tensor(), Tensor(), loc); }
+  void pretty_print(std::ostream& os) const override;
+  TransformerEncoderLayerOptions options;
+  MultiheadAttention self_attn{nullptr};
+  Linear linear1{nullptr}, linear2{nullptr};
+  Dropout dropout{nullptr}, dropout1{nullptr}, dropout2{nullptr};
+  LayerNorm norm1{nullptr}, norm2{nullptr};
+};
+LOOM_MODULE(TransformerEncoderLayer);
+
+struct TransformerEncoderOptions {
+  TransformerEncoderOptions(TransformerEncoderLayer encoder_layer, int64_t num_layers)
+      : encoder_layer_(std::move(encoder_layer)), num_layers_(num_layers) {}
+  LOOM_ARG(TransformerEncoderOptions, TransformerEncoderLayer, encoder_layer, nullptr)
+  LOOM_ARG(TransformerEncoderOptions, int64_t, num_layers, 1)
+  // A final normalization (LayerNorm), or none.
+  LOOM_ARG(TransformerEncoderOptions, LayerNorm, norm, nullptr)
+};
+
+// num_layers copies of encoder_layer (same options, its parameters copied,
+// as libtorch's clone), applied in order, then norm.
+class TransformerEncoderImpl : public Module {
+ public:
+  explicit TransformerEncoderImpl(const TransformerEncoderOptions& options);
+  Tensor forward(const Tensor& src, const Tensor& src_mask = {}, const Tensor& src_key_padding_mask = {}, LOOM_LOC);
+  Tensor forward(const Tensor& src, SourceLoc loc) { return forward(src, Tensor(), Tensor(), loc); }
+  void pretty_print(std::ostream& os) const override { os << "TransformerEncoder"; }
+  TransformerEncoderOptions options;
+  ModuleList layers{nullptr};
+  LayerNorm norm{nullptr};
+};
+LOOM_MODULE(TransformerEncoder);
+
+}  // namespace nn
+}  // namespace loom
+#pragma GCC visibility pop

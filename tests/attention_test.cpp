@@ -1,0 +1,172 @@
+// scaled_dot_product_attention against softmax(q kᵀ s + mask) v written out
+// in float64, MultiheadAttention against its projections done by hand,
+// the encoder layers against their definition; gradients; train/eval.
+#include <gtest/gtest.h>
+#include <loom/loom.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gradcheck.h"
+#include "test_util.h"
+
+namespace {
+
+namespace nn = loom::nn;
+namespace F = loom::nn::functional;
+using loom::Tensor;
+using loom_test::all_close;
+using loom_test::gradcheck;
+using loom_test::input;
+using T = std::vector<Tensor>;
+using V = std::vector<double>;
+
+class AttentionTest : public loom_test::BackendTest {};
+
+// One head: q [L, E], k [S, E], v [S, Ev]; allowed(i, j) says which scores count.
+template <class Allowed>
+V attention_reference(const V& q, const V& k, const V& v, int64_t l, int64_t s, int64_t e, int64_t ev, double scale,
+                      Allowed allowed) {
+  V out;
+  for (int64_t i = 0; i < l; ++i) {
+    V w(s);
+    double m = -std::numeric_limits<double>::infinity(), z = 0;
+    for (int64_t j = 0; j < s; ++j) {
+      double d = 0;
+      for (int64_t c = 0; c < e; ++c) d += q[i * e + c] * k[j * e + c];
+      w[j] = allowed(i, j) ? d * scale : -std::numeric_limits<double>::infinity();
+      m = std::max(m, w[j]);
+    }
+    for (int64_t j = 0; j < s; ++j) z += w[j] = std::exp(w[j] - m);
+    for (int64_t c = 0; c < ev; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < s; ++j) acc += w[j] / z * v[j * ev + c];
+      out.push_back(acc);
+    }
+  }
+  return out;
+}
+
+TEST_P(AttentionTest, ScaledDotProductAttentionFollowsItsFormula) {
+  Tensor q = input({2, 5, 4}, 61), k = input({2, 6, 4}, 62), v = input({2, 6, 3}, 63);
+  const V qv = q.to_vector<double>(), kv = k.to_vector<double>(), vv = v.to_vector<double>();
+  auto per_head = [&](auto allowed, double scale) {
+    V out;
+    for (int h = 0; h < 2; ++h) {
+      V r = attention_reference(V(qv.begin() + h * 20, qv.begin() + h * 20 + 20), V(kv.begin() + h * 24, kv.begin() + h * 24 + 24),
+                                V(vv.begin() + h * 18, vv.begin() + h * 18 + 18), 5, 6, 4, 3, scale, allowed);
+      out.insert(out.end(), r.begin(), r.end());
+    }
+    return out;
+  };
+  const double s = 0.5;
+  EXPECT_TRUE(all_close(loom::scaled_dot_product_attention(q, k, v), per_head([](int64_t, int64_t) { return true; }, s)));
+  EXPECT_TRUE(all_close(loom::scaled_dot_product_attention(q, k, v, std::nullopt, 0, /*is_causal=*/true),
+                        per_head([](int64_t i, int64_t j) { return j <= i; }, s)));
+  Tensor mask = loom::tensor(std::vector<int64_t>{1, 0, 1, 1, 0, 1}).gt(0);  // keys 1 and 4 masked out
+  EXPECT_TRUE(all_close(F::scaled_dot_product_attention(q, k, v, mask, 0, false, 0.3),
+                        per_head([](int64_t, int64_t j) { return j != 1 && j != 4; }, 0.3)));
+  Tensor additive = loom::where(mask, loom::zeros({6}, loom::kDouble), -std::numeric_limits<double>::infinity());
+  EXPECT_TRUE(all_close(loom::scaled_dot_product_attention(q, k, v, additive),
+                        per_head([](int64_t, int64_t j) { return j != 1 && j != 4; }, s)));
+  // Grouped-query attention: 4 query heads over 2 key/value heads.
+  Tensor q4 = input({4, 5, 4}, 64);
+  Tensor gqa = loom::scaled_dot_product_attention(q4, k, v, std::nullopt, 0, false, std::nullopt, true);
+  Tensor by_hand = loom::scaled_dot_product_attention(
+      q4, loom::stack({k[0], k[0], k[1], k[1]}), loom::stack({v[0], v[0], v[1], v[1]}));
+  EXPECT_TRUE(all_close(gqa, by_hand.to_vector<double>(), 1e-12, 1e-12));
+  EXPECT_TRUE(gradcheck(
+      [](const T& t) { return loom::scaled_dot_product_attention(t[0], t[1], t[2], std::nullopt, 0, true); },
+      {input({1, 3, 2}, 65), input({1, 3, 2}, 66), input({1, 3, 2}, 67)}));
+  EXPECT_LOOM_ERROR(loom::scaled_dot_product_attention(q, input({2, 6, 3}, 1), v), "scaled_dot_product_attention",
+                    "expected query");
+}
+
+TEST_P(AttentionTest, MultiheadAttentionProjectsAttendsAndMasks) {
+  loom::manual_seed(7);
+  nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(4, 2));
+  mha->to(loom::kDouble);
+  Tensor x = input({3, 2, 4}, 71);  // [L, N, E]
+  Tensor pad = loom::tensor(std::vector<int64_t>{0, 0, 1, 0, 0, 0}).reshape({2, 3}).gt(0);  // sample 0: key 2 ignored
+  auto [out, weights] = mha(x, x, x, pad);
+  ASSERT_EQ(out.sizes().vec(), (std::vector<int64_t>{3, 2, 4}));
+  ASSERT_EQ(weights.sizes().vec(), (std::vector<int64_t>{2, 3, 3}));
+  // By hand: per sample and head, softmax of scaled scores over allowed keys.
+  const Tensor w = mha->in_proj_weight, b = mha->in_proj_bias;
+  std::vector<Tensor> samples;
+  for (int64_t n = 0; n < 2; ++n) {
+    Tensor xs = x.select(1, n);  // [L, E]
+    Tensor q = F::linear(xs, w.slice(0, 0, 4), b.slice(0, 0, 4)), k = F::linear(xs, w.slice(0, 4, 8), b.slice(0, 4, 8)),
+           v = F::linear(xs, w.slice(0, 8, 12), b.slice(0, 8, 12));
+    std::vector<Tensor> heads;
+    for (int64_t h = 0; h < 2; ++h) {
+      Tensor keep = n == 0 ? loom::tensor(std::vector<int64_t>{1, 1, 0}).gt(0) : loom::ones({3}, loom::kBool);
+      heads.push_back(loom::scaled_dot_product_attention(q.slice(1, 2 * h, 2 * h + 2), k.slice(1, 2 * h, 2 * h + 2),
+                                                         v.slice(1, 2 * h, 2 * h + 2), keep));
+    }
+    samples.push_back(mha->out_proj(loom::cat(heads, 1)));
+  }
+  EXPECT_TRUE(all_close(out, loom::stack(samples, 1).to_vector<double>(), 1e-9, 1e-12));
+  const V wv = weights.to_vector<double>();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(wv[i * 3 + 2], 0.0);  // the padded key of sample 0
+  auto [single, single_w] = mha(x.select(1, 1), x.select(1, 1), x.select(1, 1));
+  EXPECT_TRUE(all_close(single, samples[1].to_vector<double>(), 1e-9, 1e-12));
+  EXPECT_TRUE(gradcheck([&](const T& t) { return std::get<0>(mha(t[0], t[0], t[0])); }, {input({2, 1, 4}, 72)}));
+}
+
+TEST_P(AttentionTest, EncoderLayersFollowTheirDefinition) {
+  loom::manual_seed(8);
+  nn::TransformerEncoderLayer layer(nn::TransformerEncoderLayerOptions(4, 2).dim_feedforward(8).dropout(0.5));
+  layer->to(loom::kDouble);
+  layer->eval();  // dropout off
+  Tensor x = input({3, 2, 4}, 81);
+  Tensor attended = std::get<0>(layer->self_attn(x, x, x));
+  Tensor h = layer->norm1(x + attended);
+  Tensor want = layer->norm2(h + layer->linear2(loom::relu(layer->linear1(h))));
+  EXPECT_TRUE(all_close(layer(x), want.to_vector<double>(), 1e-9, 1e-12));
+  nn::TransformerEncoder encoder(nn::TransformerEncoderOptions(layer, 2));
+  encoder->to(loom::kDouble);
+  encoder->eval();
+  EXPECT_EQ(encoder->layers->size(), 2u);
+  // Both copies start with the layer's parameters, so twice the layer.
+  EXPECT_TRUE(all_close(encoder(x), layer(layer(x)).to_vector<double>(), 1e-9, 1e-12));
+  EXPECT_EQ(encoder->named_parameters().size(), 2 * layer->named_parameters().size());
+  layer->train();
+  loom::manual_seed(1);
+  const V a = layer(x).to_vector<double>();
+  loom::manual_seed(2);
+  EXPECT_FALSE(all_close(layer(x), a, 1e-9, 1e-12));  // dropout is on in training
+}
+
+LOOM_INSTANTIATE_BACKENDS(AttentionTest);
+
+// A small causal self-attention classifier trains, and its step compiles once.
+TEST(Attention, ACausalModelsTrainingStepCompilesOnce) {
+  loom::manual_seed(9);
+  nn::Linear embed(3, 8), head(8, 2);
+  nn::TransformerEncoderLayer block(nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0));
+  std::vector<Tensor> params;
+  for (auto* m : std::vector<nn::Module*>{embed.get(), head.get(), block.get()})
+    for (const Tensor& p : m->parameters()) params.push_back(p);
+  loom::optim::AdamW opt(params, loom::optim::AdamWOptions(3e-3));
+  Tensor x = loom::randn({5, 16, 3});  // [S, N, 3]
+  Tensor y = x.sum({0, 2}).gt(0).to(loom::kLong);
+  int64_t misses_after_two = 0;
+  float first = 0, last = 0;
+  for (int step = 0; step < 40; ++step) {
+    const int64_t before = loom::metrics().cache_misses;
+    opt.zero_grad();
+    Tensor h = block(embed(x));
+    auto loss = loom::cross_entropy_loss(head(h.mean({0})), y);
+    loss.backward();
+    opt.step();
+    last = loss.item<float>();
+    if (step == 0) first = last;
+    if (step >= 2) misses_after_two += loom::metrics().cache_misses - before;
+  }
+  EXPECT_EQ(misses_after_two, 0);
+  EXPECT_LT(last, first * 0.7);
+}
+
+}  // namespace
