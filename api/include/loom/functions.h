@@ -143,6 +143,19 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1, LOOM_LOC);
 Tensor tril(const Tensor& x, int64_t diagonal = 0, LOOM_LOC);
 Tensor triu(const Tensor& x, int64_t diagonal = 0, LOOM_LOC);
+// Composite ops, as torch's free functions (the Tensor methods of the same names).
+Tensor flip(const Tensor& x, IntArrayRef dims, LOOM_LOC);
+Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims = {}, LOOM_LOC);
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt, LOOM_LOC);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value, LOOM_LOC);
+Tensor isnan(const Tensor& x, LOOM_LOC);
+Tensor isinf(const Tensor& x, LOOM_LOC);
+Tensor isfinite(const Tensor& x, LOOM_LOC);
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max, LOOM_LOC);
+Tensor outer(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor diag(const Tensor& x, int64_t diagonal = 0, LOOM_LOC);
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
+               const Scalar& alpha = 1, LOOM_LOC);
 
 // PyTorch's result_type for two operands (tensor priority over scalars).
 ScalarType result_type(const Tensor& a, const Tensor& b);

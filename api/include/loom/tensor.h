@@ -317,6 +317,24 @@ class Tensor {
   Tensor tril(int64_t diagonal = 0, LOOM_LOC) const;
   Tensor triu(int64_t diagonal = 0, LOOM_LOC) const;
 
+  // ---- composite ops (ops_composite.cpp: built from the ops above)
+  Tensor repeat(IntArrayRef repeats, LOOM_LOC) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt, LOOM_LOC) const;
+  Tensor flip(IntArrayRef dims, LOOM_LOC) const;
+  Tensor roll(IntArrayRef shifts, IntArrayRef dims = {}, LOOM_LOC) const;
+  Tensor masked_fill(const Tensor& mask, const Scalar& value, LOOM_LOC) const;
+  Tensor masked_fill(const Tensor& mask, const Tensor& value, LOOM_LOC) const;
+  Tensor& masked_fill_(const Tensor& mask, const Scalar& value, LOOM_LOC);
+  Tensor isnan(LOOM_LOC) const;
+  Tensor isinf(LOOM_LOC) const;
+  Tensor isfinite(LOOM_LOC) const;
+  Tensor clamp(const Tensor& min, const Tensor& max, LOOM_LOC) const;
+  Tensor outer(const Tensor& other, LOOM_LOC) const;
+  Tensor diag(int64_t diagonal = 0, LOOM_LOC) const;
+  Tensor diagonal(int64_t offset = 0, LOOM_LOC) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1, const Scalar& alpha = 1,
+                 LOOM_LOC) const;
+
   // ---- compound assignment (in place, as in libtorch)
   Tensor& operator+=(const Tensor& o) { return add_(o); }
   Tensor& operator+=(const Scalar& o) { return add_(o); }
