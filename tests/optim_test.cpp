@@ -118,6 +118,94 @@ TEST_P(OptimTest, AdamMatchesPyTorchRule) {
   }
 }
 
+struct RmspropRef {
+  double lr = 1e-2, alpha = 0.99, eps = 1e-8, weight_decay = 0, momentum = 0;
+  bool centered = false;
+};
+V rmsprop_reference(const RmspropRef& o) {
+  const size_t n = kStart.size();
+  V p = kStart, sq(n, 0), ga(n, 0), buf(n, 0);
+  for (int t = 1; t <= 5; ++t) {
+    V g = grad_at(p, t);
+    for (size_t i = 0; i < n; ++i) {
+      double gi = g[i] + o.weight_decay * p[i];
+      sq[i] = o.alpha * sq[i] + (1 - o.alpha) * gi * gi;
+      double avg;
+      if (o.centered) {
+        ga[i] = o.alpha * ga[i] + (1 - o.alpha) * gi;
+        avg = std::sqrt(sq[i] - ga[i] * ga[i]) + o.eps;
+      } else {
+        avg = std::sqrt(sq[i]) + o.eps;
+      }
+      if (o.momentum > 0) {
+        buf[i] = o.momentum * buf[i] + gi / avg;
+        p[i] -= o.lr * buf[i];
+      } else {
+        p[i] -= o.lr * gi / avg;
+      }
+    }
+  }
+  return p;
+}
+
+struct AdagradRef {
+  double lr = 1e-2, lr_decay = 0, weight_decay = 0, initial = 0, eps = 1e-10;
+};
+V adagrad_reference(const AdagradRef& o) {
+  const size_t n = kStart.size();
+  V p = kStart, sum(n, o.initial);
+  for (int t = 1; t <= 5; ++t) {
+    V g = grad_at(p, t);
+    const double clr = o.lr / (1 + (t - 1) * o.lr_decay);
+    for (size_t i = 0; i < n; ++i) {
+      const double gi = g[i] + o.weight_decay * p[i];
+      sum[i] += gi * gi;
+      p[i] -= clr * gi / (std::sqrt(sum[i]) + o.eps);
+    }
+  }
+  return p;
+}
+
+TEST_P(OptimTest, RmspropAndAdagradMatchPyTorchRules) {
+  for (const RmspropRef& c : {RmspropRef{}, RmspropRef{0.05, 0.9, 1e-6, 0.1, 0.5, true}, RmspropRef{0.02, 0.95, 1e-8, 0, 0.9, false}}) {
+    Tensor p = start();
+    loom::optim::RMSprop opt({p}, loom::optim::RMSpropOptions(c.lr)
+                                      .alpha(c.alpha)
+                                      .eps(c.eps)
+                                      .weight_decay(c.weight_decay)
+                                      .momentum(c.momentum)
+                                      .centered(c.centered));
+    EXPECT_TRUE(loom_test::all_close(run_five(opt, p), rmsprop_reference(c), 1e-6, 0)) << c.momentum << c.centered;
+  }
+  for (const AdagradRef& c : {AdagradRef{}, AdagradRef{0.1, 0.05, 0.01, 0.2, 1e-8}}) {
+    Tensor p = start();
+    loom::optim::Adagrad opt({p}, loom::optim::AdagradOptions(c.lr)
+                                      .lr_decay(c.lr_decay)
+                                      .weight_decay(c.weight_decay)
+                                      .initial_accumulator_value(c.initial)
+                                      .eps(c.eps));
+    EXPECT_TRUE(loom_test::all_close(run_five(opt, p), adagrad_reference(c), 1e-6, 0)) << c.lr_decay;
+  }
+}
+
+// A compiled step replays Adagrad's step-dependent rate, computed anew.
+TEST_P(OptimTest, CompiledAdagradReplaysItsDecayingRate) {
+  const AdagradRef c{0.1, 0.3, 0, 0, 1e-10};
+  Tensor p = start();
+  loom::optim::Adagrad opt({p}, loom::optim::AdagradOptions(c.lr).lr_decay(c.lr_decay).eps(c.eps));
+  auto body = [&](const Tensor& c_t) {
+    opt.zero_grad(/*set_to_none=*/false);  // gradients updated in place: a replay keeps them
+    Tensor loss = (c_t * p).sum() + (p * p).sum() / 2;
+    loss.backward();
+    opt.step();
+    return loss.detach();
+  };
+  body(loom::tensor(coeffs(1), loom::kDouble));  // the first step makes the gradient and the state
+  loom::CompiledFunction step([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{body(in[0])}; });
+  for (int t = 2; t <= 5; ++t) step({loom::tensor(coeffs(t), loom::kDouble)});
+  EXPECT_TRUE(loom_test::all_close(p.to_vector<double>(), adagrad_reference(c), 1e-6, 0));
+}
+
 TEST_P(OptimTest, AdamWMatchesPyTorchRule) {
   AdamRef plain{1e-3, 0.9, 0.999, 1e-8, 1e-2, true};
   AdamRef tuned{0.05, 0.7, 0.95, 1e-6, 0.2, true, true};
