@@ -219,6 +219,59 @@ TEST_P(NnModulesTest, AvgAndAdaptivePooling) {
                         {input({1, 1, 3, 4}, 33)}));
 }
 
+TEST_P(NnModulesTest, PadModesAndConv1d) {
+  Tensor x = input({1, 2, 3, 4}, 41);
+  const V xv = x.to_vector<double>();
+  // pad (left 1, right 2) of the last dim, (top 2, bottom 1) of the one before.
+  auto padded = [&](loom::PadMode mode) {
+    auto src = [&](int64_t i, int64_t n) -> int64_t {  // the source index of padded position i, or -1 (constant)
+      if (i >= 0 && i < n) return i;
+      switch (mode) {
+        case loom::kReflect: return i < 0 ? -i : 2 * (n - 1) - i;
+        case loom::kReplicate: return i < 0 ? 0 : n - 1;
+        case loom::kCircular: return (i + n) % n;
+        case loom::kConstant: return -1;
+      }
+      return -1;
+    };
+    V out;
+    for (int c = 0; c < 2; ++c)
+      for (int64_t i = -2; i < 3 + 1; ++i)
+        for (int64_t j = -1; j < 4 + 2; ++j) {
+          const int64_t r = src(i, 3), q = src(j, 4);
+          out.push_back(r < 0 || q < 0 ? 0.5 : xv[(c * 3 + r) * 4 + q]);
+        }
+    return out;
+  };
+  for (loom::PadMode mode : {loom::kConstant, loom::kReflect, loom::kReplicate, loom::kCircular}) {
+    Tensor y = F::pad(x, F::PadFuncOptions({1, 2, 2, 1}).mode(mode).value(0.5));
+    ASSERT_EQ(y.sizes().vec(), (std::vector<int64_t>{1, 2, 6, 7}));
+    EXPECT_TRUE(all_close(y, padded(mode), 0, 0)) << static_cast<int>(mode);
+  }
+  EXPECT_EQ(F::pad(x, F::PadFuncOptions({-1, -1})).sizes().vec(), (std::vector<int64_t>{1, 2, 3, 2}));
+  EXPECT_TRUE(gradcheck([](const T& v) { return F::pad(v[0], F::PadFuncOptions({2, 1}).mode(loom::kReflect)); },
+                        {input({2, 4}, 42)}));
+  EXPECT_LOOM_ERROR(F::pad(x, F::PadFuncOptions({4, 0}).mode(loom::kReflect)), "pad", "reflect padding");
+  // conv1d written out: y[o, t] = b[o] + sum_c,k w[o, c, k] x[c, t s + k d - p].
+  Tensor in = input({2, 5}, 43), w = input({3, 2, 2}, 44), b = input({3}, 45);
+  const V iv = in.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  V want;
+  for (int o = 0; o < 3; ++o)
+    for (int t = 0; t < 3; ++t) {
+      double acc = bv[o];
+      for (int c = 0; c < 2; ++c)
+        for (int k = 0; k < 2; ++k) {
+          const int pos = t * 2 + k * 2 - 1;
+          if (pos >= 0 && pos < 5) acc += wv[(o * 2 + c) * 2 + k] * iv[c * 5 + pos];
+        }
+      want.push_back(acc);
+    }
+  EXPECT_TRUE(all_close(F::conv1d(in, w, F::Conv1dFuncOptions().bias(b).stride(2).padding(1).dilation(2)), want));
+  nn::Conv1d conv(nn::Conv1dOptions(2, 4, 3).padding(1));
+  EXPECT_EQ(conv(loom::randn({6, 2, 10})).sizes().vec(), (std::vector<int64_t>{6, 4, 10}));
+  EXPECT_TRUE(gradcheck([](const T& v) { return F::conv1d(v[0], v[1]); }, {input({1, 2, 4}, 46), input({2, 2, 2}, 47)}));
+}
+
 LOOM_INSTANTIATE_BACKENDS(NnModulesTest);
 
 // A float32 BatchNorm net trained for a few steps stays with a float64 copy.

@@ -3,6 +3,7 @@
 #pragma once
 #include <loom/nn/activation.h>
 #include <loom/nn/containers.h>
+#include <loom/nn/conv_pad.h>
 #include <loom/nn/functional.h>
 #include <loom/nn/init.h>
 #include <loom/nn/layers.h>

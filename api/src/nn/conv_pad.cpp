@@ -1,0 +1,124 @@
+// loom/nn/conv_pad.h: Conv1d through conv2d; pad from slices, flips and
+// concatenations (its gradient is theirs).
+#include <loom/functions.h>
+#include <loom/nn/conv_pad.h>
+#include <loom/nn/functional.h>
+#include <loom/nn/init.h>
+
+#include <cmath>
+
+#include "api/src/record.h"
+
+namespace loom::nn {
+
+namespace functional {
+
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(input, "conv1d", loc), detail::impl_of(weight, "conv1d", loc);
+  LOOM_CHECK(input.dim() == 2 || input.dim() == 3, "conv1d", loc, "expected a 2-D [C, L] or 3-D [N, C, L] input, got ",
+             detail::describe(input));
+  LOOM_CHECK(weight.dim() == 3, "conv1d", loc, "expected a 3-D weight [O, C, k], got ", detail::describe(weight));
+  const Tensor x = input.dim() == 2 ? input.unsqueeze(0, loc) : input;
+  Tensor y = conv2d(x.unsqueeze(2, loc), weight.unsqueeze(2, loc),
+                    Conv2dFuncOptions()
+                        .bias(o.bias())
+                        .stride(Pair({1, o.stride()}))
+                        .padding(Pair({0, o.padding()}))
+                        .dilation(Pair({1, o.dilation()})),
+                    loc)
+                 .squeeze(2, loc);
+  return input.dim() == 2 ? y.squeeze(0, loc) : y;
+}
+
+Tensor pad(const Tensor& input, const PadFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(input, "pad", loc);
+  const std::vector<int64_t>& p = o.pad();
+  LOOM_CHECK(p.size() % 2 == 0 && static_cast<int64_t>(p.size()) / 2 <= input.dim(), "pad", loc,
+             "padding length must be even and at most twice the input's dims, got ", p.size(), " for ",
+             detail::describe(input));
+  Tensor x = input;
+  for (size_t i = 0; i < p.size() / 2; ++i) {
+    const int64_t d = input.dim() - 1 - static_cast<int64_t>(i), lo = p[2 * i], hi = p[2 * i + 1];
+    const int64_t n = x.size(d);
+    if (lo == 0 && hi == 0) continue;
+    std::vector<Tensor> parts;
+    auto block = [&](int64_t width) {
+      std::vector<int64_t> shape = x.sizes().vec();
+      shape[static_cast<size_t>(d)] = width;
+      return full(shape, o.value(), TensorOptions(x.dtype()).device(x.device()), loc);
+    };
+    switch (o.mode()) {
+      case kConstant: {
+        // Negative pads crop first.
+        Tensor core = x.slice(d, std::max<int64_t>(0, -lo), n - std::max<int64_t>(0, -hi), 1, loc);
+        if (lo > 0) parts.push_back(block(lo));
+        parts.push_back(core);
+        if (hi > 0) parts.push_back(block(hi));
+        break;
+      }
+      case kReflect:
+        LOOM_CHECK(lo >= 0 && hi >= 0 && lo < n && hi < n, "pad", loc,
+                   "reflect padding must be non-negative and below the dim's size ", n, ", got (", lo, ", ", hi, ")");
+        if (lo > 0) parts.push_back(x.slice(d, 1, lo + 1, 1, loc).flip({d}, loc));
+        parts.push_back(x);
+        if (hi > 0) parts.push_back(x.slice(d, n - 1 - hi, n - 1, 1, loc).flip({d}, loc));
+        break;
+      case kReplicate: {
+        LOOM_CHECK(lo >= 0 && hi >= 0 && n > 0, "pad", loc, "replicate padding must be non-negative, got (", lo, ", ",
+                   hi, ")");
+        auto edge = [&](int64_t at, int64_t width) {
+          std::vector<int64_t> shape = x.sizes().vec();
+          shape[static_cast<size_t>(d)] = width;
+          return x.slice(d, at, at + 1, 1, loc).expand(shape, loc);
+        };
+        if (lo > 0) parts.push_back(edge(0, lo));
+        parts.push_back(x);
+        if (hi > 0) parts.push_back(edge(n - 1, hi));
+        break;
+      }
+      case kCircular:
+        LOOM_CHECK(lo >= 0 && hi >= 0 && lo <= n && hi <= n, "pad", loc,
+                   "circular padding must be non-negative and at most the dim's size ", n, ", got (", lo, ", ", hi, ")");
+        if (lo > 0) parts.push_back(x.slice(d, n - lo, n, 1, loc));
+        parts.push_back(x);
+        if (hi > 0) parts.push_back(x.slice(d, 0, hi, 1, loc));
+        break;
+    }
+    x = parts.size() == 1 ? parts[0] : cat(parts, d, loc);
+  }
+  return x;
+}
+
+}  // namespace functional
+
+Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : options(o) {
+  weight = register_parameter("weight", loom::empty({o.out_channels(), o.in_channels(), o.kernel_size()}));
+  if (o.bias()) bias = register_parameter("bias", loom::empty({o.out_channels()}));
+  reset_parameters();
+}
+
+void Conv1dImpl::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double fan_in = static_cast<double>(options.in_channels() * options.kernel_size());
+    const double bound = fan_in > 0 ? 1 / std::sqrt(fan_in) : 0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor Conv1dImpl::forward(const Tensor& input, SourceLoc loc) {
+  return functional::conv1d(input, weight,
+                            functional::Conv1dFuncOptions()
+                                .bias(bias)
+                                .stride(options.stride())
+                                .padding(options.padding())
+                                .dilation(options.dilation()),
+                            loc);
+}
+
+void Conv1dImpl::pretty_print(std::ostream& os) const {
+  os << "Conv1d(" << options.in_channels() << ", " << options.out_channels() << ", kernel_size=" << options.kernel_size()
+     << ", stride=" << options.stride() << ")";
+}
+
+}  // namespace loom::nn
