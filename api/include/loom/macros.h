@@ -1,14 +1,20 @@
 // The macros and small helpers libtorch programs use, so that a port
 // compiles unchanged: TORCH_MODULE (LOOM_MODULE), TORCH_CHECK and AT_ASSERT
-// (a loom::Error with the message parts, as c10::Error), torch::str.
+// (a loom::Error with the message parts, as c10::Error), torch::str,
+// torch::optional.
 // Each is defined only where libtorch's own is not.
 #pragma once
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include <loom/error.h>
 
 namespace loom {
+// torch::optional and torch::nullopt are std's, as in libtorch.
+using std::nullopt;
+using std::optional;
+
 // The parts streamed into one string, as c10::str.
 template <class... Args>
 std::string str(const Args&... args) {
