@@ -272,6 +272,52 @@ TEST_P(NnModulesTest, PadModesAndConv1d) {
   EXPECT_TRUE(gradcheck([](const T& v) { return F::conv1d(v[0], v[1]); }, {input({1, 2, 4}, 46), input({2, 2, 2}, 47)}));
 }
 
+TEST_P(NnModulesTest, InterpolateNearestAndBilinear) {
+  Tensor x = input({1, 2, 3, 4}, 51);
+  const V xv = x.to_vector<double>();
+  // nearest to 5x6: src = floor(dst * in / out)
+  Tensor near = F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{5, 6}));
+  ASSERT_EQ(near.sizes().vec(), (std::vector<int64_t>{1, 2, 5, 6}));
+  V want;
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 5; ++i)
+      for (int j = 0; j < 6; ++j) want.push_back(xv[(c * 3 + i * 3 / 5) * 4 + j * 4 / 6]);
+  EXPECT_TRUE(all_close(near, want, 0, 0));
+  // bilinear x2, with and without align_corners, against PyTorch's source coordinates.
+  for (bool corners : {false, true}) {
+    Tensor up = nn::Upsample(nn::UpsampleOptions()
+                                 .scale_factor(std::vector<double>{2.0})
+                                 .mode(loom::kBilinear)
+                                 .align_corners(corners))(x);
+    ASSERT_EQ(up.sizes().vec(), (std::vector<int64_t>{1, 2, 6, 8}));
+    auto src = [&](int64_t i, int64_t in, int64_t out) {
+      return corners ? static_cast<double>(i) * (in - 1) / (out - 1) : std::max((i + 0.5) * in / out - 0.5, 0.0);
+    };
+    V bw;
+    for (int c = 0; c < 2; ++c)
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 8; ++j) {
+          const double sy = src(i, 3, 6), sx = src(j, 4, 8);
+          const int y0 = static_cast<int>(sy), x0 = static_cast<int>(sx);
+          const int y1 = std::min(y0 + 1, 2), x1 = std::min(x0 + 1, 3);
+          const double fy = sy - y0, fx = sx - x0;
+          auto at = [&](int r, int q) { return xv[(c * 3 + r) * 4 + q]; };
+          bw.push_back((1 - fy) * ((1 - fx) * at(y0, x0) + fx * at(y0, x1)) + fy * ((1 - fx) * at(y1, x0) + fx * at(y1, x1)));
+        }
+    EXPECT_TRUE(all_close(up, bw, 1e-12, 1e-12)) << corners;
+  }
+  Tensor seq = input({1, 1, 4}, 52);
+  EXPECT_EQ(F::interpolate(seq, F::InterpolateFuncOptions().size(std::vector<int64_t>{7}).mode(loom::kLinear)).sizes().vec(),
+            (std::vector<int64_t>{1, 1, 7}));
+  EXPECT_TRUE(gradcheck(
+      [](const T& v) {
+        return F::interpolate(v[0], F::InterpolateFuncOptions().size(std::vector<int64_t>{3, 5}).mode(loom::kBilinear));
+      },
+      {input({1, 1, 2, 3}, 53)}));
+  EXPECT_LOOM_ERROR(F::interpolate(seq, F::InterpolateFuncOptions().size(std::vector<int64_t>{7}).mode(loom::kBilinear)),
+                    "interpolate", "bilinear a 4-D");
+}
+
 LOOM_INSTANTIATE_BACKENDS(NnModulesTest);
 
 // A float32 BatchNorm net trained for a few steps stays with a float64 copy.

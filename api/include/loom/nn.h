@@ -16,4 +16,5 @@
 #include <loom/nn/serialize.h>
 #include <loom/nn/top_level.h>
 #include <loom/nn/transformer.h>
+#include <loom/nn/upsample.h>
 #include <loom/nn/utils.h>

@@ -1,0 +1,54 @@
+// Resizing, as torch::nn's: F::interpolate and Upsample with the nearest,
+// linear (3-D input) and bilinear (4-D input) modes, align_corners, and a
+// size or a scale factor; PyTorch's source-index rules.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include <loom/arg.h>
+#include <loom/nn/init.h>
+#include <loom/nn/module.h>
+
+#pragma GCC visibility push(default)
+namespace loom {
+
+// How interpolate picks and weighs its source elements. kLinear is shared
+// with the init gains' Nonlinearity, as libtorch's kLinear is one name for
+// both.
+class InterpolateMode {
+ public:
+  enum Kind { Nearest, Linear, Bilinear };
+  constexpr InterpolateMode(Kind k) : kind(k) {}  // NOLINT
+  InterpolateMode(Nonlinearity n);                // NOLINT: kLinear only
+  Kind kind;
+};
+inline constexpr InterpolateMode::Kind kNearest = InterpolateMode::Nearest;
+inline constexpr InterpolateMode::Kind kBilinear = InterpolateMode::Bilinear;
+
+namespace nn {
+
+struct UpsampleOptions {
+  LOOM_ARG(UpsampleOptions, std::optional<std::vector<int64_t>>, size, std::nullopt)
+  LOOM_ARG(UpsampleOptions, std::optional<std::vector<double>>, scale_factor, std::nullopt)
+  LOOM_ARG(UpsampleOptions, InterpolateMode, mode, kNearest)
+  LOOM_ARG(UpsampleOptions, std::optional<bool>, align_corners, std::nullopt)
+};
+
+namespace functional {
+using InterpolateFuncOptions = UpsampleOptions;
+// input [N, C, L] (nearest, linear) or [N, C, H, W] (nearest, bilinear).
+Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& options, LOOM_LOC);
+}  // namespace functional
+
+class UpsampleImpl : public Module {
+ public:
+  explicit UpsampleImpl(const UpsampleOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::interpolate(input, options, loc); }
+  void pretty_print(std::ostream& os) const override { os << "Upsample"; }
+  UpsampleOptions options;
+};
+LOOM_MODULE(Upsample);
+
+}  // namespace nn
+}  // namespace loom
+#pragma GCC visibility pop
