@@ -127,6 +127,24 @@ TEST_P(TopLevelTest, DropoutFlattenReshape) {
   EXPECT_EQ(loom::reshape(x, {4, -1}).sizes().vec(), (std::vector<int64_t>{4, 6}));
 }
 
+TEST_P(TopLevelTest, ScalarTensorsInplaceReluAndFunctional) {
+  Tensor a = loom::tensor(3.5), b = loom::tensor(2, loom::kDouble), c = loom::tensor(true);
+  EXPECT_EQ(a.dim(), 0);
+  EXPECT_EQ(a.dtype(), loom::kFloat);
+  EXPECT_EQ(b.dtype(), loom::kDouble);
+  EXPECT_EQ(c.dtype(), loom::kBool);
+  EXPECT_EQ(loom::tensor(int64_t{7}).dtype(), loom::kLong);
+  EXPECT_DOUBLE_EQ((a * b).item<double>(), 7.0);
+  Tensor x = input({6}, 41);
+  Tensor y = x.clone();
+  loom::nn::ReLU inplace(loom::nn::ReLUOptions().inplace(true));
+  Tensor r = inplace(y);
+  EXPECT_TRUE(all_close(y, loom::relu(x).to_vector<double>(), 0, 0));  // written into its input
+  EXPECT_TRUE(all_close(r, loom::relu(x).to_vector<double>(), 0, 0));
+  loom::nn::Sequential seq(loom::nn::Functional(loom::tanh), loom::nn::Functional([](const Tensor& t) { return t * 2; }));
+  EXPECT_TRUE(all_close(seq->forward(x), (loom::tanh(x) * 2).to_vector<double>()));
+}
+
 LOOM_INSTANTIATE_BACKENDS(TopLevelTest);
 
 }  // namespace

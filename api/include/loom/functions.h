@@ -3,6 +3,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,14 @@ Tensor from_blob(void* data, IntArrayRef sizes, std::function<void(void*)> delet
 template <class T> Tensor tensor(const std::vector<T>& values, const TensorOptions& o = {}, LOOM_LOC);
 template <class T> Tensor tensor(std::initializer_list<T> values, const TensorOptions& o = {}, LOOM_LOC) {
   return tensor(std::vector<T>(values), o, loc);
+}
+// A 0-dim tensor: torch::tensor(3.5), torch::tensor(1, torch::kLong).
+template <class T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+Tensor tensor(T value, const TensorOptions& o = {}, LOOM_LOC) {
+  using U = std::conditional_t<std::is_same_v<T, bool>, bool,
+                               std::conditional_t<std::is_integral_v<T>, int64_t,
+                                                  std::conditional_t<std::is_same_v<T, float>, float, double>>>;
+  return tensor(std::vector<U>{static_cast<U>(value)}, o, loc).reshape({}, loc);
 }
 Tensor scalar_tensor(const Scalar& s, const TensorOptions& o = {}, LOOM_LOC);
 

@@ -153,6 +153,12 @@ void AdaptiveAvgPool2dImpl::pretty_print(std::ostream& os) const {
 void AdaptiveMaxPool2dImpl::pretty_print(std::ostream& os) const {
   os << "AdaptiveMaxPool2d(output_size=" << options.output_size() << ")";
 }
+Tensor ReLUImpl::forward(const Tensor& input, SourceLoc loc) {
+  if (!options.inplace()) return functional::relu(input, loc);
+  Tensor x = input;
+  x.relu_(loc);
+  return x;
+}
 void FlattenImpl::pretty_print(std::ostream& os) const {
   os << "Flatten(start_dim=" << options.start_dim() << ", end_dim=" << options.end_dim() << ")";
 }

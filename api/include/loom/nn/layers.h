@@ -4,6 +4,9 @@
 // Parameters are initialized as PyTorch initializes them, from loom's
 // generator (loom::manual_seed makes them reproducible).
 #pragma once
+#include <functional>
+#include <type_traits>
+
 #include <loom/nn/functional.h>
 #include <loom/nn/module.h>
 #include <loom/nn/options.h>
@@ -24,12 +27,34 @@ class LinearImpl : public Module {
 };
 LOOM_MODULE(Linear);
 
+// ReLUOptions().inplace(true) writes the result into the input, as libtorch's.
 class ReLUImpl : public Module {
  public:
-  Tensor forward(const Tensor& input, LOOM_LOC) { return functional::relu(input, loc); }
-  void pretty_print(std::ostream& os) const override { os << "ReLU()"; }
+  explicit ReLUImpl(const ReLUOptions& options = {}) : options(options) {}
+  Tensor forward(const Tensor& input, LOOM_LOC);
+  void pretty_print(std::ostream& os) const override { os << (options.inplace() ? "ReLU(inplace=true)" : "ReLU()"); }
+  ReLUOptions options;
 };
 LOOM_MODULE(ReLU);
+
+// A free function as a module (Sequential(Linear(4, 4), Functional(torch::relu))):
+// any callable of one tensor, or of a tensor and the caller's location.
+class FunctionalImpl : public Module {
+ public:
+  template <class F>
+  explicit FunctionalImpl(F f) {
+    if constexpr (std::is_invocable_v<F, const Tensor&, SourceLoc>)
+      f_ = [f](const Tensor& x, SourceLoc loc) { return f(x, loc); };
+    else
+      f_ = [f](const Tensor& x, SourceLoc) { return f(x); };
+  }
+  Tensor forward(const Tensor& input, LOOM_LOC) { return f_(input, loc); }
+  void pretty_print(std::ostream& os) const override { os << "Functional()"; }
+
+ private:
+  std::function<Tensor(const Tensor&, SourceLoc)> f_;
+};
+LOOM_MODULE(Functional);
 
 class GELUImpl : public Module {
  public:

@@ -36,6 +36,11 @@ struct GELUOptions {
   LOOM_ARG(GELUOptions, std::string, approximate, "none")
 };
 
+struct ReLUOptions {
+  ReLUOptions(bool inplace = false) : inplace_(inplace) {}  // NOLINT: as libtorch
+  LOOM_ARG(ReLUOptions, bool, inplace, false)
+};
+
 struct DropoutOptions {
   DropoutOptions(double p = 0.5) : p_(p) {}  // NOLINT: as libtorch
   LOOM_ARG(DropoutOptions, double, p, 0.5)
