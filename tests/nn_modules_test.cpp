@@ -272,6 +272,38 @@ TEST_P(NnModulesTest, PadModesAndConv1d) {
   EXPECT_TRUE(gradcheck([](const T& v) { return F::conv1d(v[0], v[1]); }, {input({1, 2, 4}, 46), input({2, 2, 2}, 47)}));
 }
 
+TEST_P(NnModulesTest, ConvTranspose2dScattersEachInputThroughTheKernel) {
+  struct Case {
+    int64_t s, p, op, d;
+  };
+  for (const Case& c : {Case{1, 0, 0, 1}, Case{2, 1, 1, 1}, Case{2, 0, 0, 2}, Case{3, 2, 1, 1}}) {
+    Tensor x = input({1, 2, 3, 4}, 61), w = input({2, 3, 2, 3}, 62), b = input({3}, 63);
+    const V xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+    const int64_t oh = (3 - 1) * c.s - 2 * c.p + c.d * (2 - 1) + c.op + 1, ow = (4 - 1) * c.s - 2 * c.p + c.d * (3 - 1) + c.op + 1;
+    V want(static_cast<size_t>(3 * oh * ow));
+    for (int64_t o = 0; o < 3; ++o)
+      for (int64_t i = 0; i < oh * ow; ++i) want[o * oh * ow + i] = bv[o];
+    for (int64_t ci = 0; ci < 2; ++ci)
+      for (int64_t a = 0; a < 3; ++a)
+        for (int64_t q = 0; q < 4; ++q)
+          for (int64_t o = 0; o < 3; ++o)
+            for (int64_t u = 0; u < 2; ++u)
+              for (int64_t v = 0; v < 3; ++v) {
+                const int64_t i = a * c.s - c.p + u * c.d, j = q * c.s - c.p + v * c.d;
+                if (i >= 0 && i < oh && j >= 0 && j < ow)
+                  want[(o * oh + i) * ow + j] += xv[(ci * 3 + a) * 4 + q] * wv[((ci * 3 + o) * 2 + u) * 3 + v];
+              }
+    Tensor y = F::conv_transpose2d(x, w,
+                                   F::ConvTranspose2dFuncOptions().bias(b).stride(c.s).padding(c.p).output_padding(c.op).dilation(c.d));
+    ASSERT_EQ(y.sizes().vec(), (std::vector<int64_t>{1, 3, oh, ow})) << c.s << c.p << c.op << c.d;
+    EXPECT_TRUE(all_close(y, want, 1e-9, 1e-9)) << c.s << c.p << c.op << c.d;
+  }
+  nn::ConvTranspose2d up(nn::ConvTranspose2dOptions(4, 2, 4).stride(2).padding(1));
+  EXPECT_EQ(up(loom::randn({2, 4, 5, 5})).sizes().vec(), (std::vector<int64_t>{2, 2, 10, 10}));
+  EXPECT_TRUE(gradcheck([](const T& v) { return F::conv_transpose2d(v[0], v[1], F::ConvTranspose2dFuncOptions().stride(2)); },
+                        {input({1, 1, 2, 2}, 64), input({1, 2, 2, 2}, 65)}));
+}
+
 TEST_P(NnModulesTest, InterpolateNearestAndBilinear) {
   Tensor x = input({1, 2, 3, 4}, 51);
   const V xv = x.to_vector<double>();

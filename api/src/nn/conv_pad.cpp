@@ -89,7 +89,72 @@ Tensor pad(const Tensor& input, const PadFuncOptions& o, SourceLoc loc) {
   return x;
 }
 
+namespace {
+// x with s - 1 zeros between neighbours along dim d.
+Tensor spread(const Tensor& x, int64_t d, int64_t s, const SourceLoc& loc) {
+  if (s == 1) return x;
+  const int64_t n = x.size(d);
+  std::vector<int64_t> gap = x.unsqueeze(d + 1, loc).sizes().vec();
+  gap[static_cast<size_t>(d + 1)] = s - 1;
+  Tensor both = cat({x.unsqueeze(d + 1, loc), zeros(gap, TensorOptions(x.dtype()).device(x.device()), loc)}, d + 1, loc);
+  std::vector<int64_t> merged = x.sizes().vec();
+  merged[static_cast<size_t>(d)] = n * s;
+  return both.reshape(merged, loc).slice(d, 0, (n - 1) * s + 1, 1, loc);
+}
+}  // namespace
+
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTranspose2dFuncOptions& o, SourceLoc loc) {
+  detail::impl_of(input, "conv_transpose2d", loc), detail::impl_of(weight, "conv_transpose2d", loc);
+  LOOM_CHECK(input.dim() == 3 || input.dim() == 4, "conv_transpose2d", loc,
+             "expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ", detail::describe(input));
+  const Tensor x = input.dim() == 3 ? input.unsqueeze(0, loc) : input;
+  LOOM_CHECK(weight.dim() == 4 && weight.size(0) == x.size(1), "conv_transpose2d", loc,
+             "expected a weight [", x.size(1), ", O, kH, kW], got ", detail::describe(weight));
+  const Pair s = o.stride(), p = o.padding(), op = o.output_padding(), d = o.dilation();
+  LOOM_CHECK(s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0, "conv_transpose2d", loc,
+             "stride and dilation must be positive and padding non-negative");
+  LOOM_CHECK(op.h >= 0 && op.w >= 0 && (op.h < s.h || op.h < d.h) && (op.w < s.w || op.w < d.w), "conv_transpose2d", loc,
+             "output padding must be smaller than either stride or dilation, got [", op.h, ", ", op.w, "]");
+  const int64_t kh = weight.size(2), kw = weight.size(3);
+  Tensor z = spread(spread(x, 2, s.h, loc), 3, s.w, loc);
+  const int64_t ph = d.h * (kh - 1) - p.h, pw = d.w * (kw - 1) - p.w;
+  z = pad(z, PadFuncOptions({pw, pw + op.w, ph, ph + op.h}), loc);
+  Tensor y = conv2d(z, weight.flip({2, 3}, loc).transpose(0, 1, loc), Conv2dFuncOptions().bias(o.bias()).dilation(d), loc);
+  return input.dim() == 3 ? y.squeeze(0, loc) : y;
+}
+
 }  // namespace functional
+
+ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o) : options(o) {
+  weight = register_parameter(
+      "weight", loom::empty({o.in_channels(), o.out_channels(), o.kernel_size().h, o.kernel_size().w}));
+  if (o.bias()) bias = register_parameter("bias", loom::empty({o.out_channels()}));
+  reset_parameters();
+}
+
+void ConvTranspose2dImpl::reset_parameters() {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    const double fan_in = static_cast<double>(options.out_channels() * options.kernel_size().h * options.kernel_size().w);
+    const double bound = fan_in > 0 ? 1 / std::sqrt(fan_in) : 0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor ConvTranspose2dImpl::forward(const Tensor& input, SourceLoc loc) {
+  return functional::conv_transpose2d(input, weight,
+                                      functional::ConvTranspose2dFuncOptions()
+                                          .bias(bias)
+                                          .stride(options.stride())
+                                          .padding(options.padding())
+                                          .output_padding(options.output_padding())
+                                          .dilation(options.dilation()),
+                                      loc);
+}
+
+void ConvTranspose2dImpl::pretty_print(std::ostream& os) const {
+  os << "ConvTranspose2d(" << options.in_channels() << ", " << options.out_channels() << ")";
+}
 
 Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : options(o) {
   weight = register_parameter("weight", loom::empty({o.out_channels(), o.in_channels(), o.kernel_size()}));
