@@ -152,21 +152,16 @@ TEST(Attention, ACausalModelsTrainingStepCompilesOnce) {
   loom::optim::AdamW opt(params, loom::optim::AdamWOptions(3e-3));
   Tensor x = loom::randn({5, 16, 3});  // [S, N, 3]
   Tensor y = x.sum({0, 2}).gt(0).to(loom::kLong);
-  int64_t misses_after_two = 0;
-  float first = 0, last = 0;
-  for (int step = 0; step < 40; ++step) {
-    const int64_t before = loom::metrics().cache_misses;
+  const loom_test::TrainingRun run = loom_test::train_for(40, [&] {
     opt.zero_grad();
     Tensor h = block(embed(x));
     auto loss = loom::cross_entropy_loss(head(h.mean({0})), y);
     loss.backward();
     opt.step();
-    last = loss.item<float>();
-    if (step == 0) first = last;
-    if (step >= 2) misses_after_two += loom::metrics().cache_misses - before;
-  }
-  EXPECT_EQ(misses_after_two, 0);
-  EXPECT_LT(last, first * 0.7);
+    return loss.item<float>();
+  });
+  EXPECT_EQ(run.compiles_after_two, 0);
+  EXPECT_LT(run.losses.back(), run.losses.front() * 0.7);
 }
 
 }  // namespace

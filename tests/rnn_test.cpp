@@ -162,21 +162,16 @@ TEST(Rnn, ASequenceModelsTrainingStepCompilesOnce) {
   for (const Tensor& p : head->parameters()) params.push_back(p);
   loom::optim::Adam opt(params, loom::optim::AdamOptions(1e-2));
   Tensor x = loom::randn({16, 6, 4}), y = loom::randint(3, {16});
-  int64_t misses_after_two = 0;
-  float first = 0, last = 0;
-  for (int step = 0; step < 30; ++step) {
-    const int64_t before = loom::metrics().cache_misses;
+  const loom_test::TrainingRun run = loom_test::train_for(30, [&] {
     opt.zero_grad();
     auto [out, state] = lstm(x);
     auto loss = loom::cross_entropy_loss(head(std::get<0>(state)[0]), y);
     loss.backward();
     opt.step();
-    last = loss.item<float>();
-    if (step == 0) first = last;
-    if (step >= 2) misses_after_two += loom::metrics().cache_misses - before;
-  }
-  EXPECT_EQ(misses_after_two, 0);
-  EXPECT_LT(last, first * 0.8);
+    return loss.item<float>();
+  });
+  EXPECT_EQ(run.compiles_after_two, 0);
+  EXPECT_LT(run.losses.back(), run.losses.front() * 0.8);
 }
 
 }  // namespace

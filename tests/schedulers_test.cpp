@@ -6,6 +6,8 @@
 #include <cmath>
 #include <vector>
 
+#include "test_util.h"
+
 namespace {
 
 namespace optim = loom::optim;
@@ -100,18 +102,15 @@ TEST(Schedulers, AScheduleNeverRecompilesTheStep) {
   optim::CosineAnnealingLR sched(opt, 10);
   auto x = loom::randn({16, 8}), y = loom::randn({16, 1});
   loom::sync();
-  int64_t misses_after_two = 0;
-  for (int step = 0; step < 12; ++step) {
-    const int64_t before = loom::metrics().cache_misses;
+  const loom_test::TrainingRun run = loom_test::train_for(12, [&] {
     opt.zero_grad();
     auto loss = loom::mse_loss(fc->forward(x), y);
     loss.backward();
     opt.step();
     sched.step();
-    (void)loss.item<float>();
-    if (step >= 2) misses_after_two += loom::metrics().cache_misses - before;
-  }
-  EXPECT_EQ(misses_after_two, 0);
+    return loss.item<float>();
+  });
+  EXPECT_EQ(run.compiles_after_two, 0);
 }
 
 }  // namespace

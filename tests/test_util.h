@@ -113,6 +113,24 @@ class GemmHook {
   const char* name_;
 };
 
+// A training loop's record: each step's loss, and the graphs compiled after
+// its first two steps (a step compiles at most twice, the second time once
+// the optimizer has state; after that every step must replay).
+struct TrainingRun {
+  std::vector<float> losses;
+  int64_t compiles_after_two = 0;
+};
+template <class Step>
+TrainingRun train_for(int steps, Step step) {
+  TrainingRun run;
+  for (int i = 0; i < steps; ++i) {
+    const int64_t before = loom::metrics().cache_misses;
+    run.losses.push_back(step());
+    if (i >= 2) run.compiles_after_two += loom::metrics().cache_misses - before;
+  }
+  return run;
+}
+
 }  // namespace loom_test
 
 // A record-time error: names the op, says what was wrong, points at the

@@ -49,6 +49,13 @@ size_t DistributedSampler::local_sample_count() const {
   return allow_duplicates_ ? (size_ + num_replicas_ - 1) / num_replicas_ : size_ / num_replicas_;
 }
 
+void DistributedSampler::start_share(std::optional<size_t> new_size) {
+  size_ = new_size.value_or(size_);
+  begin_index_ = rank_ * local_sample_count();
+  end_index_ = begin_index_ + local_sample_count();
+  sample_index_ = begin_index_;
+}
+
 DistributedRandomSampler::DistributedRandomSampler(size_t size, size_t num_replicas, size_t rank,
                                                    bool allow_duplicates)
     : DistributedSampler(size, num_replicas, rank, allow_duplicates) {
@@ -59,17 +66,13 @@ DistributedRandomSampler::DistributedRandomSampler(size_t size, size_t num_repli
 // takes its own contiguous share, so the shares never overlap (but for the
 // duplicates that pad the last ones).
 void DistributedRandomSampler::reset(std::optional<size_t> new_size) {
-  size_ = new_size.value_or(size_);
-  const size_t local = local_sample_count();
-  const size_t count = num_replicas_ == 1 ? size_ : local * num_replicas_;
+  start_share(new_size);
+  const size_t count = num_replicas_ == 1 ? size_ : local_sample_count() * num_replicas_;
   all_indices_.resize(count);
   std::iota(all_indices_.begin(), all_indices_.end(), size_t{0});
   for (size_t i = size_; i < count; ++i) all_indices_[i] = i - size_;
   std::mt19937_64 engine(epoch_);
   std::shuffle(all_indices_.begin(), all_indices_.end(), engine);
-  begin_index_ = rank_ * local;
-  end_index_ = begin_index_ + local;
-  sample_index_ = begin_index_;
 }
 
 std::optional<std::vector<size_t>> DistributedRandomSampler::next(size_t batch_size) {
@@ -82,13 +85,7 @@ DistributedSequentialSampler::DistributedSequentialSampler(size_t size, size_t n
   reset(size_);
 }
 
-void DistributedSequentialSampler::reset(std::optional<size_t> new_size) {
-  size_ = new_size.value_or(size_);
-  const size_t local = local_sample_count();
-  begin_index_ = rank_ * local;
-  end_index_ = begin_index_ + local;
-  sample_index_ = begin_index_;
-}
+void DistributedSequentialSampler::reset(std::optional<size_t> new_size) { start_share(new_size); }
 
 // Indices past the dataset's end (the padding of the last replica) wrap to
 // its start, as the random sampler's duplicates do.

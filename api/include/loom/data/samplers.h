@@ -57,13 +57,18 @@ class DistributedSampler : public Sampler<> {
       : size_(size), num_replicas_(num_replicas), rank_(rank), allow_duplicates_(allow_duplicates) {}
   void set_epoch(size_t epoch) { epoch_ = epoch; }
   size_t epoch() const { return epoch_; }
+  size_t index() const noexcept { return sample_index_; }
 
  protected:
   // Samples this replica draws: the share rounded up (duplicates fill the
   // last replicas) or down (the remainder is never drawn).
   size_t local_sample_count() const;
+  // Takes the new size, and this replica's share [begin_index_, end_index_)
+  // of the epoch's order; the next sample is its first.
+  void start_share(std::optional<size_t> new_size);
   size_t size_, num_replicas_, rank_, epoch_ = 0;
   bool allow_duplicates_;
+  size_t begin_index_ = 0, end_index_ = 0, sample_index_ = 0;
 };
 
 class DistributedRandomSampler : public DistributedSampler {
@@ -71,11 +76,9 @@ class DistributedRandomSampler : public DistributedSampler {
   DistributedRandomSampler(size_t size, size_t num_replicas = 1, size_t rank = 0, bool allow_duplicates = true);
   void reset(std::optional<size_t> new_size = std::nullopt) override;
   std::optional<std::vector<size_t>> next(size_t batch_size) override;
-  size_t index() const noexcept { return sample_index_; }
 
  private:
   std::vector<size_t> all_indices_;
-  size_t begin_index_ = 0, end_index_ = 0, sample_index_ = 0;
 };
 
 class DistributedSequentialSampler : public DistributedSampler {
@@ -83,10 +86,6 @@ class DistributedSequentialSampler : public DistributedSampler {
   DistributedSequentialSampler(size_t size, size_t num_replicas = 1, size_t rank = 0, bool allow_duplicates = true);
   void reset(std::optional<size_t> new_size = std::nullopt) override;
   std::optional<std::vector<size_t>> next(size_t batch_size) override;
-  size_t index() const noexcept { return sample_index_; }
-
- private:
-  size_t begin_index_ = 0, end_index_ = 0, sample_index_ = 0;
 };
 
 }  // namespace loom::data::samplers
