@@ -154,4 +154,53 @@ void load(std::vector<Tensor>& tensors, const std::string& path) {
   for (size_t i = 0; i < tensors.size(); ++i) tensors[i] = into[i].value;
 }
 
+void save(const Tensor& tensor, const std::string& path) { write_file({{"0", tensor}}, path); }
+
+void load(Tensor& tensor, const std::string& path) {
+  std::vector<Tensor> one = {tensor};
+  load(one, path);
+  tensor = one[0];
+}
+
+namespace {
+// The optimizer's entries, in a fixed order; `steps` receives the step
+// counts' tensors (written back to the states after a load).
+std::vector<Entry> entries_of(optim::Optimizer& o, std::vector<std::pair<optim::OptimizerParamState*, Tensor>>& steps) {
+  std::vector<Entry> out;
+  for (size_t g = 0; g < o.param_groups().size(); ++g) {
+    optim::OptimizerParamGroup& group = o.param_groups()[g];
+    const std::string prefix = "group" + std::to_string(g);
+    out.push_back({prefix + ".lr", full({}, group.options().get_lr(), kDouble)});
+    for (size_t i = 0; i < group.params().size(); ++i) {
+      optim::OptimizerParamState* st = o.state_of(group.params()[i]);
+      if (!st) continue;
+      const std::string name = prefix + ".param" + std::to_string(i);
+      steps.push_back({st, full({}, st->step, kLong)});
+      out.push_back({name + ".step", steps.back().second});
+      for (auto& [field, t] : o.state_tensors(*st))
+        if (t->defined()) out.push_back({name + "." + field, *t});
+    }
+  }
+  return out;
+}
+}  // namespace
+
+void save(const optim::Optimizer& optimizer, const std::string& path) {
+  std::vector<std::pair<optim::OptimizerParamState*, Tensor>> steps;
+  // Reads only: the accessors it uses are not const.
+  write_file(entries_of(const_cast<optim::Optimizer&>(optimizer), steps), path);
+}
+
+void load(optim::Optimizer& optimizer, const std::string& path) {
+  std::vector<std::pair<optim::OptimizerParamState*, Tensor>> steps;
+  std::vector<Entry> into = entries_of(optimizer, steps);
+  assign(read_file(path), into, path);
+  // The values are in the entries' tensors (the state's own, copied in
+  // place); the learning rates and step counts go back as numbers.
+  for (size_t g = 0; g < optimizer.param_groups().size(); ++g)
+    for (const Entry& e : into)
+      if (e.name == "group" + std::to_string(g) + ".lr") optimizer.param_groups()[g].options().set_lr(e.value.item<double>());
+  for (auto& [state, t] : steps) state->step = t.item<int64_t>();
+}
+
 }  // namespace loom

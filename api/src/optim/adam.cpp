@@ -128,4 +128,14 @@ bool AdamW::replay_numbers(const OptimizerOptions& options, std::vector<double>&
   return fixed_numbers(rule_of(static_cast<const AdamWOptions&>(options)), out);
 }
 
+std::vector<std::pair<std::string, Tensor*>> Adam::state_tensors(OptimizerParamState& state) {
+  auto& s = static_cast<AdamParamState&>(state);
+  return {{"exp_avg", &s.exp_avg}, {"exp_avg_sq", &s.exp_avg_sq}, {"max_exp_avg_sq", &s.max_exp_avg_sq}};
+}
+
+std::vector<std::pair<std::string, Tensor*>> AdamW::state_tensors(OptimizerParamState& state) {
+  auto& s = static_cast<AdamParamState&>(state);
+  return {{"exp_avg", &s.exp_avg}, {"exp_avg_sq", &s.exp_avg_sq}, {"max_exp_avg_sq", &s.max_exp_avg_sq}};
+}
+
 }  // namespace loom::optim

@@ -177,4 +177,11 @@ size_t Optimizer::size() const {
   return n;
 }
 
+OptimizerParamState* Optimizer::state_of(const Tensor& p) {
+  auto it = state_.find(p.impl().get());
+  return it == state_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::pair<std::string, Tensor*>> Optimizer::state_tensors(OptimizerParamState&) { return {}; }
+
 }  // namespace loom::optim

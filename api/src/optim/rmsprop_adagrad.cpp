@@ -92,4 +92,14 @@ bool Adagrad::replay_numbers(const OptimizerOptions& options, std::vector<double
   return true;
 }
 
+std::vector<std::pair<std::string, Tensor*>> RMSprop::state_tensors(OptimizerParamState& state) {
+  auto& s = static_cast<RMSpropParamState&>(state);
+  return {{"square_avg", &s.square_avg}, {"momentum_buffer", &s.momentum_buffer}, {"grad_avg", &s.grad_avg}};
+}
+
+std::vector<std::pair<std::string, Tensor*>> Adagrad::state_tensors(OptimizerParamState& state) {
+  auto& s = static_cast<AdagradParamState&>(state);
+  return {{"sum", &s.sum}};
+}
+
 }  // namespace loom::optim

@@ -78,4 +78,9 @@ bool SGD::replay_numbers(const OptimizerOptions& options, std::vector<double>& o
   return true;
 }
 
+std::vector<std::pair<std::string, Tensor*>> SGD::state_tensors(OptimizerParamState& state) {
+  auto& s = static_cast<SGDParamState&>(state);
+  return {{"momentum_buffer", &s.momentum_buffer}};
+}
+
 }  // namespace loom::optim

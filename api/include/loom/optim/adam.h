@@ -56,6 +56,7 @@ class Adam : public Optimizer {
   void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
   std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
   bool replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const override;
+  std::vector<std::pair<std::string, Tensor*>> state_tensors(OptimizerParamState& state) override;
 };
 
 class AdamW : public Optimizer {
@@ -67,6 +68,7 @@ class AdamW : public Optimizer {
   void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
   std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
   bool replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const override;
+  std::vector<std::pair<std::string, Tensor*>> state_tensors(OptimizerParamState& state) override;
 };
 
 }  // namespace loom::optim

@@ -22,6 +22,8 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -92,6 +94,12 @@ class Optimizer {
   std::vector<Tensor> parameters() const;
   size_t size() const;  // number of parameters
   OptimizerOptions& defaults() { return *defaults_; }
+
+  // A parameter's state (nullptr for a tensor this optimizer does not hold),
+  // and the named tensors of a state (momentum_buffer, exp_avg, ...): what
+  // torch::save / torch::load of an optimizer write and read.
+  OptimizerParamState* state_of(const Tensor& p);
+  virtual std::vector<std::pair<std::string, Tensor*>> state_tensors(OptimizerParamState& state);
 
   // Whether step() ends with loom::sync() (default true; see the top of this file).
   void set_sync_on_step(bool sync) { sync_on_step_ = sync; }

@@ -38,6 +38,7 @@ class RMSprop : public Optimizer {
   void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
   std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
   bool replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const override;
+  std::vector<std::pair<std::string, Tensor*>> state_tensors(OptimizerParamState& state) override;
 };
 
 class AdagradOptions : public OptimizerOptions {
@@ -69,6 +70,7 @@ class Adagrad : public Optimizer {
   void update(Tensor& p, OptimizerParamState& state, const OptimizerOptions& options) override;
   std::unique_ptr<OptimizerParamState> make_state(const Tensor& p, const OptimizerOptions& options) override;
   bool replay_numbers(const OptimizerOptions& options, std::vector<double>& out) const override;
+  std::vector<std::pair<std::string, Tensor*>> state_tensors(OptimizerParamState& state) override;
 };
 
 }  // namespace loom::optim
