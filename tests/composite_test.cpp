@@ -113,6 +113,17 @@ TEST_P(CompositeTest, OuterDiagBaddbmm) {
                         {input({3}, 107)}));
 }
 
+TEST_P(CompositeTest, HyperbolicAndTangent) {
+  Tensor x = loom::tensor(std::vector<double>{-3, -1e-9, 0, 2e-8, 0.5, 1.2}, loom::kDouble);
+  const V xv = x.to_vector<double>();
+  V sh, ch, tn;
+  for (double v : xv) sh.push_back(std::sinh(v)), ch.push_back(std::cosh(v)), tn.push_back(std::tan(v));
+  EXPECT_TRUE(all_close(loom::sinh(x), sh, 1e-13, 1e-300));  // relative, even at 1e-9
+  EXPECT_TRUE(all_close(x.cosh(), ch, 1e-13, 0));
+  EXPECT_TRUE(all_close(loom::tan(x), tn, 1e-13, 1e-300));
+  EXPECT_TRUE(gradcheck([](const T& t) { return t[0].sinh() + t[0].cosh() + t[0].tan(); }, {input({5}, 108, -1, 1)}));
+}
+
 LOOM_INSTANTIATE_BACKENDS(CompositeTest);
 
 }  // namespace

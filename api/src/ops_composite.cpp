@@ -156,6 +156,23 @@ Tensor Tensor::baddbmm(const Tensor& batch1, const Tensor& batch2, const Scalar&
   return mul(beta, loc).add(product, 1, loc);
 }
 
+// sinh from expm1 keeps its precision near 0, where exp(x) - exp(-x) cancels.
+Tensor Tensor::sinh(SourceLoc loc) const {
+  detail::impl_of(*this, "sinh", loc);
+  return expm1(loc).sub(neg(loc).expm1(loc), 1, loc).mul(0.5, loc);
+}
+Tensor Tensor::cosh(SourceLoc loc) const {
+  detail::impl_of(*this, "cosh", loc);
+  return exp(loc).add(neg(loc).exp(loc), 1, loc).mul(0.5, loc);
+}
+Tensor Tensor::tan(SourceLoc loc) const {
+  detail::impl_of(*this, "tan", loc);
+  return sin(loc).div(cos(loc), loc);
+}
+
+Tensor sinh(const Tensor& x, SourceLoc loc) { return x.sinh(loc); }
+Tensor cosh(const Tensor& x, SourceLoc loc) { return x.cosh(loc); }
+Tensor tan(const Tensor& x, SourceLoc loc) { return x.tan(loc); }
 Tensor flip(const Tensor& x, IntArrayRef dims, SourceLoc loc) { return x.flip(dims, loc); }
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims, SourceLoc loc) { return x.roll(shifts, dims, loc); }
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim, SourceLoc loc) {

@@ -163,6 +163,9 @@ Tensor isfinite(const Tensor& x, LOOM_LOC);
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max, LOOM_LOC);
 Tensor outer(const Tensor& a, const Tensor& b, LOOM_LOC);
 Tensor diag(const Tensor& x, int64_t diagonal = 0, LOOM_LOC);
+Tensor sinh(const Tensor& x, LOOM_LOC);
+Tensor cosh(const Tensor& x, LOOM_LOC);
+Tensor tan(const Tensor& x, LOOM_LOC);
 Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1,
                const Scalar& alpha = 1, LOOM_LOC);
 

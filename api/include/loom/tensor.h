@@ -331,6 +331,9 @@ class Tensor {
   Tensor clamp(const Tensor& min, const Tensor& max, LOOM_LOC) const;
   Tensor outer(const Tensor& other, LOOM_LOC) const;
   Tensor diag(int64_t diagonal = 0, LOOM_LOC) const;
+  Tensor sinh(LOOM_LOC) const;
+  Tensor cosh(LOOM_LOC) const;
+  Tensor tan(LOOM_LOC) const;
   Tensor diagonal(int64_t offset = 0, LOOM_LOC) const;
   Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, const Scalar& beta = 1, const Scalar& alpha = 1,
                  LOOM_LOC) const;
