@@ -14,6 +14,7 @@
 namespace {
 
 namespace F = loom::nn::functional;
+namespace nn = loom::nn;
 using loom::Tensor;
 using loom_test::all_close;
 using loom_test::gradcheck;
@@ -71,6 +72,33 @@ TEST_P(TopLevelTest, MaxPool2dWithDilationAndCeilMode) {
                         {input({1, 2, 6, 5}, 3)}));
   EXPECT_LOOM_ERROR(loom::max_pool2d(input({1, 1, 4, 4}, 1), 2, 1, 2), "max_pool2d", "at most half");
   EXPECT_LOOM_ERROR(loom::max_pool2d(input({1, 1, 4, 4}, 1), {2, 2, 2}), "max_pool2d", "one int or two");
+}
+
+TEST_P(TopLevelTest, MaxPool2dIndicesNameTheFirstMaximum) {
+  Tensor x = input({2, 1, 5, 6}, 17).round();  // rounded: ties, where the first maximum counts
+  const V xv = x.to_vector<double>();
+  auto [values, idx] = F::max_pool2d_with_indices(x, F::MaxPool2dFuncOptions(2).stride(2).padding(1).dilation(1));
+  ASSERT_EQ(idx.sizes().vec(), values.sizes().vec());
+  const std::vector<int64_t> iv = idx.to_vector<int64_t>();
+  const V vv = values.to_vector<double>();
+  const int64_t oh = values.size(2), ow = values.size(3);
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t best = -1;
+        for (int64_t u = 0; u < 2; ++u)
+          for (int64_t v = 0; v < 2; ++v) {
+            const int64_t r = i * 2 - 1 + u, c = j * 2 - 1 + v;
+            if (r < 0 || r >= 5 || c < 0 || c >= 6) continue;
+            if (best < 0 || xv[n * 30 + r * 6 + c] > xv[n * 30 + best]) best = r * 6 + c;
+          }
+        const size_t at = static_cast<size_t>((n * oh + i) * ow + j);
+        EXPECT_EQ(iv[at], best) << n << " " << i << " " << j;
+        EXPECT_EQ(vv[at], xv[n * 30 + best]);
+      }
+  nn::MaxPool2d pool(nn::MaxPool2dOptions(3).stride(2));
+  auto [v2, i2] = pool->forward_with_indices(x);
+  EXPECT_EQ(v2.to_vector<double>(), pool(x).to_vector<double>());
 }
 
 TEST_P(TopLevelTest, LossesTakeAtensPositionalArguments) {

@@ -136,7 +136,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions
   return input.dim() == 3 ? out.squeeze(0, loc) : out;
 }
 
-Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, SourceLoc loc) {
+namespace {
+// max_pool2d's windows over the padded input (its -inf padding, and more
+// at the end in ceil mode), shared by max_pool2d and its indices.
+Windows max_pool_windows(const Tensor& input, const MaxPool2dFuncOptions& o, const SourceLoc& loc) {
   detail::impl_of(input, "max_pool2d", loc);
   Tensor x = batched(input, "max_pool2d", loc);
   const Pair kernel = o.kernel_size(), stride = o.stride().value_or(kernel), pad = o.padding(), dil = o.dilation();
@@ -167,9 +170,32 @@ Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, SourceLoc 
     if (extra_h > 0)
       padded = cat({padded, full({padded.size(0), padded.size(1), extra_h, padded.size(3)}, lowest, opts, loc)}, 2, loc);
   }
-  Windows win = windows(padded, kernel, stride, dil, "max_pool2d", loc);
+  return windows(padded, kernel, stride, dil, "max_pool2d", loc);
+}
+}  // namespace
+
+Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o, SourceLoc loc) {
+  Windows win = max_pool_windows(input, o, loc);
   Tensor out = stack(win.views, 0, loc).amax({0}, false, loc);
   return input.dim() == 3 ? out.squeeze(0, loc) : out;
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const MaxPool2dFuncOptions& o, SourceLoc loc) {
+  Windows win = max_pool_windows(input, o, loc);
+  const Tensor stacked = stack(win.views, 0, loc);
+  Tensor out = stacked.amax({0}, false, loc);
+  // The first maximum's window position k, as (u, v) = (k / kW, k % kW),
+  // made a flat index into the input plane: (i s - p + u d) W + (j s - p + v d).
+  const Pair kernel = o.kernel_size(), stride = o.stride().value_or(kernel), pad = o.padding(), dil = o.dilation();
+  const int64_t width = input.size(-1);
+  const TensorOptions longs = TensorOptions(kLong).device(input.device());
+  const Tensor k = stacked.argmax(0, false, loc);
+  const Tensor v = k.remainder(kernel.w, loc), u = k.sub(v, 1, loc).div(kernel.w, loc).to(kLong, loc);
+  const Tensor rows = arange(0, win.out_h, longs, loc).mul(stride.h, loc).sub(pad.h, 1, loc).unsqueeze(1, loc);
+  const Tensor cols = arange(0, win.out_w, longs, loc).mul(stride.w, loc).sub(pad.w, 1, loc);
+  Tensor index = rows.add(u.mul(dil.h, loc), 1, loc).mul(width, loc).add(cols.add(v.mul(dil.w, loc), 1, loc), 1, loc);
+  if (input.dim() == 3) out = out.squeeze(0, loc), index = index.squeeze(0, loc);
+  return {out, index};
 }
 
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o, SourceLoc loc) {

@@ -2,6 +2,8 @@
 // torch::nn::functional: activations, dropout, normalization, convolution,
 // pooling and the losses. Each is built from differentiable loom ops.
 #pragma once
+#include <tuple>
+
 #include <loom/functions.h>
 #include <loom/nn/options.h>
 
@@ -29,6 +31,9 @@ Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& options, LOOM_LOC
 // matrix product for now.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& options = {}, LOOM_LOC);
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options, LOOM_LOC);
+// The pooled values and, for each, the flat index (row * W + column) of
+// the first maximum in its input plane, as PyTorch's.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, const MaxPool2dFuncOptions& options, LOOM_LOC);
 Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& options, LOOM_LOC);
 Tensor adaptive_avg_pool2d(const Tensor& input, const AdaptiveAvgPool2dFuncOptions& options, LOOM_LOC);
 Tensor adaptive_max_pool2d(const Tensor& input, const AdaptiveMaxPool2dFuncOptions& options, LOOM_LOC);

@@ -132,6 +132,9 @@ class MaxPool2dImpl : public Module {
   explicit MaxPool2dImpl(const MaxPool2dOptions& options) : options(options) {}
   explicit MaxPool2dImpl(Pair size) : options(size) {}
   Tensor forward(const Tensor& input, LOOM_LOC) { return functional::max_pool2d(input, options, loc); }
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input, LOOM_LOC) {
+    return functional::max_pool2d_with_indices(input, options, loc);
+  }
   void pretty_print(std::ostream& os) const override;
   MaxPool2dOptions options;
 };
