@@ -346,6 +346,11 @@ TEST_P(NnModulesTest, InterpolateNearestAndBilinear) {
         return F::interpolate(v[0], F::InterpolateFuncOptions().size(std::vector<int64_t>{3, 5}).mode(loom::kBilinear));
       },
       {input({1, 1, 2, 3}, 53)}));
+  EXPECT_TRUE(all_close(F::interpolate(x, F::InterpolateFuncOptions().size(std::vector<int64_t>{2, 3}).mode(loom::kArea)),
+                        F::adaptive_avg_pool2d(x, F::AdaptiveAvgPool2dFuncOptions({2, 3})).to_vector<double>(), 0, 0));
+  const V sv = seq.to_vector<double>();
+  EXPECT_TRUE(all_close(F::interpolate(seq, F::InterpolateFuncOptions().size(std::vector<int64_t>{2}).mode(loom::kArea)),
+                        V{(sv[0] + sv[1]) / 2, (sv[2] + sv[3]) / 2}));
   EXPECT_LOOM_ERROR(F::interpolate(seq, F::InterpolateFuncOptions().size(std::vector<int64_t>{7}).mode(loom::kBilinear)),
                     "interpolate", "bilinear a 4-D");
 }

@@ -2,6 +2,7 @@
 // positions PyTorch's rules pick (two of them, weighed, for the linear
 // modes), so the gradient is index_select's.
 #include <loom/functions.h>
+#include <loom/nn/functional.h>
 #include <loom/nn/upsample.h>
 
 #include <cmath>
@@ -55,14 +56,16 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o, SourceL
   const int64_t spatial = input.dim() - 2;
   LOOM_CHECK(spatial == 1 || spatial == 2, "interpolate", loc, "expected a 3-D or 4-D input, got ",
              detail::describe(input));
-  LOOM_CHECK(mode == InterpolateMode::Nearest || (mode == InterpolateMode::Linear && spatial == 1) ||
+  LOOM_CHECK(mode == InterpolateMode::Nearest || mode == InterpolateMode::Area ||
+                 (mode == InterpolateMode::Linear && spatial == 1) ||
                  (mode == InterpolateMode::Bilinear && spatial == 2),
              "interpolate", loc, "linear needs a 3-D input and bilinear a 4-D one, got ", detail::describe(input));
   LOOM_CHECK(o.size().has_value() != o.scale_factor().has_value(), "interpolate", loc,
              "exactly one of size and scale_factor must be given");
-  LOOM_CHECK(!(mode == InterpolateMode::Nearest && o.align_corners().value_or(false)), "interpolate", loc,
-             "align_corners only has an effect in the linear modes");
+  LOOM_CHECK(!((mode == InterpolateMode::Nearest || mode == InterpolateMode::Area) && o.align_corners().value_or(false)),
+             "interpolate", loc, "align_corners only has an effect in the linear modes");
   Tensor x = input;
+  std::vector<int64_t> sizes;
   for (int64_t k = 0; k < spatial; ++k) {
     const int64_t d = 2 + k, n = input.size(d);
     int64_t out;
@@ -83,7 +86,12 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o, SourceL
       scale = 1.0 / factor;
     }
     LOOM_CHECK(out > 0, "interpolate", loc, "the output size must be positive, got ", out);
-    x = resize_dim(x, d, out, scale, mode, o.align_corners().value_or(false), loc);
+    sizes.push_back(out);
+    if (mode != InterpolateMode::Area) x = resize_dim(x, d, out, scale, mode, o.align_corners().value_or(false), loc);
+  }
+  if (mode == InterpolateMode::Area) {  // PyTorch's area mode is adaptive average pooling
+    if (spatial == 2) return adaptive_avg_pool2d(input, AdaptiveAvgPool2dFuncOptions({sizes[0], sizes[1]}), loc);
+    return adaptive_avg_pool2d(input.unsqueeze(2, loc), AdaptiveAvgPool2dFuncOptions({1, sizes[0]}), loc).squeeze(2, loc);
   }
   return x;
 }

@@ -1,5 +1,5 @@
 // Resizing, as torch::nn's: F::interpolate and Upsample with the nearest,
-// linear (3-D input) and bilinear (4-D input) modes, align_corners, and a
+// linear (3-D input), bilinear (4-D input) and area modes, align_corners, and a
 // size or a scale factor; PyTorch's source-index rules.
 #pragma once
 #include <optional>
@@ -17,13 +17,15 @@ namespace loom {
 // both.
 class InterpolateMode {
  public:
-  enum Kind { Nearest, Linear, Bilinear };
+  enum Kind { Nearest, Linear, Bilinear, Area };
   constexpr InterpolateMode(Kind k) : kind(k) {}  // NOLINT
   InterpolateMode(Nonlinearity n);                // NOLINT: kLinear only
   Kind kind;
 };
 inline constexpr InterpolateMode::Kind kNearest = InterpolateMode::Nearest;
 inline constexpr InterpolateMode::Kind kBilinear = InterpolateMode::Bilinear;
+// The mean of each output cell's source window (adaptive average pooling).
+inline constexpr InterpolateMode::Kind kArea = InterpolateMode::Area;
 
 namespace nn {
 
@@ -36,7 +38,7 @@ struct UpsampleOptions {
 
 namespace functional {
 using InterpolateFuncOptions = UpsampleOptions;
-// input [N, C, L] (nearest, linear) or [N, C, H, W] (nearest, bilinear).
+// input [N, C, L] (nearest, linear, area) or [N, C, H, W] (nearest, bilinear, area).
 Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& options, LOOM_LOC);
 }  // namespace functional
 
