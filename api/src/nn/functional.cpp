@@ -6,6 +6,7 @@
 
 #include <limits>
 
+#include "api/src/nn/shared.h"
 #include "api/src/record.h"
 
 namespace loom::nn::functional {
@@ -53,9 +54,7 @@ Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& o, SourceLoc loc)
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);
   // Mean and biased variance, as PyTorch: y = (x - mean) / sqrt(var + eps) * weight + bias.
-  Tensor centered = x.sub(x.mean(dims, true, loc), 1, loc);
-  Tensor var = centered.mul(centered, loc).mean(dims, true, loc);
-  Tensor y = centered.mul(var.add(o.eps(), 1, loc).rsqrt(loc), loc);
+  Tensor y = shared::normalize(x, dims, o.eps(), loc).y;
   if (o.weight().defined()) y = y.mul(o.weight(), loc);
   if (o.bias().defined()) y = y.add(o.bias(), 1, loc);
   return y;

@@ -6,12 +6,13 @@
 
 #include <cmath>
 
+#include "api/src/nn/shared.h"
 #include "api/src/record.h"
 
 namespace loom::nn {
 
 namespace {
-const char* yes(bool b) { return b ? "true" : "false"; }
+using shared::yes;
 std::ostream& operator<<(std::ostream& os, const Pair& p) { return os << "[" << p.h << ", " << p.w << "]"; }
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include <limits>
 
+#include "api/src/nn/shared.h"
 #include "api/src/record.h"
 
 namespace loom::nn {
@@ -16,7 +17,7 @@ namespace {
 
 using detail::describe;
 
-const char* yes(bool b) { return b ? "true" : "false"; }
+using shared::yes;
 
 // [C] -> [1, C, 1, ...] for an input of `dims` dims.
 Tensor per_channel(const Tensor& v, int64_t dims, const SourceLoc& loc) {
@@ -29,6 +30,15 @@ Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, const SourceLo
   if (weight.defined()) y = y.mul(per_channel(weight, y.dim(), loc), loc);
   if (bias.defined()) y = y.add(per_channel(bias, y.dim(), loc), 1, loc);
   return y;
+}
+
+// (x - running_mean) / sqrt(running_var + eps), per channel: evaluation
+// with tracked statistics.
+Tensor with_running_stats(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, double eps,
+                          const SourceLoc& loc) {
+  const Tensor mean = per_channel(running_mean.to(x.dtype(), loc), x.dim(), loc);
+  const Tensor var = per_channel(running_var.to(x.dtype(), loc), x.dim(), loc);
+  return x.sub(mean, 1, loc).mul(var.add(eps, 1, loc).rsqrt(loc), loc);
 }
 
 // Statistics in float32 for a bfloat16 input (PyTorch's acc_type), the
@@ -65,10 +75,8 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     const int64_t n = x.numel() / std::max<int64_t>(c, 1);
     LOOM_CHECK(n > 1, "batch_norm", loc, "expected more than 1 value per channel when training, got input ",
                describe(input));
-    const Tensor mean = x.mean(dims, true, loc);
-    const Tensor centered = x.sub(mean, 1, loc);
-    const Tensor var = centered.mul(centered, loc).mean(dims, true, loc);
-    y = centered.mul(var.add(o.eps(), 1, loc).rsqrt(loc), loc);
+    const auto [normalized, mean, var] = shared::normalize(x, dims, o.eps(), loc);
+    y = normalized;
     if (running_mean.defined()) {
       LOOM_CHECK(o.momentum().has_value(), "batch_norm", loc, "momentum must be set to update the running statistics");
       const double m = *o.momentum();
@@ -80,9 +88,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       rv.mul_(1 - m, loc).add_(batch_var.to(running_var.dtype(), loc).mul(m, loc), 1, loc);
     }
   } else {
-    const Tensor mean = per_channel(running_mean.to(x.dtype(), loc), x.dim(), loc);
-    const Tensor var = per_channel(running_var.to(x.dtype(), loc), x.dim(), loc);
-    y = x.sub(mean, 1, loc).mul(var.add(o.eps(), 1, loc).rsqrt(loc), loc);
+    y = with_running_stats(x, running_mean, running_var, o.eps(), loc);
   }
   y = affine(y, o.weight().defined() ? o.weight().to(y.dtype(), loc) : Tensor(),
              o.bias().defined() ? o.bias().to(y.dtype(), loc) : Tensor(), loc);
@@ -101,10 +107,8 @@ Tensor instance_norm(const Tensor& input, const InstanceNormFuncOptions& o, Sour
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   Tensor y;
   if (o.use_input_stats()) {
-    const Tensor mean = x.mean(dims, true, loc);
-    const Tensor centered = x.sub(mean, 1, loc);
-    const Tensor var = centered.mul(centered, loc).mean(dims, true, loc);
-    y = centered.mul(var.add(o.eps(), 1, loc).rsqrt(loc), loc);
+    const auto [normalized, mean, var] = shared::normalize(x, dims, o.eps(), loc);
+    y = normalized;
     if (o.running_mean().defined()) {
       // The running statistics follow the batch's average of the per-instance
       // mean and unbiased variance, as PyTorch's.
@@ -120,8 +124,7 @@ Tensor instance_norm(const Tensor& input, const InstanceNormFuncOptions& o, Sour
   } else {
     LOOM_CHECK(o.running_mean().defined() && o.running_var().defined(), "instance_norm", loc,
                "running_mean and running_var must be defined when use_input_stats is false");
-    y = x.sub(per_channel(o.running_mean(), x.dim(), loc), 1, loc)
-            .mul(per_channel(o.running_var(), x.dim(), loc).add(o.eps(), 1, loc).rsqrt(loc), loc);
+    y = with_running_stats(x, o.running_mean(), o.running_var(), o.eps(), loc);
   }
   y = affine(y, o.weight(), o.bias(), loc);
   return low_precision(input) ? y.to(kBFloat16, loc) : y;
@@ -137,11 +140,7 @@ Tensor group_norm(const Tensor& input, const GroupNormFuncOptions& o, SourceLoc 
   check_channels(o.weight(), c, "weight", "group_norm", loc);
   check_channels(o.bias(), c, "bias", "group_norm", loc);
   const Tensor x = low_precision(input) ? input.to(kFloat, loc) : input;
-  const Tensor grouped = x.reshape({n, g, -1}, loc);
-  const Tensor mean = grouped.mean({2}, true, loc);
-  const Tensor centered = grouped.sub(mean, 1, loc);
-  const Tensor var = centered.mul(centered, loc).mean({2}, true, loc);
-  Tensor y = centered.mul(var.add(o.eps(), 1, loc).rsqrt(loc), loc).reshape(x.sizes(), loc);
+  Tensor y = shared::normalize(x.reshape({n, g, -1}, loc), {2}, o.eps(), loc).y.reshape(x.sizes(), loc);
   y = affine(y, o.weight(), o.bias(), loc);
   return low_precision(input) ? y.to(kBFloat16, loc) : y;
 }
