@@ -48,6 +48,9 @@ TEST_P(GradTest, Unary) {
       {"gelu_tanh", [](const Tensor& x) { return loom::gelu(x, "tanh"); }, false},
       {"silu", [](const Tensor& x) { return loom::silu(x); }, false},
       {"erf", [](const Tensor& x) { return x.erf(); }, false},
+      {"atan", [](const Tensor& x) { return x.atan(); }, false},
+      {"asin", [](const Tensor& x) { return (x * 0.45).asin(); }, false},  // |0.45 x| <= 0.9
+      {"acos", [](const Tensor& x) { return (x * 0.45).acos(); }, false},
       {"reciprocal", [](const Tensor& x) { return x.reciprocal(); }, false},
       {"square", [](const Tensor& x) { return x.square(); }, false},
       {"floor", [](const Tensor& x) { return x.floor() * x; }, false},  // floor's own gradient is 0
@@ -86,6 +89,7 @@ TEST_P(GradTest, Binary) {
       {"minimum", [](const Tensor& a, const Tensor& b) { return loom::minimum(a, b); }, false},
       {"fmod", [](const Tensor& a, const Tensor& b) { return loom::fmod(a * 3, b); }, true},
       {"remainder", [](const Tensor& a, const Tensor& b) { return loom::remainder(a * 3, b); }, true},
+      {"atan2", [](const Tensor& a, const Tensor& b) { return loom::atan2(a, b); }, false},
       {"where", [](const Tensor& a, const Tensor& b) { return loom::where(a.gt(b), a * 2, b); }, false},
   };
   // Same shapes, and broadcasting both ways (gradients are summed back).

@@ -576,8 +576,9 @@ class Generator {
       }
       case 2: case 3: case 4: {
         static const char* names[] = {"tanh", "sigmoid", "erf"};
-        Tensor v = k == 2 ? x.t.tanh() : k == 3 ? x.t.sigmoid() : x.t.erf();
-        add(jitter(v), noisy_op(v.dtype(), x.noise), std::string(names[k - 2]) + "(" + x.name + ")");
+        const bool atan = k == 4 && later_coin();
+        Tensor v = atan ? x.t.atan() : k == 2 ? x.t.tanh() : k == 3 ? x.t.sigmoid() : x.t.erf();
+        add(jitter(v), noisy_op(v.dtype(), x.noise), std::string(atan ? "atan" : names[k - 2]) + "(" + x.name + ")");
         return true;
       }
       case 5: case 6: {
@@ -590,6 +591,12 @@ class Generator {
         return true;
       }
       case 7: case 8: {
+        if (later_coin()) {  // the inverse: asin or acos of tanh(x) * 0.9, inside their domain
+          Tensor u = x.t.tanh() * 0.9;
+          Tensor v = k == 7 ? u.asin() : u.acos();
+          add(jitter(v), noisy_op(v.dtype(), x.noise), std::string(k == 7 ? "asin" : "acos") + "(tanh(" + x.name + ") * 0.9)");
+          return true;
+        }
         Tensor c = xb.clamp(-20.0, 20.0);
         Tensor v = k == 7 ? c.sin() : c.cos();
         add(jitter(v), noisy_op(v.dtype(), x.noise), std::string(k == 7 ? "sin" : "cos") + "(clamp(" + s + ", -20.0, 20.0))");
@@ -711,6 +718,11 @@ class Generator {
       case Div: {
         if (mode <= 1) {
           Tensor y = divisor(b, sb);
+          if (later_coin()) {  // the angle of (y, a): a divisor keeps it away from atan2's 0/0
+            Tensor v = loom::atan2(a.t, y);
+            add(jitter(v), noisy_op(v.dtype(), std::max(a.noise, b.noise)), "atan2(" + a.name + ", " + sb + ")");
+            return true;
+          }
           add(a.t / y, std::max(a.noise, b.noise), a.name + " / " + sb);
         } else if (mode == 2) {
           Num d = coin() ? int_num({-4, -2, 2, 3, 7}) : float_num({-1.5, 0.5, 2.5, 0.1});

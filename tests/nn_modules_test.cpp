@@ -352,7 +352,7 @@ TEST_P(NnModulesTest, InterpolateNearestAndBilinear) {
   EXPECT_TRUE(all_close(F::interpolate(seq, F::InterpolateFuncOptions().size(std::vector<int64_t>{2}).mode(loom::kArea)),
                         V{(sv[0] + sv[1]) / 2, (sv[2] + sv[3]) / 2}));
   EXPECT_LOOM_ERROR(F::interpolate(seq, F::InterpolateFuncOptions().size(std::vector<int64_t>{7}).mode(loom::kBilinear)),
-                    "interpolate", "bilinear a 4-D");
+                    "interpolate", "bilinear and bicubic a 4-D");
 }
 
 LOOM_INSTANTIATE_BACKENDS(NnModulesTest);

@@ -313,6 +313,63 @@ TEST_P(OptimTest, ZeroGradAndDeferredSync) {
   EXPECT_NE(msg.find("can't optimize a non-leaf tensor"), std::string::npos) << msg;
 }
 
+// L-BFGS: a run of PyTorch's torch.optim.LBFGS in float64 (torch 2.x,
+// tests' numbers below), matched evaluation for evaluation: the first
+// loss, the final point, and how many evaluations and iterations it took.
+struct LbfgsRun {
+  double first_loss;
+  V x;
+  int64_t func_evals, n_iter;
+};
+template <class Loss>
+LbfgsRun run_lbfgs(Loss loss, V x0, const loom::optim::LBFGSOptions& o) {
+  Tensor x = loom::tensor(x0, loom::kDouble).requires_grad_();
+  loom::optim::LBFGS opt({x}, o);
+  const double first = opt.step([&] {
+                            opt.zero_grad();
+                            Tensor l = loss(x);
+                            l.backward();
+                            return l;
+                          }).template item<double>();
+  return {first, x.detach().to_vector<double>(), opt.history().func_evals, opt.history().n_iter};
+}
+Tensor rosenbrock(const Tensor& x) {
+  Tensor a = x[0], b = x[1];
+  return (1 - a).pow(2) + 100 * (b - a * a).pow(2);
+}
+Tensor quadratic(const Tensor& x) {
+  Tensor A = loom::tensor({3.0, 0.5, 0.0, 0.5, 2.0, 0.25, 0.0, 0.25, 1.0}, loom::kDouble).view({3, 3});
+  Tensor b = loom::tensor({1.0, -2.0, 0.5}, loom::kDouble);
+  return 0.5 * (x * A.matmul(x)).sum() - (b * x).sum();
+}
+void expect_run(const LbfgsRun& got, const LbfgsRun& want) {
+  EXPECT_NEAR(got.first_loss, want.first_loss, 1e-12);
+  ASSERT_EQ(got.x.size(), want.x.size());
+  for (size_t i = 0; i < want.x.size(); ++i) EXPECT_NEAR(got.x[i], want.x[i], 1e-9) << i;
+  EXPECT_EQ(got.func_evals, want.func_evals);
+  EXPECT_EQ(got.n_iter, want.n_iter);
+}
+
+TEST_P(OptimTest, LbfgsFollowsPyTorchEvaluationForEvaluation) {
+  using loom::optim::LBFGSOptions;
+  expect_run(run_lbfgs(rosenbrock, {-1.5, 2.0}, LBFGSOptions(1).max_iter(100).line_search_fn("strong_wolfe")),
+             {12.5, {0.9999979943196398, 0.9999973438921637}, 51, 41});
+  expect_run(run_lbfgs(rosenbrock, {-1.5, 2.0}, LBFGSOptions(1).max_iter(40).history_size(3).line_search_fn("strong_wolfe")),
+             {12.5, {1.0000006898305547, 1.0000015458306801}, 48, 39});
+  expect_run(run_lbfgs(quadratic, {0, 0, 0}, LBFGSOptions(0.5).max_iter(7)),
+             {0.0, {0.5362083820415408, -1.2257098181363508, 0.7949604046250994}, 7, 7});
+  expect_run(run_lbfgs(rosenbrock, {-0.5, 0.5}, LBFGSOptions(0.02).max_iter(30)),
+             {8.5, {-0.6243289934182809, 0.49772963374876716}, 30, 30});
+  // The minimum of the quadratic solves A x = b.
+  LbfgsRun q = run_lbfgs(quadratic, {0, 0, 0}, LBFGSOptions(1).line_search_fn("strong_wolfe"));
+  Tensor A = loom::tensor({3.0, 0.5, 0.0, 0.5, 2.0, 0.25, 0.0, 0.25, 1.0}, loom::kDouble).view({3, 3});
+  EXPECT_TRUE(loom_test::all_close(A.matmul(loom::tensor(q.x, loom::kDouble)), V{1.0, -2.0, 0.5}, 1e-4, 1e-4));
+  Tensor x = loom::zeros({2}, loom::kDouble).requires_grad_();
+  loom::optim::LBFGS opt({x});
+  EXPECT_THROW(opt.step(nullptr), loom::Error);
+  EXPECT_THROW(loom::optim::LBFGS({x}, LBFGSOptions().line_search_fn("backtracking")), loom::Error);
+}
+
 LOOM_INSTANTIATE_BACKENDS(OptimTest);
 
 }  // namespace

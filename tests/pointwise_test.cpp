@@ -75,6 +75,9 @@ const UnaryCase kFloatUnary[] = {
     {"gelu_tanh", [](const Tensor& x) { return loom::gelu(x, "tanh"); }, gelu_tanh},
     {"silu", [](const Tensor& x) { return loom::silu(x); }, [](double x) { return x * sigmoid(x); }},
     {"erf", [](const Tensor& x) { return loom::erf(x); }, [](double x) { return std::erf(x); }},
+    {"atan", [](const Tensor& x) { return loom::atan(x); }, [](double x) { return std::atan(x); }},
+    {"asin", [](const Tensor& x) { return loom::asin(x); }, [](double x) { return std::asin(x); }},
+    {"acos", [](const Tensor& x) { return loom::acos(x); }, [](double x) { return std::acos(x); }},
     {"floor", [](const Tensor& x) { return loom::floor(x); }, [](double x) { return std::floor(x); }},
     {"ceil", [](const Tensor& x) { return loom::ceil(x); }, [](double x) { return std::ceil(x); }},
     {"trunc", [](const Tensor& x) { return loom::trunc(x); }, [](double x) { return std::trunc(x); }},
@@ -395,6 +398,52 @@ TEST_P(PointwiseTest, OperatorsWithScalarsOnEitherSide) {
   EXPECT_EQ(loom::add(t, 1, 2).to_vector<float>(), (std::vector<float>{3, 4, 6}));      // t + alpha * 1
   EXPECT_EQ(loom::sub(t, t, 0.5).to_vector<float>(), (std::vector<float>{0.5f, 1, 2}));  // t - alpha * t
   EXPECT_THROW(loom::add(i, i, 2.5), loom::Error);  // a float alpha needs a floating result
+}
+
+// ---------------------------------------------------------------- inverse trigonometry
+TEST_P(PointwiseTest, InverseTrigAtTheEdgesOfTheirDomains) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const V x = {-inf, -1.5, -1.0, -0.999999, -0.5, -0.0, 0.0, 1e-30, 0.5, 0.999999, 1.0, 1.5, inf, kNaN};
+  for (auto dt : {loom::kFloat, loom::kDouble}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    const V r = rounded(x, dt);
+    Tensor t = loom::tensor(r, dt);
+    EXPECT_TRUE(all_close(t.atan(), map(r, [](double v) { return std::atan(v); }), rtol(dt), 0));
+    EXPECT_TRUE(all_close(t.asin(), map(r, [](double v) { return std::asin(v); }), rtol(dt), 0));
+    EXPECT_TRUE(all_close(t.arccos(), map(r, [](double v) { return std::acos(v); }), rtol(dt), 0));
+    // Signed zeros survive atan and asin, as std::'s.
+    EXPECT_TRUE(std::signbit(t.atan().to_vector<double>()[5]));
+    EXPECT_TRUE(std::signbit(t.asin().to_vector<double>()[5]));
+  }
+}
+
+TEST_P(PointwiseTest, Atan2CoversEveryQuadrantAndC99Limits) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const V s = {-inf, -3.0, -1e-20, -0.0, 0.0, 2.0, 1e25, inf, kNaN};
+  V a, b;
+  for (double u : s)
+    for (double v : s) a.push_back(u), b.push_back(v);
+  for (auto dt : {loom::kFloat, loom::kDouble}) {
+    SCOPED_TRACE(std::string(loom::to_string(dt)));
+    const V ra = rounded(a, dt), rb = rounded(b, dt);
+    Tensor r = loom::atan2(loom::tensor(ra, dt), loom::tensor(rb, dt));
+    EXPECT_EQ(r.dtype(), dt);
+    // Rounded to dt: atan2(-1e-20, 1e25) is a float32 subnormal.
+    const V want = rounded(zip(ra, rb, [](double y, double x) { return std::atan2(y, x); }), dt);
+    EXPECT_TRUE(all_close(r, want, rtol(dt), 0));
+    const V got = r.to_vector<double>();
+    for (size_t i = 0; i < got.size(); ++i)
+      if (want[i] == 0) EXPECT_EQ(std::signbit(got[i]), std::signbit(want[i])) << ra[i] << ", " << rb[i];
+  }
+  // Integers promote to float32; the shapes broadcast.
+  Tensor r = loom::tensor({1, -1}).view({2, 1}).atan2(loom::tensor({1, 0, -1}));
+  EXPECT_EQ(r.dtype(), loom::kFloat);
+  EXPECT_EQ(r.sizes(), (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(all_close(r, {M_PI / 4, M_PI / 2, 3 * M_PI / 4, -M_PI / 4, -M_PI / 2, -3 * M_PI / 4}));
+  Tensor y = loom::tensor({1.0, -2.0});
+  y.atan2_(loom::tensor({-1.0, -1.0}));
+  EXPECT_TRUE(all_close(y, {std::atan2(1.0, -1.0), std::atan2(-2.0, -1.0)}));
+  EXPECT_THROW(loom::atan2(loom::tensor({1.0, 2.0}), loom::tensor({1.0, 2.0, 3.0})), loom::Error);
 }
 
 // ---------------------------------------------------------------- fmod, remainder

@@ -131,3 +131,20 @@ TEST(PortingModules, AModuleCallNamesTheCallersLine) {
 LOOM_INSTANTIATE_BACKENDS(PortingTest);
 
 }  // namespace
+
+namespace {
+namespace torch = loom;
+
+// ExpandingArray and optional as user code spells them.
+TEST(PortingHelpers, ExpandingArrayRepeatsOneValueOrTakesD) {
+  torch::ExpandingArray<2> k(3);
+  EXPECT_EQ((*k)[0], 3);
+  EXPECT_EQ(k[1], 3);
+  torch::ExpandingArray<3> s({1, 2, 3});
+  EXPECT_EQ(s->size(), 3u);
+  EXPECT_EQ(std::vector<int64_t>(s), (std::vector<int64_t>{1, 2, 3}));
+  EXPECT_THROW(torch::ExpandingArray<2>(std::vector<int64_t>{1, 2, 3}), loom::Error);
+  torch::optional<int64_t> none = torch::nullopt;
+  EXPECT_FALSE(none.has_value());
+}
+}  // namespace

@@ -178,6 +178,9 @@ LOOM_UNARY(tanh, Tanh, Float)
 LOOM_UNARY(sigmoid, Sigmoid, Float)
 LOOM_UNARY(relu, Relu, Keep)
 LOOM_UNARY(erf, Erf, Float)
+LOOM_UNARY(atan, Atan, Float)
+LOOM_UNARY(asin, Asin, Float)
+LOOM_UNARY(acos, Acos, Float)
 LOOM_UNARY(floor, Floor, Integral)
 LOOM_UNARY(ceil, Ceil, Integral)
 LOOM_UNARY(round, Round, Integral)
@@ -187,6 +190,14 @@ LOOM_UNARY(reciprocal, Reciprocal, Float)
 #undef LOOM_UNARY
 
 Tensor fix(const Tensor& x, SourceLoc loc) { return trunc(x, loc); }
+Tensor arctan(const Tensor& x, SourceLoc loc) { return atan(x, loc); }
+Tensor arcsin(const Tensor& x, SourceLoc loc) { return asin(x, loc); }
+Tensor arccos(const Tensor& x, SourceLoc loc) { return acos(x, loc); }
+Tensor arctan2(const Tensor& a, const Tensor& b, SourceLoc loc) { return atan2(a, b, loc); }
+Tensor Tensor::arctan(SourceLoc loc) const { return atan(loc); }
+Tensor Tensor::arcsin(SourceLoc loc) const { return asin(loc); }
+Tensor Tensor::arccos(SourceLoc loc) const { return acos(loc); }
+Tensor Tensor::arctan2(const Tensor& o, SourceLoc loc) const { return atan2(o, loc); }
 
 Tensor silu(const Tensor& x, SourceLoc loc) {
   LOOM_CHECK(is_floating_point(impl_of(x, "silu", loc).storage->dtype), "silu", loc,
@@ -257,6 +268,7 @@ Tensor sub(const Tensor& a, const Scalar& b, const Scalar& alpha, SourceLoc loc)
   Tensor Tensor::fn(const Scalar& o, SourceLoc loc) const { return binary(ir::Op::OP, #fn, *this, o, BinaryRule::RULE, loc); }
 LOOM_BINARY_SCALAR(mul, Mul, Arith)
 LOOM_BINARY_SCALAR(div, Div, TrueDiv)
+LOOM_BINARY(atan2, Atan2, TrueDiv)
 LOOM_BINARY(pow, Pow, Arith)
 LOOM_BINARY_SCALAR(fmod, Fmod, Arith)
 LOOM_BINARY_SCALAR(remainder, Remainder, Arith)
@@ -404,7 +416,11 @@ LOOM_INPLACE_UNARY(relu)
 LOOM_INPLACE_UNARY(floor)
 LOOM_INPLACE_UNARY(round)
 LOOM_INPLACE_UNARY(trunc)
+LOOM_INPLACE_UNARY(atan)
+LOOM_INPLACE_UNARY(asin)
+LOOM_INPLACE_UNARY(acos)
 #undef LOOM_INPLACE_UNARY
+Tensor& Tensor::atan2_(const Tensor& o, SourceLoc loc) { return assign(*this, atan2(o, loc), "atan2_", loc); }
 
 Tensor& Tensor::copy_(const Tensor& src, SourceLoc loc) {
   impl_of(*this, "copy_", loc);

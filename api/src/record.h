@@ -128,6 +128,11 @@ class RecordAt {
 
 // A fresh tensor owning a new storage whose value is `n`; registers it as pending.
 Tensor wrap(ir::NodePtr n);
+// x (int64 in [0, size)) where `ok` holds; where it does not, reading the
+// result fails as an index out of [0, size) at loc. Checks of argument
+// values (a distribution's weights, a bag's offsets) made where the values
+// are computed, without waiting for them on the host. (api/src/ops_sampling.cpp)
+Tensor checked_where(const Tensor& x, const Tensor& ok, int64_t size, const SourceLoc& loc);
 // Writes `value` (the full shape of `self`) into self's storage through its view.
 void write_through(const Tensor& self, ir::NodePtr value, const char* op, const SourceLoc& loc);
 

@@ -238,6 +238,9 @@ std::string KernelEmitter::unary(Op op, const std::string& x, ScalarType in, Sca
              call("tanh", c(0.79788456080286535588) + " * (" + x + " + " + c(0.044715) + " * " + x + " * " + x + " * " + x + ")") + "))";
     case Op::Silu: return "(" + x + " / (" + c(1) + " + " + call("exp", "-" + x) + "))";
     case Op::Erf: return call("erf", x);
+    case Op::Atan: return call("atan", x);
+    case Op::Asin: return call("asin", x);
+    case Op::Acos: return call("acos", x);
     case Op::Floor: return call("floor", x);
     case Op::Ceil: return call("ceil", x);
     case Op::Round: return call("rint", x);  // half to even
@@ -274,6 +277,7 @@ std::string KernelEmitter::binary(Op op, const std::string& a, const std::string
       case Op::Mul: return infix("*");
       case Op::Div: return infix("/");
       case Op::Pow: return call(fn("pow", dt));
+      case Op::Atan2: return call(fn("atan2", dt));
       case Op::Maximum: return call("loom_fmax");
       case Op::Minimum: return call("loom_fmin");
       case Op::Fmod: return call(fn("fmod", dt));

@@ -305,6 +305,9 @@ Value* KernelEmitter::unary(Op op, Value* x, ScalarType in, ScalarType out) {
     }
     case Op::Silu: return b_.CreateFMul(x, emit_sigmoid(b_, x));
     case Op::Erf: return emit_erf(b_, x);
+    case Op::Atan: return emit_atan(b_, x);
+    case Op::Asin: return emit_asin(b_, x);
+    case Op::Acos: return emit_acos(b_, x);
     case Op::Floor: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
     case Op::Ceil: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
     case Op::Round: return b_.CreateUnaryIntrinsic(llvm::Intrinsic::rint, x);  // half to even
@@ -372,6 +375,7 @@ Value* KernelEmitter::binary_fp(Op op, Value* a, Value* c) {
     case Op::Mul: return b_.CreateFMul(a, c);
     case Op::Div: return b_.CreateFDiv(a, c);
     case Op::Pow: return emit_pow(b_, a, c);
+    case Op::Atan2: return emit_atan2(b_, a, c);
     case Op::Maximum: return fmax_nan(a, c);
     case Op::Minimum: return fmin_nan(a, c);
     case Op::Fmod: return b_.CreateFRem(a, c);  // exact fmod; rare enough for its libm call

@@ -635,6 +635,84 @@ Value* emit_cos(llvm::IRBuilder<>& b, Value* x) { return sincos(b, x, true); }
 
 namespace {
 
+// ------------------------------------------------------- inverse trig ----
+
+// atan on [0, inf], as Cephes' atanf.c / atan.c (their coefficients):
+// a > tan(3pi/8) is reduced by t = -1/a (plus pi/2), a > tan(pi/8) (float) /
+// 0.66 (double) by t = (a - 1)/(a + 1) (plus pi/4), and atan(t) = t + t z P(z)
+// with z = t^2 (float: a polynomial; double: a rational P/Q). Double adds the
+// bits of pi/2 that its constant drops. inf -> pi/2 (t = -0); NaN stays NaN.
+constexpr double kAtanF[] = {-3.33329491539e-1, 1.99777106478e-1, -1.38776856032e-1, 8.05374449538e-2};
+constexpr double kAtanPD[] = {-6.485021904942025371773e1, -1.228866684490136173410e2, -7.500855792314704667340e1,
+                              -1.615753718733365076637e1, -8.750608600031904122785e-1};
+constexpr double kAtanQD[] = {1.945506571482613964425e2, 4.853903996359136964868e2, 4.328810604912902668951e2,
+                              1.650270098316988542046e2, 2.485846490142306297962e1, 1.0};
+constexpr double kPio2Lo = 6.123233995736765886130e-17;  // pi/2 - double(pi/2)
+
+Value* atan_nonnegative(Em& e, Value* a) {
+  Value* big = e.gt(a, e.k(2.414213562373095));
+  Value* mid = e.gt(a, e.fd(0.4142135623730950, 0.66));
+  Value* t = e.sel(big, e.div(e.k(-1), a), e.sel(mid, e.div(e.sub(a, e.k(1)), e.add(a, e.k(1))), a));
+  Value* base = e.sel(big, e.k(M_PI_2), e.sel(mid, e.k(M_PI_4), e.k(0)));
+  Value* z = e.mul(t, t);
+  if (!e.dbl) return e.add(base, e.fma(e.mul(t, z), e.horner(z, kAtanF), t));
+  Value* pq = e.div(e.mul(z, e.horner(z, kAtanPD)), e.horner(z, kAtanQD));
+  Value* lo = e.sel(big, e.k(kPio2Lo), e.sel(mid, e.k(kPio2Lo / 2), e.k(0)));
+  return e.add(base, e.add(e.fma(t, pq, t), lo));
+}
+
+}  // namespace
+
+Value* emit_atan(llvm::IRBuilder<>& b, Value* x) {
+  Em e(b, x->getType());
+  return e.copysign(atan_nonnegative(e, e.fabs(x)), x);
+}
+
+// asin |x| = atan(|x| / sqrt((1 - |x|)(1 + |x|))): 1 - |x| is exact for
+// |x| >= 1/2, so no cancellation near 1; |x| = 1 gives atan(inf) = pi/2 and
+// |x| > 1 the square root of a negative, NaN.
+Value* emit_asin(llvm::IRBuilder<>& b, Value* x) {
+  Em e(b, x->getType());
+  Value* a = e.fabs(x);
+  Value* s = b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, e.mul(e.sub(e.k(1), a), e.add(e.k(1), a)));
+  return e.copysign(atan_nonnegative(e, e.div(a, s)), x);
+}
+
+// acos x = 2 atan(sqrt((1 - x)/(1 + x))): small near x = 1 without losing
+// relative precision (1 - x exact there), pi at x = -1, NaN beyond [-1, 1].
+Value* emit_acos(llvm::IRBuilder<>& b, Value* x) {
+  Em e(b, x->getType());
+  Value* r = e.div(e.sub(e.k(1), x), e.add(e.k(1), x));
+  Value* t = atan_nonnegative(e, b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, r));
+  return e.add(t, t);
+}
+
+// atan2(y, x): r = atan of the smaller magnitude over the larger (in
+// [0, 1], never overflowing), then the octant: pi/2 - r when |y| > |x| and
+// x >= 0, pi/2 + r when |y| > |x| and x < 0, pi - r when x < 0 (-0
+// included), with y's sign. Each is (hi +- r) + lo, so an exact result such
+// as atan2(inf, -1) = pi/2 rounds once. 0/0 and inf/inf take C99's limits
+// (0 and pi/4): atan2(+-0, -0) = +-pi, atan2(inf, -inf) = 3pi/4.
+Value* emit_atan2(llvm::IRBuilder<>& b, Value* y, Value* x) {
+  Em e(b, x->getType());
+  Value* ay = e.fabs(y);
+  Value* ax = e.fabs(x);
+  Value* swap = e.gt(ay, ax);
+  Value* q = e.div(e.sel(swap, ax, ay), e.sel(swap, ay, ax));
+  q = e.sel(e.band(e.eq(ax, e.k(kInf)), e.eq(ay, e.k(kInf))), e.k(1), q);
+  q = e.sel(e.band(e.eq(ax, e.k(0)), e.eq(ay, e.k(0))), e.k(0), q);
+  Value* r = atan_nonnegative(e, q);
+  std::span<const double> pio2 = e.dbl ? std::span<const double>(kPio2D) : kPio2F;
+  Value* x_negative = b.CreateICmpSLT(e.bits(x), e.ki(0));
+  Value* hi = e.sel(swap, e.k(pio2[0]), e.sel(x_negative, e.k(2 * pio2[0]), e.k(0)));
+  Value* lo = e.sel(swap, e.k(pio2[1]), e.sel(x_negative, e.k(2 * pio2[1]), e.k(0)));
+  Value* signed_r = e.sel(b.CreateXor(swap, x_negative), e.neg(r), r);
+  r = e.add(e.add(hi, signed_r), lo);
+  return e.sel(e.anynan(x, y), e.add(x, y), e.copysign(r, y));
+}
+
+namespace {
+
 // pow on double lanes. With `dd_log`, log|x| is carried in double-double so
 // the result keeps < 1 ulp of double even when |y log x| is ~700; without,
 // log|x| has ~2^-52 relative error, enough for a result rounded to float

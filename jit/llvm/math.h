@@ -1,5 +1,5 @@
 // Vectorizable math for the LLVM CPU backend: IR emitters for exp, expm1,
-// log, log1p, tanh, sigmoid, erf, sin, cos and pow.
+// log, log1p, tanh, sigmoid, erf, sin, cos, atan, asin, acos, atan2 and pow.
 //
 // Every emitter takes x (and y for pow) of type float, double, <N x float> or
 // <N x double> and returns a value of the same type. The emitted IR is
@@ -16,7 +16,8 @@
 // The builder's fast-math flags are cleared while emitting: the special-value
 // handling (NaN, inf, -0) depends on IEEE semantics.
 //
-// Special values follow std:: exactly (NaN in -> NaN out; exp overflows to inf
+// Special values follow std:: exactly (NaN in -> NaN out; atan2 takes C99's
+// values at +-0 and +-inf; exp overflows to inf
 // and underflows through subnormals to 0; log(0) = -inf, log(<0) = NaN;
 // tanh and erf saturate to +-1; sin/cos are NaN only for inf/NaN input; pow
 // follows C99/std::pow: pow(x, +-0) = 1, pow(1, y) = 1, pow(-x, odd int) < 0,
@@ -41,6 +42,10 @@
 //   erf       all finite                            0.91 [4]    1.05 [4]
 //   sin       |x| <= 1e4                            1.47 [4]    1.43 [4]
 //   cos       |x| <= 1e4                            1.48 [4]    1.45 [4]
+//   atan      all finite                            2.77 [4]    0.87 [4]
+//   asin      [-1, 1]                               3.57 [4]    2.16 [4]
+//   acos      [-1, 1]                               3.47 [4]    1.70 [4]
+//   atan2     random bits (both); grid [-3, 3]^2    3.02 [4]    1.59 [4]
 //   pow       x in (0, 1e4] with y in [-60, 60];    0.50 [4]    0.99 [4]
 //             any x in 2^[-40, 40] with y such that
 //             the result spans subnormal..overflow;
@@ -73,7 +78,11 @@ llvm::Value* emit_sigmoid(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_erf(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_sin(llvm::IRBuilder<>& b, llvm::Value* x);
 llvm::Value* emit_cos(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_atan(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_asin(llvm::IRBuilder<>& b, llvm::Value* x);
+llvm::Value* emit_acos(llvm::IRBuilder<>& b, llvm::Value* x);
 // x and y of the same type.
+llvm::Value* emit_atan2(llvm::IRBuilder<>& b, llvm::Value* y, llvm::Value* x);
 llvm::Value* emit_pow(llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y);
 
 }  // namespace loom::jit::llvm_cpu

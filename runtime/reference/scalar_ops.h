@@ -62,6 +62,9 @@ T unary_value(ir::Op op, T x) {
       }
       case Op::Silu: return x / (T(1) + std::exp(-x));
       case Op::Erf: return std::erf(x);
+      case Op::Atan: return std::atan(x);
+      case Op::Asin: return std::asin(x);
+      case Op::Acos: return std::acos(x);
       case Op::Floor: return std::floor(x);
       case Op::Ceil: return std::ceil(x);
       case Op::Round: return std::nearbyint(x);  // half to even
@@ -131,6 +134,7 @@ T arith_value(Fail&& fail, ir::Op op, T a, T b) {
       case Op::Mul: return a * b;
       case Op::Div: return a / b;
       case Op::Pow: return std::pow(a, b);
+      case Op::Atan2: return std::atan2(a, b);
       case Op::Maximum: return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<T>::quiet_NaN() : (a > b ? a : b);
       case Op::Minimum: return (std::isnan(a) || std::isnan(b)) ? std::numeric_limits<T>::quiet_NaN() : (a < b ? a : b);
       case Op::Fmod: return std::fmod(a, b);

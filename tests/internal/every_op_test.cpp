@@ -102,6 +102,10 @@ std::vector<Case> cases() {
   unary("relu", loom::relu);
   unary("silu", loom::silu);
   unary("erf", loom::erf);
+  unary("atan", loom::atan);
+  // Inside [-1, 1]: values in [-0.9, 0.9].
+  c.push_back({"asin", [](ScalarType dt, Device dev) { return loom::asin(input(dt, dev) * 0.3); }});
+  c.push_back({"acos", [](ScalarType dt, Device dev) { return loom::acos(input(dt, dev) * 0.3); }});
   unary("floor", loom::floor);
   unary("ceil", loom::ceil);
   unary("round", loom::round);
@@ -135,6 +139,7 @@ std::vector<Case> cases() {
   binary("minimum", loom::minimum);
   binary("fmod", loom::fmod, Domain::Positive);
   binary("remainder", loom::remainder, Domain::Positive);
+  binary("atan2", loom::atan2);
   binary("eq", loom::eq);
   binary("ne", loom::ne);
   binary("lt", loom::lt);

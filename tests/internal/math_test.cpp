@@ -51,11 +51,12 @@ namespace {
 
 namespace lc = loom::jit::llvm_cpu;
 
-enum class Fn { kExp, kExpm1, kLog, kLog1p, kTanh, kSigmoid, kErf, kSin, kCos, kPow, kExpNonPositive };
+enum class Fn { kExp, kExpm1, kLog, kLog1p, kTanh, kSigmoid, kErf, kSin, kCos, kPow, kExpNonPositive, kAtan, kAsin, kAcos, kAtan2 };
 
 const char* fn_name(Fn fn) {
   static const char* names[] = {"exp", "expm1", "log", "log1p", "tanh",
-                                "sigmoid", "erf", "sin", "cos", "pow", "exp<=0"};
+                                "sigmoid", "erf", "sin", "cos", "pow", "exp<=0",
+                                "atan", "asin", "acos", "atan2"};
   return names[static_cast<int>(fn)];
 }
 
@@ -72,6 +73,10 @@ llvm::Value* emit(Fn fn, llvm::IRBuilder<>& b, llvm::Value* x, llvm::Value* y) {
     case Fn::kCos: return lc::emit_cos(b, x);
     case Fn::kPow: return lc::emit_pow(b, x, y);
     case Fn::kExpNonPositive: return lc::emit_exp_nonpositive(b, x);
+    case Fn::kAtan: return lc::emit_atan(b, x);
+    case Fn::kAsin: return lc::emit_asin(b, x);
+    case Fn::kAcos: return lc::emit_acos(b, x);
+    case Fn::kAtan2: return lc::emit_atan2(b, x, y);
   }
   return nullptr;
 }
@@ -92,6 +97,10 @@ double ref_f32(Fn fn, double x, double y) {
     case Fn::kSin: return std::sin(x);
     case Fn::kCos: return std::cos(x);
     case Fn::kPow: return std::pow(x, y);
+    case Fn::kAtan: return std::atan(x);
+    case Fn::kAsin: return std::asin(x);
+    case Fn::kAcos: return std::acos(x);
+    case Fn::kAtan2: return std::atan2(x, y);
   }
   return 0;
 }
@@ -109,6 +118,10 @@ long double ref_f64(Fn fn, long double x, long double y) {
     case Fn::kSin: return sinl(x);
     case Fn::kCos: return cosl(x);
     case Fn::kPow: return powl(x, y);
+    case Fn::kAtan: return atanl(x);
+    case Fn::kAsin: return asinl(x);
+    case Fn::kAcos: return acosl(x);
+    case Fn::kAtan2: return atan2l(x, y);
   }
   return 0;
 }
@@ -127,6 +140,10 @@ T std_fn(Fn fn, T x, T y) {
     case Fn::kSin: return std::sin(x);
     case Fn::kCos: return std::cos(x);
     case Fn::kPow: return std::pow(x, y);
+    case Fn::kAtan: return std::atan(x);
+    case Fn::kAsin: return std::asin(x);
+    case Fn::kAcos: return std::acos(x);
+    case Fn::kAtan2: return std::atan2(x, y);
   }
   return 0;
 }
@@ -253,7 +270,7 @@ std::vector<std::string> ir_calls(llvm::Module& m) {
       llvm::Intrinsic::nearbyint, llvm::Intrinsic::roundeven, llvm::Intrinsic::fabs,
       llvm::Intrinsic::copysign, llvm::Intrinsic::minnum,  llvm::Intrinsic::maxnum,
       llvm::Intrinsic::smin,    llvm::Intrinsic::smax,    llvm::Intrinsic::umin,
-      llvm::Intrinsic::umax,    llvm::Intrinsic::abs,
+      llvm::Intrinsic::umax,    llvm::Intrinsic::abs,     llvm::Intrinsic::sqrt,  // one instruction (asin, acos)
       llvm::Intrinsic::x86_avx512_mask_scalef_ps_512, llvm::Intrinsic::x86_avx512_mask_scalef_pd_512};
   std::vector<std::string> bad;
   for (llvm::Function& f : m)
@@ -665,6 +682,38 @@ TEST(JitMath, SinF32) { run_unary<float>({Fn::kSin, 4, -1e4, 1e4, kFTiny, 1e4f, 
 TEST(JitMath, SinF64) { run_unary<double>({Fn::kSin, 4, -1e4, 1e4, kDTiny, 1e4, true, {}, -10, 10}); }
 TEST(JitMath, CosF32) { run_unary<float>({Fn::kCos, 4, -1e4, 1e4, kFTiny, 1e4f, true, {}, -10, 10}); }
 TEST(JitMath, CosF64) { run_unary<double>({Fn::kCos, 4, -1e4, 1e4, kDTiny, 1e4, true, {}, -10, 10}); }
+TEST(JitMath, AtanF32) { run_unary<float>({Fn::kAtan, 4, -20, 20, kFTiny, kFMax, true, {1, -1, 1e30f}, -1, 1}); }
+TEST(JitMath, AtanF64) { run_unary<double>({Fn::kAtan, 4, -20, 20, kDTiny, kDMax, true, {1, -1, 1e300}, -1, 1}); }
+TEST(JitMath, AsinF32) { run_unary<float>({Fn::kAsin, 4, -1, 1, kFTiny, 1, true, {1, -1, 1.5f, -2}, 0.9, 1}); }
+TEST(JitMath, AsinF64) { run_unary<double>({Fn::kAsin, 4, -1, 1, kDTiny, 1, true, {1, -1, 1.5, -2}, 0.9, 1}); }
+TEST(JitMath, AcosF32) { run_unary<float>({Fn::kAcos, 4, -1, 1, kFTiny, 1, true, {1, -1, 1.5f, -2}, -1, -0.9}); }
+TEST(JitMath, AcosF64) { run_unary<double>({Fn::kAcos, 4, -1, 1, kDTiny, 1, true, {1, -1, 1.5, -2}, -1, -0.9}); }
+
+// atan2 over pairs: random bit patterns of both signs (every ratio, with
+// underflow and overflow of y/x), a dense grid, and every pair of specials
+// (+-0, +-inf, NaN, finite), which must match std:: exactly.
+template <class T>
+void run_atan2() {
+  Compiled<T> k = compile<T>(Fn::kAtan2);
+  check_no_calls(k, Fn::kAtan2);
+  const int n = 400000 * scale<T>();
+  std::vector<T> y, x;
+  add_random_bits(y, n, 91);
+  add_random_bits(x, n, 92);
+  auto finite = [](T a, T b) { return std::isfinite(a) && std::isfinite(b); };
+  report<T>(Fn::kAtan2, "random bits", measure(k, Fn::kAtan2, y, x, finite), 4);
+  std::vector<T> gy, gx;
+  for (int i = 0; i < 700; ++i)
+    for (int j = 0; j < 700; ++j) gy.push_back(T(-3 + 6.0 * i / 699)), gx.push_back(T(-3 + 6.0 * j / 699));
+  report<T>(Fn::kAtan2, "grid [-3, 3]^2", measure(k, Fn::kAtan2, gy, gx), 4);
+  std::vector<T> sy, sx;
+  for (T a : specials<T>())
+    for (T b : specials<T>()) sy.push_back(a), sx.push_back(b);
+  check_specials(k, Fn::kAtan2, sy, sx, {}, 4);
+}
+TEST(JitMath, Atan2F32) { run_atan2<float>(); }
+TEST(JitMath, Atan2F64) { run_atan2<double>(); }
+
 TEST(JitMath, SinCosBeyondRangeInfo) {
   for (Fn fn : {Fn::kSin, Fn::kCos}) {
     run_trig_extended<float>(fn);

@@ -82,6 +82,16 @@ Tensor relu(const Tensor& x, LOOM_LOC);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none", LOOM_LOC);
 Tensor silu(const Tensor& x, LOOM_LOC);
 Tensor erf(const Tensor& x, LOOM_LOC);
+// Inverse trigonometric functions; arc* are their NumPy-style aliases.
+Tensor atan(const Tensor& x, LOOM_LOC);
+Tensor asin(const Tensor& x, LOOM_LOC);
+Tensor acos(const Tensor& x, LOOM_LOC);
+Tensor arctan(const Tensor& x, LOOM_LOC);
+Tensor arcsin(const Tensor& x, LOOM_LOC);
+Tensor arccos(const Tensor& x, LOOM_LOC);
+// The angle of the point (b, a) in (-pi, pi]; integers promote to float32.
+Tensor atan2(const Tensor& a, const Tensor& b, LOOM_LOC);
+Tensor arctan2(const Tensor& a, const Tensor& b, LOOM_LOC);
 Tensor floor(const Tensor& x, LOOM_LOC);
 Tensor ceil(const Tensor& x, LOOM_LOC);
 Tensor round(const Tensor& x, LOOM_LOC);
@@ -142,6 +152,22 @@ Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scala
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, LOOM_LOC);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0, LOOM_LOC);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, LOOM_LOC);
+// Draws from each row of non-negative weights (1-D or 2-D, not necessarily
+// normalized): int64 [num_samples] or [rows, num_samples]. An invalid row (a
+// negative, infinite or NaN weight, a zero sum, or without replacement
+// fewer non-zero weights than samples) fails when the samples are read, as
+// an out-of-range index at the caller's line.
+Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement = false, LOOM_LOC);
+// 1 with probability p (elementwise), in p's dtype; a p outside [0, 1]
+// fails when the result is read.
+Tensor bernoulli(const Tensor& p, LOOM_LOC);
+// 1 with probability p, in self's shape and dtype.
+Tensor bernoulli(const Tensor& self, double p, LOOM_LOC);
+// Einstein summation, as torch::einsum: "ij,jk->ik", "bhqd,bhkd->bhqk",
+// "...ij->...ji", "ii->i" (a diagonal), implicit output when "->" is left
+// out; size-1 dimensions broadcast. Floating operands contract through
+// batched products.
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors, LOOM_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);

@@ -1,12 +1,16 @@
 // The macros and small helpers libtorch programs use, so that a port
 // compiles unchanged: TORCH_MODULE (LOOM_MODULE), TORCH_CHECK and AT_ASSERT
 // (a loom::Error with the message parts, as c10::Error), torch::str,
-// torch::optional.
+// torch::optional, torch::ExpandingArray.
 // Each is defined only where libtorch's own is not.
 #pragma once
+#include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <loom/error.h>
 
@@ -22,6 +26,32 @@ std::string str(const Args&... args) {
   detail::append(os, args...);
   return os.str();
 }
+
+// D values of T given as one value (repeated) or as D of them, as
+// torch::ExpandingArray: kernel sizes, strides and paddings in user code.
+template <size_t D, class T = int64_t>
+class ExpandingArray {
+ public:
+  ExpandingArray(T single) { values_.fill(single); }  // NOLINT: as libtorch
+  ExpandingArray(std::initializer_list<T> list) : ExpandingArray(std::vector<T>(list)) {}
+  ExpandingArray(const std::vector<T>& v) {  // NOLINT: as libtorch
+    if (v.size() != D)
+      throw Error(str("ExpandingArray: expected ", D, " values, got ", v.size()));
+    std::copy(v.begin(), v.end(), values_.begin());
+  }
+  ExpandingArray(const std::array<T, D>& a) : values_(a) {}  // NOLINT: as libtorch
+  std::array<T, D>& operator*() { return values_; }
+  const std::array<T, D>& operator*() const { return values_; }
+  std::array<T, D>* operator->() { return &values_; }
+  const std::array<T, D>* operator->() const { return &values_; }
+  operator std::vector<T>() const { return std::vector<T>(values_.begin(), values_.end()); }  // NOLINT
+  T& operator[](size_t i) { return values_[i]; }
+  const T& operator[](size_t i) const { return values_[i]; }
+  static constexpr size_t size() { return D; }
+
+ private:
+  std::array<T, D> values_;
+};
 }  // namespace loom
 
 #ifndef TORCH_MODULE

@@ -17,4 +17,6 @@
 #include <loom/nn/top_level.h>
 #include <loom/nn/transformer.h>
 #include <loom/nn/upsample.h>
+#include <loom/nn/grid_sample.h>
+#include <loom/nn/embedding_bag.h>
 #include <loom/nn/utils.h>

@@ -155,6 +155,14 @@ class Tensor {
   Tensor sigmoid(LOOM_LOC) const;
   Tensor relu(LOOM_LOC) const;
   Tensor erf(LOOM_LOC) const;
+  Tensor atan(LOOM_LOC) const;
+  Tensor asin(LOOM_LOC) const;
+  Tensor acos(LOOM_LOC) const;
+  Tensor arctan(LOOM_LOC) const;
+  Tensor arcsin(LOOM_LOC) const;
+  Tensor arccos(LOOM_LOC) const;
+  Tensor atan2(const Tensor& other, LOOM_LOC) const;
+  Tensor arctan2(const Tensor& other, LOOM_LOC) const;
   Tensor floor(LOOM_LOC) const;
   Tensor ceil(LOOM_LOC) const;
   Tensor round(LOOM_LOC) const;
@@ -218,6 +226,10 @@ class Tensor {
   Tensor& log_(LOOM_LOC);
   Tensor& sqrt_(LOOM_LOC);
   Tensor& tanh_(LOOM_LOC);
+  Tensor& atan_(LOOM_LOC);
+  Tensor& asin_(LOOM_LOC);
+  Tensor& acos_(LOOM_LOC);
+  Tensor& atan2_(const Tensor& other, LOOM_LOC);
   Tensor& sigmoid_(LOOM_LOC);
   Tensor& relu_(LOOM_LOC);
   Tensor& floor_(LOOM_LOC);
@@ -232,6 +244,9 @@ class Tensor {
   Tensor& uniform_(double from = 0, double to = 1, LOOM_LOC);
   Tensor& normal_(double mean = 0, double std = 1, LOOM_LOC);
   Tensor& bernoulli_(double p = 0.5, LOOM_LOC);
+  Tensor bernoulli(LOOM_LOC) const;
+  Tensor bernoulli(double p, LOOM_LOC) const;
+  Tensor multinomial(int64_t num_samples, bool replacement = false, LOOM_LOC) const;
   Tensor& random_(int64_t from, int64_t to, LOOM_LOC);
   Tensor& eq_(const Tensor& other, LOOM_LOC);
   Tensor& eq_(const Scalar& other, LOOM_LOC);

@@ -70,6 +70,18 @@ V erf_b(const OpGrad& n, const Tensor& g) {
   Tensor x = n.saved(0);
   return {g * exp((x * x).neg()) * M_2_SQRTPI};
 }
+V atan_b(const OpGrad& n, const Tensor& g) {
+  Tensor x = n.saved(0);
+  return {g / (x * x + 1)};
+}
+V asin_b(const OpGrad& n, const Tensor& g) {  // inf at |x| = 1, NaN beyond, as PyTorch's
+  Tensor x = n.saved(0);
+  return {g * (-(x * x) + 1).rsqrt()};
+}
+V acos_b(const OpGrad& n, const Tensor& g) {
+  Tensor x = n.saved(0);
+  return {-g * (-(x * x) + 1).rsqrt()};
+}
 V zero_b(const OpGrad&, const Tensor& g) { return {zeros_like(g)}; }  // floor, ceil, round, trunc, sign
 V reciprocal_b(const OpGrad& n, const Tensor& g) {                    // saved: 1/x
   Tensor y = n.saved(0);
@@ -108,6 +120,9 @@ UnaryRule unary_rule(Op op, const SourceLoc& loc) {
     case Op::GeluTanh: return {"GeluBackward0", gelu_tanh_b, false};
     case Op::Silu: return {"SiluBackward0", silu_b, false};
     case Op::Erf: return {"ErfBackward0", erf_b, false};
+    case Op::Atan: return {"AtanBackward0", atan_b, false};
+    case Op::Asin: return {"AsinBackward0", asin_b, false};
+    case Op::Acos: return {"AcosBackward0", acos_b, false};
     case Op::Floor: return {"FloorBackward0", zero_b, false};
     case Op::Ceil: return {"CeilBackward0", zero_b, false};
     case Op::Round: return {"RoundBackward0", zero_b, false};
@@ -153,6 +168,12 @@ V fmod_b(const OpGrad& n, const Tensor& g) {
 }
 V remainder_b(const OpGrad& n, const Tensor& g) {
   return {g, n.needs(1) ? g.neg() * (n.saved(0) / n.saved(1)).floor() : Tensor()};
+}
+// d/da atan2(a, b) = b / (a^2 + b^2), d/db = -a / (a^2 + b^2): NaN at (0, 0), as PyTorch's.
+V atan2_b(const OpGrad& n, const Tensor& g) {
+  Tensor a = n.saved(0), b = n.saved(1);
+  Tensor scale = g / (a * a + b * b);
+  return {scale * b, n.needs(1) ? -(scale * a) : Tensor()};
 }
 
 // ---------------------------------------------------------------- tensor (op) scalar
@@ -210,6 +231,7 @@ void binary(ir::Op op, const Tensor& a, const Tensor& b, const Tensor& out, cons
     case Op::Minimum: r = {"MinimumBackward0", minimum_b, true, true, false}; break;
     case Op::Fmod: r = {"FmodBackward0", fmod_b, true, true, false}; break;
     case Op::Remainder: r = {"RemainderBackward0", remainder_b, true, true, false}; break;
+    case Op::Atan2: r = {"Atan2Backward0", atan2_b, true, true, false}; break;
     default: no_rule(op, "two tensors", loc);
   }
   auto n = attach(r.name, r.vjp, {&a, &b}, out, loc);

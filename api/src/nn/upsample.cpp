@@ -1,10 +1,12 @@
 // loom/nn/upsample.h: each resized dim is an index_select of the source
 // positions PyTorch's rules pick (two of them, weighed, for the linear
-// modes), so the gradient is index_select's.
+// modes; four for bicubic), so the gradient is index_select's. Bicubic is
+// separable, so resizing one dim after the other is PyTorch's 4 x 4 sum.
 #include <loom/functions.h>
 #include <loom/nn/functional.h>
 #include <loom/nn/upsample.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "api/src/record.h"
@@ -31,6 +33,34 @@ Tensor resize_dim(const Tensor& x, int64_t d, int64_t out, double scale, Interpo
       idx.push_back(std::min(static_cast<int64_t>(std::floor(static_cast<double>(i) * scale)), n - 1));
     return x.index_select(d, tensor(idx, longs, loc), loc);
   }
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
+  shape[static_cast<size_t>(d)] = out;
+  if (mode == InterpolateMode::Bicubic) {
+    // Taps at floor(src) - 1 .. + 2, clamped into [0, n - 1]; the source
+    // index is not clamped at 0 (PyTorch's `cubic` source index).
+    std::vector<std::vector<int64_t>> taps(4);
+    std::vector<std::vector<double>> weights(4);
+    for (int64_t i = 0; i < out; ++i) {
+      const double src = align_corners ? (out > 1 ? static_cast<double>(i) * (n - 1) / (out - 1) : 0.0)
+                                       : (static_cast<double>(i) + 0.5) * scale - 0.5;
+      const double f = std::floor(src), t = src - f;
+      constexpr double A = -0.75;
+      auto near = [](double v) { return ((A + 2) * v - (A + 3)) * v * v + 1; };          // |v| <= 1
+      auto far = [](double v) { return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A; };     // 1 < |v| < 2
+      const double w[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+      for (int k = 0; k < 4; ++k) {
+        taps[k].push_back(std::clamp(static_cast<int64_t>(f) - 1 + k, int64_t{0}, n - 1));
+        weights[k].push_back(w[k]);
+      }
+    }
+    Tensor sum;
+    for (int k = 0; k < 4; ++k) {
+      const Tensor w = tensor(weights[k], TensorOptions(x.dtype()).device(x.device()), loc).reshape(shape, loc);
+      Tensor term = x.index_select(d, tensor(taps[k], longs, loc), loc).mul(w, loc);
+      sum = k == 0 ? term : sum.add(term, 1, loc);
+    }
+    return sum;
+  }
   std::vector<int64_t> lo, hi;
   std::vector<double> w_hi;
   for (int64_t i = 0; i < out; ++i) {
@@ -41,8 +71,6 @@ Tensor resize_dim(const Tensor& x, int64_t d, int64_t out, double scale, Interpo
     hi.push_back(std::min(i0 + 1, n - 1));
     w_hi.push_back(src - static_cast<double>(i0));
   }
-  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);
-  shape[static_cast<size_t>(d)] = out;
   const Tensor w = tensor(w_hi, TensorOptions(x.dtype()).device(x.device()), loc).reshape(shape, loc);
   const Tensor a = x.index_select(d, tensor(lo, longs, loc), loc), b = x.index_select(d, tensor(hi, longs, loc), loc);
   return a.add(b.sub(a, 1, loc).mul(w, loc), 1, loc);
@@ -54,12 +82,14 @@ Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o, SourceL
   detail::impl_of(input, "interpolate", loc);
   const InterpolateMode::Kind mode = o.mode().kind;
   const int64_t spatial = input.dim() - 2;
-  LOOM_CHECK(spatial == 1 || spatial == 2, "interpolate", loc, "expected a 3-D or 4-D input, got ",
+  LOOM_CHECK(spatial >= 1 && spatial <= 3, "interpolate", loc, "expected a 3-D, 4-D or 5-D input, got ",
              detail::describe(input));
-  LOOM_CHECK(mode == InterpolateMode::Nearest || mode == InterpolateMode::Area ||
+  LOOM_CHECK(mode == InterpolateMode::Nearest || (mode == InterpolateMode::Area && spatial <= 2) ||
                  (mode == InterpolateMode::Linear && spatial == 1) ||
-                 (mode == InterpolateMode::Bilinear && spatial == 2),
-             "interpolate", loc, "linear needs a 3-D input and bilinear a 4-D one, got ", detail::describe(input));
+                 ((mode == InterpolateMode::Bilinear || mode == InterpolateMode::Bicubic) && spatial == 2) ||
+                 (mode == InterpolateMode::Trilinear && spatial == 3),
+             "interpolate", loc, "linear needs a 3-D input, bilinear and bicubic a 4-D one, trilinear a 5-D one, and "
+             "area a 3-D or 4-D one; got ", detail::describe(input));
   LOOM_CHECK(o.size().has_value() != o.scale_factor().has_value(), "interpolate", loc,
              "exactly one of size and scale_factor must be given");
   LOOM_CHECK(!((mode == InterpolateMode::Nearest || mode == InterpolateMode::Area) && o.align_corners().value_or(false)),

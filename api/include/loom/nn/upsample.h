@@ -1,6 +1,7 @@
 // Resizing, as torch::nn's: F::interpolate and Upsample with the nearest,
-// linear (3-D input), bilinear (4-D input) and area modes, align_corners, and a
-// size or a scale factor; PyTorch's source-index rules.
+// linear (3-D input), bilinear and bicubic (4-D input), trilinear (5-D input)
+// and area (3-D and 4-D input) modes, align_corners, and a size or a scale
+// factor; PyTorch's source-index rules.
 #pragma once
 #include <optional>
 #include <vector>
@@ -17,13 +18,16 @@ namespace loom {
 // both.
 class InterpolateMode {
  public:
-  enum Kind { Nearest, Linear, Bilinear, Area };
+  enum Kind { Nearest, Linear, Bilinear, Area, Bicubic, Trilinear };
   constexpr InterpolateMode(Kind k) : kind(k) {}  // NOLINT
   InterpolateMode(Nonlinearity n);                // NOLINT: kLinear only
   Kind kind;
 };
 inline constexpr InterpolateMode::Kind kNearest = InterpolateMode::Nearest;
 inline constexpr InterpolateMode::Kind kBilinear = InterpolateMode::Bilinear;
+// Keys' cubic convolution (a = -0.75) over 4 x 4 sources, as PyTorch's.
+inline constexpr InterpolateMode::Kind kBicubic = InterpolateMode::Bicubic;
+inline constexpr InterpolateMode::Kind kTrilinear = InterpolateMode::Trilinear;
 // The mean of each output cell's source window (adaptive average pooling).
 inline constexpr InterpolateMode::Kind kArea = InterpolateMode::Area;
 
@@ -38,7 +42,8 @@ struct UpsampleOptions {
 
 namespace functional {
 using InterpolateFuncOptions = UpsampleOptions;
-// input [N, C, L] (nearest, linear, area) or [N, C, H, W] (nearest, bilinear, area).
+// input [N, C, L] (nearest, linear, area), [N, C, H, W] (nearest, bilinear, bicubic, area) or
+// [N, C, D, H, W] (nearest, trilinear).
 Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& options, LOOM_LOC);
 }  // namespace functional
 

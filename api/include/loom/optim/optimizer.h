@@ -83,7 +83,8 @@ class Optimizer {
 
   // Updates every parameter that has a gradient. `closure` (optional)
   // re-evaluates the loss with grad mode on; its result is returned.
-  Tensor step(LossClosure closure = nullptr);
+  // Virtual for an optimizer that is not one update per parameter (LBFGS).
+  virtual Tensor step(LossClosure closure = nullptr);
   // Clears every parameter's gradient: undefined (the default, as PyTorch),
   // or zeros written in place.
   void zero_grad(bool set_to_none = true);
