@@ -38,6 +38,12 @@ inline bool costly_op(Op op) { return op_cost(op) >= 8 && op != Op::MatMul; }
 // Attributes of a view write: strides of every dim plus the offset.
 inline constexpr int kMaxAttrs = 2 * kMaxDims + 1;
 
+// Scan's attr[1]: what it accumulates along its dim. Sum and Prod give the
+// input's dtype (cumsum, cumprod); ArgMax and ArgMin the int64 position of
+// the running maximum or minimum (cummax, cummin: the last position of a
+// tie, and NaN, once met, stays the extreme), whose values are a gather.
+enum class ScanKind : int64_t { Sum = 0, Prod = 1, ArgMax = 2, ArgMin = 3 };
+
 
 // A fixed-capacity list of int64 (shapes, strides, attributes): no heap, so
 // recording a node costs one allocation.

@@ -1099,8 +1099,14 @@ class Generator {
     std::string sx;
     const int k = static_cast<int>(uniform(0, 14));
     switch (k) {
-      case 0: {  // sum
+      case 0: {  // sum, or (from later_) cumsum along the first of the dims
         const bool fl = is_float(x.dtype());
+        if (r > 0 && later_coin()) {
+          const int64_t d = dims.empty() ? r - 1 : dims[0];
+          Tensor out = jitter(x.t).cumsum(d);
+          add(out, fl ? noisy_op(out.dtype(), x.noise) : 0, x.name + ".cumsum(" + std::to_string(d) + ")");
+          return true;
+        }
         Tensor out = jitter(x.t).sum(dims, keep);
         add(out, fl ? noisy_op(out.dtype(), x.noise) : 0, x.name + ".sum(" + ds + ", " + ks + ")");
         return true;
@@ -1167,6 +1173,13 @@ class Generator {
         if (!x.exact() || r == 0) return false;
         const int64_t d = dim_arg(uniform(0, r - 1), r);
         const bool mx = coin();
+        if (later_coin()) {  // a stable sort of exact values: the same positions everywhere
+          auto [values, indices] = x.t.sort(d, mx);
+          const std::string call = x.name + ".sort(" + std::to_string(d) + ", " + (mx ? "true" : "false") + ")";
+          add(values, 0, call + ".values");
+          add(indices, 0, call + ".indices");
+          return true;
+        }
         auto [values, indices] = mx ? x.t.max(d, keep) : x.t.min(d, keep);
         const std::string call = x.name + (mx ? ".max(" : ".min(") + std::to_string(d) + ", " + ks + ")";
         add(values, 0, call + ".values");

@@ -1,5 +1,5 @@
-// The library kernels other than matmul (matmul.cpp): data movement and
-// leaves. Semantics follow the reference backend exactly (it is the test
+// The library kernels other than matmul (matmul.cpp): data movement,
+// sorting, scans and leaves. Semantics follow the reference backend exactly (it is the test
 // oracle); the code is independent of it and splits large work across cores.
 #include "kernels/cpu/library.h"
 
@@ -9,9 +9,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "ir/dtype_dispatch.h"
 #include "ir/philox.h"
@@ -289,6 +293,97 @@ void gather_scatter(const View& x, const View& index, const View* src, const Vie
   bad.raise_if_any(idx, size);
 }
 
+// ---------------------------------------------------------------- sorting
+
+// An unsigned key whose order is the values' order: NaN above +inf (every
+// NaN equal), -0.0 equal to 0.0, so that sorting (key, position) pairs is a
+// stable sort of the values as PyTorch compares them.
+template <class T>
+uint64_t sort_key(T v) {
+  if constexpr (std::is_same_v<T, bool>) return v ? 1 : 0;
+  else if constexpr (std::is_same_v<T, int32_t>) return static_cast<uint32_t>(v) ^ 0x80000000u;
+  else if constexpr (std::is_same_v<T, int64_t>) return static_cast<uint64_t>(v) ^ (uint64_t{1} << 63);
+  else {
+    double d = static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, BFloat16>, float, T>>(v));
+    if (d != d) return ~uint64_t{0};
+    if (d == 0) d = 0;  // -0.0 ties with 0.0
+    const uint64_t bits = std::bit_cast<uint64_t>(d);
+    return bits >> 63 ? ~bits : bits | (uint64_t{1} << 63);
+  }
+}
+
+// ArgSort: each row along `dim` (stride `inner` in x) sorted as (key,
+// position) pairs, so equal values keep their order; descending flips the
+// key, which puts NaN first.
+template <class T>
+void argsort(const View& x, const View& out, int dim, bool descending) {
+  const ir::Dims& xs = x.shape;
+  const int64_t len = xs[dim], inner = prod(xs, dim + 1, xs.n), rows = prod(xs, 0, dim) * inner;
+  const T* xp = static_cast<const T*>(x.data);
+  auto* op = static_cast<int64_t*>(out.data);
+  const uint64_t flip = descending ? ~uint64_t{0} : 0;
+  int64_t log_len = 1;
+  while ((int64_t{1} << log_len) < len) ++log_len;
+  for_chunks(rows, len * log_len, [&](int64_t r0, int64_t r1) {
+    std::vector<std::pair<uint64_t, int64_t>> pairs(static_cast<size_t>(len));
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t base = r / inner * len * inner + r % inner;
+      for (int64_t k = 0; k < len; ++k) pairs[static_cast<size_t>(k)] = {sort_key(xp[base + k * inner]) ^ flip, k};
+      std::sort(pairs.begin(), pairs.end());
+      for (int64_t k = 0; k < len; ++k) op[base + k * inner] = pairs[static_cast<size_t>(k)].second;
+    }
+  });
+}
+
+// ---------------------------------------------------------------- scans
+
+// PyTorch's CPU accumulate types: float in double, bfloat16 in float;
+// integers in their unsigned type (wrap-around); bool as or / and.
+template <class T> struct ScanAccOf { using type = Wrap<T>; };
+template <> struct ScanAccOf<float> { using type = double; };
+template <> struct ScanAccOf<BFloat16> { using type = float; };
+
+// Scan: each row along `dim` walked in order. Sums start from 0 and
+// products from 1, as PyTorch's; cummax / cummin (ArgMax / ArgMin) keep
+// the last position of a tie and move to every NaN, as PyTorch's.
+template <class T>
+void scan(const View& x, const View& out, int dim, ir::ScanKind kind) {
+  using A = typename ScanAccOf<T>::type;
+  const ir::Dims& xs = x.shape;
+  const int64_t len = xs[dim], inner = prod(xs, dim + 1, xs.n), rows = prod(xs, 0, dim) * inner;
+  const T* xp = static_cast<const T*>(x.data);
+  const bool arg = kind == ir::ScanKind::ArgMax || kind == ir::ScanKind::ArgMin;
+  auto is_nan = [](T v) {
+    if constexpr (std::is_same_v<T, bool> || std::is_integral_v<T>) return false;
+    else return std::isnan(static_cast<double>(v));
+  };
+  for_chunks(rows, len, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t base = r / inner * len * inner + r % inner;
+      if (arg) {
+        auto* op = static_cast<int64_t*>(out.data);
+        T best = xp[base];
+        int64_t at = 0;
+        for (int64_t k = 0; k < len; ++k) {
+          const T v = xp[base + k * inner];
+          const bool better = kind == ir::ScanKind::ArgMax ? !(v < best) : !(best < v);
+          if (is_nan(v) || (!is_nan(best) && better)) best = v, at = k;
+          op[base + k * inner] = at;
+        }
+        continue;
+      }
+      T* op = static_cast<T*>(out.data);
+      A acc = kind == ir::ScanKind::Sum ? A(0) : A(1);
+      for (int64_t k = 0; k < len; ++k) {
+        const A v = static_cast<A>(xp[base + k * inner]);
+        if constexpr (std::is_same_v<T, bool>) acc = kind == ir::ScanKind::Sum ? (acc || v) : (acc && v);
+        else acc = kind == ir::ScanKind::Sum ? static_cast<A>(acc + v) : static_cast<A>(acc * v);
+        op[base + k * inner] = static_cast<T>(acc);
+      }
+    }
+  });
+}
+
 // ---------------------------------------------------------------- leaves
 
 template <class T>
@@ -366,6 +461,23 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
       return with_type(out.dtype, [&]<class T>() {
         gather_scatter<T>(inputs[0], inputs[1], call.op == Op::ScatterAdd ? &inputs[2] : nullptr, out,
                           static_cast<int>(call.attr[0]));
+      });
+    case Op::ArgSort:
+      if (n == 0) return;
+      if (inputs[0].shape.n == 0) {  // one element: position 0
+        *static_cast<int64_t*>(out.data) = 0;
+        return;
+      }
+      return with_type(inputs[0].dtype, [&]<class T>() {
+        argsort<T>(inputs[0], out, static_cast<int>(call.attr[0]), call.attr[1] != 0);
+      });
+    case Op::Scan:
+      if (n == 0) return;
+      if (call.attr[1] < 0 || call.attr[1] > 3) throw LibraryError{"scan: unknown kind"};
+      return with_type(inputs[0].dtype, [&]<class T>() {
+        const int64_t one = 1;  // a 0-d x is a row of one
+        const View x{inputs[0].data, inputs[0].dtype, inputs[0].shape.n == 0 ? ir::Dims(&one, 1) : inputs[0].shape};
+        scan<T>(x, out, static_cast<int>(call.attr[0]), static_cast<ir::ScanKind>(call.attr[1]));
       });
     case Op::Linspace:
       return with_type(out.dtype, [&]<class T>() { linspace<T>(static_cast<T*>(out.data), n, scalars[0], scalars[1]); });

@@ -1,6 +1,7 @@
 // Precompiled CPU kernels for the ops the code generator does not emit
 // (ir::LibraryCall, see ir/kernel.h): integer matmul, cat, gathers and scatters,
-// strided writes, copies, random numbers and linspace.
+// strided writes, copies, random numbers, linspace, sorting (argsort) and
+// scans (cumsum, cumprod, cummax, cummin).
 //
 // Each kernel reads whole contiguous buffers and writes one. The semantics
 // are those of the reference backend (runtime/reference/eval_move.cpp,

@@ -216,6 +216,51 @@ Launch scatter_strided(const ir::LibraryCall& call) {
   return one_thread;
 }
 
+// One block per row (meta_layout.h argsort). A row that fits the shared
+// tile gets a block of about one thread per comparator; a longer row, whose
+// network runs over global memory, the largest block.
+Launch argsort(const ir::LibraryCall& call) {
+  const ir::Dims& xs = call.input_shapes[0];
+  const int dim = static_cast<int>(call.attr[0]);
+  const int64_t len = xs.n == 0 ? 1 : xs[dim], inner = xs.n == 0 ? 1 : prod(xs, dim + 1, xs.n);
+  const int64_t rows = xs.n == 0 ? 1 : prod(xs, 0, dim) * inner;
+  std::vector<int64_t> m(ml::argsort::kCount);
+  m[ml::argsort::kOut] = call.output;
+  m[ml::argsort::kX] = call.inputs[0];
+  m[ml::argsort::kXOffset] = input_offset_field(call, 0);
+  m[ml::argsort::kLen] = len;
+  m[ml::argsort::kInner] = inner;
+  m[ml::argsort::kRows] = rows;
+  m[ml::argsort::kDescending] = call.attr[1] != 0;
+  int64_t padded = 1;
+  while (padded < len) padded *= 2;
+  Launch l;
+  l.function = std::string("loom_argsort_") + dtype_suffix(call.input_dtypes[0]);
+  l.grid[0] = static_cast<uint32_t>(std::clamp<int64_t>(rows, 1, kMaxBlocks));
+  l.block[0] = len <= ml::argsort::kTile ? static_cast<uint32_t>(std::clamp<int64_t>(padded / 2, 32, 256)) : 1024;
+  l.meta = std::move(m);
+  return l;
+}
+
+// One thread per row, walking it in order: the CPU's order of operations,
+// so sums and products equal its bits. (A row's elements are `inner`
+// apart, so neighbouring threads read neighbouring elements when inner > 1.)
+Launch scan(const ir::LibraryCall& call) {
+  const ir::Dims& xs = call.input_shapes[0];
+  const int dim = static_cast<int>(call.attr[0]);
+  const int64_t len = xs.n == 0 ? 1 : xs[dim], inner = xs.n == 0 ? 1 : prod(xs, dim + 1, xs.n);
+  const int64_t rows = xs.n == 0 ? 1 : prod(xs, 0, dim) * inner;
+  std::vector<int64_t> m(ml::scan::kCount);
+  m[ml::scan::kOut] = call.output;
+  m[ml::scan::kX] = call.inputs[0];
+  m[ml::scan::kXOffset] = input_offset_field(call, 0);
+  m[ml::scan::kLen] = len;
+  m[ml::scan::kInner] = inner;
+  m[ml::scan::kRows] = rows;
+  m[ml::scan::kKind] = call.attr[1];
+  return per_element(std::string("loom_scan_") + dtype_suffix(call.input_dtypes[0]), rows, std::move(m));
+}
+
 // Checks index input 1 against dim_size, writing nothing.
 Launch check_index(const ir::LibraryCall& call, int64_t dim_size) {
   std::vector<int64_t> m(ml::check_index::kCount);
@@ -260,6 +305,13 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
     case Op::MatMul: case Op::ToDevice: case Op::Concat: case Op::IndexSelect: case Op::Gather:
     case Op::ScatterAdd: case Op::ScatterStrided:
       break;
+    case Op::ArgSort:
+      if (call.inputs.size() != 1 || call.attr.n != 2) fail(call, call_index, "expects one input and (dim, descending)");
+      break;
+    case Op::Scan:
+      if (call.inputs.size() != 1 || call.attr.n != 2 || call.attr[1] < ml::scan::kSum || call.attr[1] > ml::scan::kArgMin)
+        fail(call, call_index, "expects one input and (dim, kind)");
+      break;
     case Op::Linspace: case Op::RandUniform: case Op::RandNormal:
       if (call.num_scalars < 2) fail(call, call_index, "needs 2 runtime scalars");
       break;
@@ -300,6 +352,8 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
       if (call.input_shapes[1].numel() > 0) launches.push_back(scatter_strided(call));
       return launches;
     }
+    case Op::ArgSort: return {argsort(call)};
+    case Op::Scan: return {scan(call)};
     case Op::Linspace: return {leaf(call, "loom_linspace_")};
     case Op::RandUniform: return {leaf(call, "loom_rand_uniform_")};
     case Op::RandNormal: return {leaf(call, "loom_rand_normal_")};

@@ -1,7 +1,7 @@
 // The CUDA library kernels: the GPU counterpart of kernels/cpu for the ops
 // the code generator does not emit (ir::LibraryCall, see ir/kernel.h):
 // matmul, cat, index_select, gather, scatter_add, strided writes, device
-// copies, rand/randn, linspace. Same semantics as kernels/cpu (the
+// copies, rand/randn, linspace, argsort and scans. Same semantics as kernels/cpu (the
 // reference backend's).
 //
 // Two halves: library_source() is the CUDA C of every kernel (built from

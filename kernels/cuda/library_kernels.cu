@@ -199,6 +199,167 @@ __device__ void scatter_strided(void *const *bufs, const long long *is, const lo
   }
 }
 
+// ---------------------------------------------------------------- sorting
+// Keys whose unsigned order is the values' order, as kernels/cpu's
+// sort_key: NaN above +inf (all NaNs equal), -0.0 equal to 0.0. Sorting
+// (key, position) pairs is then a stable sort of the values.
+__device__ inline unsigned long long sort_key(unsigned char v) { return v != 0; }
+__device__ inline unsigned long long sort_key(int v) { return (unsigned long long)((unsigned int)v ^ 0x80000000u); }
+__device__ inline unsigned long long sort_key(long long v) { return (unsigned long long)v ^ (1ull << 63); }
+__device__ inline unsigned long long sort_key(double d) {
+  if (d != d) return ~0ull;
+  if (d == 0) d = 0;  // -0.0 ties with 0.0
+  const unsigned long long bits = (unsigned long long)__double_as_longlong(d);
+  return bits >> 63 ? ~bits : bits | (1ull << 63);
+}
+__device__ inline unsigned long long sort_key(float v) { return sort_key((double)v); }
+__device__ inline unsigned long long sort_key(Bf16 v) { return sort_key((double)(float)v); }
+
+// Sorts positions [0, len) of a row ascending by (key, position) with the
+// bitonic network whose every comparator puts the smaller pair first (each
+// merge starts by comparing mirrored positions instead of flipping
+// directions). The network is that of `padded` (a power of two >= len)
+// elements, those past len standing for keys above every real one: a
+// comparator that reaches past len never moves anything, so it is skipped.
+// The step loops are the same for every thread of the block, so every
+// thread reaches each barrier.
+template <class Row>
+__device__ void bitonic_sort(Row &row, long long len, long long padded) {
+  for (long long size = 2; size <= padded; size *= 2)
+    for (long long stride = size / 2; stride > 0; stride /= 2) {
+      for (long long p = threadIdx.x; p < padded / 2; p += blockDim.x) {
+        long long i, j;
+        if (stride == size / 2) {
+          const long long start = p / stride * size, o = p % stride;
+          i = start + o;
+          j = start + size - 1 - o;
+        } else {
+          i = p / stride * 2 * stride + p % stride;
+          j = i + stride;
+        }
+        if (j < len) row.order(i, j);
+      }
+      __syncthreads();
+    }
+}
+
+// A row held in shared memory: its keys and positions.
+struct SharedRow {
+  unsigned long long *keys;
+  int *pos;
+  __device__ void order(long long i, long long j) {
+    if (keys[j] < keys[i] || (keys[j] == keys[i] && pos[j] < pos[i])) {
+      const unsigned long long k = keys[i];
+      keys[i] = keys[j];
+      keys[j] = k;
+      const int q = pos[i];
+      pos[i] = pos[j];
+      pos[j] = q;
+    }
+  }
+};
+
+// A row too long for shared memory: positions in out, keys read from x.
+template <class T>
+struct GlobalRow {
+  long long *out;
+  const T *x;
+  long long inner;
+  unsigned long long flip;
+  __device__ void order(long long i, long long j) {
+    const long long pi = out[i * inner], pj = out[j * inner];
+    const unsigned long long ki = sort_key(x[pi * inner]) ^ flip, kj = sort_key(x[pj * inner]) ^ flip;
+    if (kj < ki || (kj == ki && pj < pi)) {
+      out[i * inner] = pj;
+      out[j * inner] = pi;
+    }
+  }
+};
+
+template <class T>
+__device__ void argsort(void *const *bufs, const long long *is, const long long *meta) {
+  using namespace meta_layout::argsort;
+  __shared__ unsigned long long keys[kTile];
+  __shared__ int pos[kTile];
+  long long *out = buffer<long long>(bufs, is, meta[kOut], 0);
+  const T *x = buffer<const T>(bufs, is, meta[kX], meta[kXOffset]);
+  const long long len = meta[kLen], inner = meta[kInner], rows = meta[kRows];
+  const unsigned long long flip = meta[kDescending] ? ~0ull : 0ull;  // descending: NaN first
+  long long padded = 1;
+  while (padded < len) padded *= 2;
+  for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
+    const long long base = r / inner * len * inner + r % inner;
+    if (len <= kTile) {
+      for (long long k = threadIdx.x; k < len; k += blockDim.x) {
+        keys[k] = sort_key(x[base + k * inner]) ^ flip;
+        pos[k] = (int)k;
+      }
+      __syncthreads();
+      SharedRow row{keys, pos};
+      bitonic_sort(row, len, padded);
+      for (long long k = threadIdx.x; k < len; k += blockDim.x) out[base + k * inner] = pos[k];
+      __syncthreads();  // the next row refills the arrays
+    } else {
+      for (long long k = threadIdx.x; k < len; k += blockDim.x) out[base + k * inner] = k;
+      __syncthreads();
+      GlobalRow<T> row{out + base, x + base, inner, flip};
+      bitonic_sort(row, len, padded);
+    }
+  }
+}
+
+// ------------------------------------------------------------------ scans
+// The accumulator of a sum or product, as on the CPU (PyTorch's CPU
+// accumulate types): float in double, bfloat16 in float, integers in their
+// unsigned type (wrap-around), bool as or (sum) and and (product).
+template <class T> struct ScanAcc { typedef T type; };
+template <> struct ScanAcc<float> { typedef double type; };
+template <> struct ScanAcc<Bf16> { typedef float type; };
+template <> struct ScanAcc<int> { typedef unsigned int type; };
+template <> struct ScanAcc<long long> { typedef unsigned long long type; };
+
+template <class A>
+__device__ inline A scan_combine(A acc, A v, long long kind) {
+  return kind == meta_layout::scan::kSum ? acc + v : acc * v;
+}
+__device__ inline unsigned char scan_combine(unsigned char acc, unsigned char v, long long kind) {
+  return kind == meta_layout::scan::kSum ? (acc | v) : (acc & v);
+}
+
+// One thread per row. Sums start from 0 and products from 1, as PyTorch's
+// (so a row starting with -0.0 sums to 0.0). cummax / cummin keep the last
+// position of a tie and move to every NaN they meet, as PyTorch's.
+template <class T>
+__device__ void scan(void *const *bufs, const long long *is, const long long *meta) {
+  using namespace meta_layout::scan;
+  typedef typename ScanAcc<T>::type A;
+  const T *x = buffer<const T>(bufs, is, meta[kX], meta[kXOffset]);
+  const long long len = meta[kLen], inner = meta[kInner], rows = meta[kRows], kind = meta[kKind];
+  for (long long r = first_thread(); r < rows; r += thread_count()) {
+    const long long base = r / inner * len * inner + r % inner;
+    if (kind == kArgMax || kind == kArgMin) {
+      long long *out = buffer<long long>(bufs, is, meta[kOut], 0);
+      T best = x[base];
+      long long at = 0;
+      for (long long k = 0; k < len; ++k) {
+        const T v = x[base + k * inner];
+        if (v != v || (!(best != best) && (kind == kArgMax ? v >= best : v <= best))) {
+          best = v;
+          at = k;
+        }
+        out[base + k * inner] = at;
+      }
+    } else {
+      T *out = buffer<T>(bufs, is, meta[kOut], 0);
+      A acc = kind == kSum ? (A)0 : (A)1;
+      for (long long k = 0; k < len; ++k) {
+        acc = scan_combine(acc, (A)x[base + k * inner], kind);
+        out[base + k * inner] = (T)acc;
+      }
+    }
+  }
+}
+
 // ----------------------------------------------------------------- matmul
 // The accumulator of each dtype: float32 in float32, float64 in double,
 // integers in their unsigned type (wrap-around), bool as an or of ands.
@@ -326,7 +487,7 @@ __device__ void philox_fill(void *const *bufs, const long long *is, const long l
 // The names plan_library launches (library.cpp). They are extern "C", so
 // the namespace does not enter their names. Data movement picks its word by
 // the element size; the typed kernels end in _b8, _i32, _i64, _f32, _f64 (and
-// _bf16 for two of them).
+// _bf16 for four of them; argsort's and scan's suffix is their input's dtype).
 
 namespace loom::kernels::cuda {
 
@@ -379,6 +540,12 @@ extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
   }                                                                                    \
   extern "C" __global__ void loom_rand_normal_##suffix(LOOM_LIBRARY_PARAMS) {          \
     device::philox_fill<T, true>(bufs, is, meta);                                      \
+  }                                                                                    \
+  extern "C" __global__ void loom_argsort_##suffix(LOOM_LIBRARY_PARAMS) {              \
+    device::argsort<T>(bufs, is, meta);                                                \
+  }                                                                                    \
+  extern "C" __global__ void loom_scan_##suffix(LOOM_LIBRARY_PARAMS) {                 \
+    device::scan<T>(bufs, is, meta);                                                   \
   }
 
 LOOM_TYPED_KERNELS(b8, unsigned char)
@@ -388,9 +555,11 @@ LOOM_TYPED_KERNELS(f32, float)
 LOOM_TYPED_KERNELS(f64, double)
 #undef LOOM_TYPED_KERNELS
 
-// bfloat16 reaches only these two: its products are GEMM kernels and its
+// bfloat16 reaches only these: its products are GEMM kernels and its
 // random numbers are generated in place (library.cpp's typed_suffix).
 extern "C" __global__ void loom_scatter_add_bf16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::Bf16>(bufs, is, err, meta); }
 extern "C" __global__ void loom_linspace_bf16(LOOM_LIBRARY_PARAMS) { device::linspace<device::Bf16>(bufs, fs, is, meta); }
+extern "C" __global__ void loom_argsort_bf16(LOOM_LIBRARY_PARAMS) { device::argsort<device::Bf16>(bufs, is, meta); }
+extern "C" __global__ void loom_scan_bf16(LOOM_LIBRARY_PARAMS) { device::scan<device::Bf16>(bufs, is, meta); }
 
 }  // namespace loom::kernels::cuda

@@ -92,6 +92,26 @@ constexpr int kTile = 16;
 enum : int { kOut, kA, kAOffset, kB, kBOffset, kBatch, kM, kN, kK, kCount };
 }
 
+// loom_argsort_<dtype of x>: the int64 positions of a stable sort of each
+// of the `rows` rows of x (viewed as [outer, len, inner]: a row is `len`
+// elements `inner` apart, row r starting at r / inner * len * inner +
+// r % inner), written into out at the same places. One block per row: a
+// row of at most kTile elements is sorted in shared memory, a longer one in
+// place in out (the same network over global memory).
+namespace argsort {
+constexpr int kTile = 2048;
+enum : int { kOut, kX, kXOffset, kLen, kInner, kRows, kDescending, kCount };
+}
+
+// loom_scan_<dtype of x>: the inclusive scan of each of the `rows` rows of
+// x (laid out as argsort's) into out at the same places; kind is an
+// ir::ScanKind (0 sum, 1 product: out in x's dtype; 2 argmax, 3 argmin:
+// int64 positions). One thread per row, walking it in order.
+namespace scan {
+enum : int { kOut, kX, kXOffset, kLen, kInner, kRows, kKind, kCount };
+enum : int { kSum = 0, kProd = 1, kArgMax = 2, kArgMin = 3 };
+}
+
 // loom_linspace_<dtype>, loom_rand_uniform_<dtype>, loom_rand_normal_<dtype>:
 // numel elements of out from the call's two runtime scalars at
 // scalar_begin (linspace: start, end; rand: seed, offset).

@@ -54,6 +54,9 @@ void eval_binary(const EvalContext& c);
 void eval_where(const EvalContext& c);
 void eval_reduce(const EvalContext& c);
 void eval_move(const EvalContext& c);
+// eval_sort_scan.cpp, reached through eval_move.
+void eval_argsort(const EvalContext& c);
+void eval_scan(const EvalContext& c);
 
 using ir::dispatch_dtype;  // the evaluators run their typed loops through it
 

@@ -169,6 +169,8 @@ void eval_move(const EvalContext& c) {
       return;
     }
     case Op::MatMul: matmul(c); return;
+    case Op::ArgSort: eval_argsort(c); return;
+    case Op::Scan: eval_scan(c); return;
     default: c.fail("not a data-movement op the reference backend knows");
   }
 }

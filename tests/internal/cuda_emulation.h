@@ -3,7 +3,7 @@
 // here, so their results can be compared with kernels/cpu without a GPU.
 //
 // Blocks run one after another. The threads of a block run one after
-// another too, except for kernels that use __syncthreads (matmul): those
+// another too, except for kernels that use __syncthreads (matmul, argsort): those
 // get one std::thread per CUDA thread and a std::barrier, and __shared__
 // becomes `static` (shared by the threads of the one block running).
 // Atomics are std::atomic_ref; the _rn arithmetic is plain host arithmetic
@@ -50,6 +50,7 @@ inline unsigned int atomicOr(unsigned int* p, unsigned int v) { return std::atom
 
 inline float __uint_as_float(unsigned int u) { return std::bit_cast<float>(u); }
 inline unsigned int __float_as_uint(float f) { return std::bit_cast<unsigned int>(f); }
+inline long long __double_as_longlong(double d) { return std::bit_cast<long long>(d); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmul_rn(float a, float b) { return a * b; }

@@ -47,11 +47,12 @@ const std::map<std::string, EmulatedKernel>& kernels() {
 #define LOOM_KERNEL(name) {#name, &cuda::name}
 #define LOOM_TYPED(s)                                                                                \
   LOOM_KERNEL(loom_matmul_##s), LOOM_KERNEL(loom_scatter_add_##s), LOOM_KERNEL(loom_linspace_##s), \
-      LOOM_KERNEL(loom_rand_uniform_##s), LOOM_KERNEL(loom_rand_normal_##s)
+      LOOM_KERNEL(loom_rand_uniform_##s), LOOM_KERNEL(loom_rand_normal_##s), LOOM_KERNEL(loom_argsort_##s), LOOM_KERNEL(loom_scan_##s)
   static const std::map<std::string, EmulatedKernel> all = {
       LOOM_KERNEL(loom_copy_2d), LOOM_KERNEL(loom_index_select), LOOM_KERNEL(loom_gather),
       LOOM_KERNEL(loom_scatter_strided), LOOM_KERNEL(loom_check_index), LOOM_TYPED(b8), LOOM_TYPED(i32), LOOM_TYPED(i64), LOOM_TYPED(f32),
-      LOOM_TYPED(f64), LOOM_KERNEL(loom_scatter_add_bf16), LOOM_KERNEL(loom_linspace_bf16)};
+      LOOM_TYPED(f64), LOOM_KERNEL(loom_scatter_add_bf16), LOOM_KERNEL(loom_linspace_bf16),
+      LOOM_KERNEL(loom_argsort_bf16), LOOM_KERNEL(loom_scan_bf16)};
 #undef LOOM_TYPED
 #undef LOOM_KERNEL
   return all;
@@ -161,7 +162,7 @@ struct Call {
     long long err[2] = {0, -1};
     for (const cuda::Launch& l : cuda::plan_library(call, program, 0)) {
       EmulatedKernel fn = kernels().at(l.function);
-      emulate_launch(fn, l.grid, l.block, l.function.starts_with("loom_matmul_"), bufs.data(), fs.data(), is.data(),
+      emulate_launch(fn, l.grid, l.block, l.function.starts_with("loom_matmul_") || l.function.starts_with("loom_argsort_"), bufs.data(), fs.data(), is.data(),
                      err, reinterpret_cast<const long long*>(l.meta.data()));
     }
     if (in_place) std::memcpy(r.out.data(), inputs[0].data(), call.shape.numel() * r.out.esize());
@@ -300,6 +301,59 @@ TEST(CudaLibraryEmulated, MatMulEveryDtype) {
         ASSERT_NEAR(g, w, 4 * eps * (s.K + 1)) << what << " element " << i;
       }
     }
+}
+
+// Values with ties, and NaN, -0.0 and 0.0 for floating types.
+HostTensor tied_tensor(ScalarType t, Dims s, int64_t offset = 0) {
+  HostTensor h(t, s, offset);
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    const int k = static_cast<int>(rng() % 9);
+    const float f = k == 8 ? std::nanf("") : k == 7 ? -0.0f : (k - 3) * 0.5f;
+    switch (t) {
+      case ScalarType::Bool: h.as<uint8_t>()[i] = k % 2; break;
+      case ScalarType::Int: h.as<int32_t>()[i] = k - 4; break;
+      case ScalarType::Long: h.as<int64_t>()[i] = k - 4; break;
+      case ScalarType::Float: h.as<float>()[i] = f; break;
+      case ScalarType::Double: h.as<double>()[i] = f; break;
+      case ScalarType::BFloat16: h.as<loom::BFloat16>()[i] = loom::BFloat16(f); break;
+    }
+  }
+  return h;
+}
+
+// Rows in shared memory (short, one element, a power of two and not) and
+// rows longer than the shared tile, sorted in place in global memory.
+TEST(CudaLibraryEmulated, ArgSortEveryDtypeAndRowLength) {
+  const Dims shapes[] = {dims({3, 5, 4}), dims({2, 1, 3}), dims({1, 64, 1}), dims({1, 2049, 1}), dims({1, 3, 4})};
+  for (ScalarType t : kAllAndBf16)
+    for (const Dims& xs : shapes)
+      for (int dim : {0, 1, 2})
+        for (int descending : {0, 1}) {
+          // Every dtype on the first shape, float on the others, one long row:
+          // emulated, each CUDA thread of a block is a host thread.
+          if (xs != shapes[0] && t != ScalarType::Float) continue;
+          if (xs[dim] > 2048 && !descending) continue;
+          std::vector<HostTensor> ins{tied_tensor(t, xs, 3)};
+          const Call c(Op::ArgSort, ScalarType::Long, xs, ins, attrs({dim, descending}));
+          expect_same(c, ins, "argsort " + name(t) + " len " + std::to_string(xs[dim]) + " dim " + std::to_string(dim) +
+                                  (descending ? " desc" : ""));
+        }
+  std::vector<HostTensor> one{tied_tensor(ScalarType::Double, dims({}))};
+  expect_same(Call(Op::ArgSort, ScalarType::Long, dims({}), one, attrs({0, 0})), one, "argsort 0-d");
+}
+
+TEST(CudaLibraryEmulated, ScanEveryDtypeAndKind) {
+  const Dims shapes[] = {dims({3, 5, 4}), dims({2, 1, 3}), dims({1, 300, 1}), dims({1, 3, 4})};
+  for (ScalarType t : kAllAndBf16)
+    for (const Dims& xs : shapes)
+      for (int dim : {0, 1, 2})
+        for (int64_t kind = 0; kind < 4; ++kind) {
+          std::vector<HostTensor> ins{kind < 2 ? random_tensor(t, xs, 2) : tied_tensor(t, xs, 2)};
+          const Call c(Op::Scan, kind < 2 ? t : ScalarType::Long, xs, ins, attrs({dim, kind}));
+          expect_same(c, ins, "scan kind " + std::to_string(kind) + " " + name(t) + " dim " + std::to_string(dim));
+        }
+  std::vector<HostTensor> one{random_tensor(ScalarType::Float, dims({}))};
+  expect_same(Call(Op::Scan, ScalarType::Float, dims({}), one, attrs({0, 1})), one, "scan 0-d");
 }
 
 TEST(CudaLibraryEmulated, LinspaceEveryDtype) {

@@ -69,9 +69,13 @@ std::vector<Fixture> one_of_each() {
     all.emplace_back(Op::Linspace, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
     all.emplace_back(Op::RandUniform, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
     all.emplace_back(Op::RandNormal, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
+    all.emplace_back(Op::ArgSort, t, dims({4, 3}), std::vector{dims({4, 3})}, attrs({1, 0}));
+    all.emplace_back(Op::Scan, t, dims({4, 3}), std::vector{dims({4, 3})}, attrs({0, 0}));
   }
-  // bfloat16's two typed kernels (its products are GEMM kernels).
+  // bfloat16's four typed kernels (its products are GEMM kernels).
   const ScalarType bf = ScalarType::BFloat16;
+  all.emplace_back(Op::ArgSort, bf, dims({4, 3}), std::vector{dims({4, 3})}, attrs({0, 1}));
+  all.emplace_back(Op::Scan, bf, dims({4, 3}), std::vector{dims({4, 3})}, attrs({1, 1}));
   all.emplace_back(Op::ScatterAdd, bf, dims({4, 3}), std::vector{dims({4, 3}), dims({2, 3}), dims({2, 3})}, attrs({0}));
   all.emplace_back(Op::Linspace, bf, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
   const ScalarType f = ScalarType::Float;
@@ -142,8 +146,8 @@ TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
     for (const cuda::Launch& l : f.plan()) names.insert(l.function);
   Fixture empty(Op::ScatterAdd, ScalarType::Float, dims({0}), std::vector{dims({0}), dims({2}), dims({2})}, attrs({0}));
   for (const cuda::Launch& l : empty.plan()) names.insert(l.function);
-  // copy_2d, index_select, gather, scatter_strided, check_index + 5 typed kernels x 5 dtypes + 2 for bfloat16
-  EXPECT_EQ(names.size(), 5u + 5u * 5u + 2u);
+  // copy_2d, index_select, gather, scatter_strided, check_index + 7 typed kernels x 5 dtypes + 4 for bfloat16
+  EXPECT_EQ(names.size(), 5u + 7u * 5u + 4u);
   for (const std::string& name : names)
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
@@ -176,6 +180,49 @@ TEST(CudaLibraryPlan, OneThreadPerElementWithBoundedGrid) {
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0].grid[0], 8192u);
   EXPECT_EQ(l[0].meta[ml::leaf::kNumel], int64_t(1) << 33);
+}
+
+// One block per row; a row in shared memory gets about one thread per
+// comparator, a longer one the largest block; the kernel is named by x's dtype.
+TEST(CudaLibraryPlan, ArgSortIsOneBlockPerRow) {
+  using namespace ml::argsort;
+  Fixture rows(Op::ArgSort, ScalarType::Int, dims({5, 100, 3}), std::vector{dims({5, 100, 3})}, attrs({1, 1}));
+  auto l = rows.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_argsort_i32");
+  EXPECT_EQ(l[0].grid[0], 15u);
+  EXPECT_EQ(l[0].block[0], 64u);  // 128 padded / 2
+  EXPECT_EQ(l[0].meta[kLen], 100);
+  EXPECT_EQ(l[0].meta[kInner], 3);
+  EXPECT_EQ(l[0].meta[kRows], 15);
+  EXPECT_EQ(l[0].meta[kDescending], 1);
+  Fixture one(Op::ArgSort, ScalarType::BFloat16, dims({7, 1}), std::vector{dims({7, 1})}, attrs({1, 0}));
+  l = one.plan();
+  EXPECT_EQ(l[0].function, "loom_argsort_bf16");
+  EXPECT_EQ(l[0].block[0], 32u);
+  Fixture lng(Op::ArgSort, ScalarType::Double, dims({1 << 20}), std::vector{dims({1 << 20})}, attrs({0, 0}));
+  l = lng.plan();
+  EXPECT_EQ(l[0].grid[0], 1u);
+  EXPECT_EQ(l[0].block[0], 1024u);
+  Fixture empty(Op::ArgSort, ScalarType::Float, dims({3, 0}), std::vector{dims({3, 0})}, attrs({1, 0}));
+  EXPECT_TRUE(empty.plan().empty());
+}
+
+// One thread per row, neighbouring threads on neighbouring inner positions.
+TEST(CudaLibraryPlan, ScanIsOneThreadPerRow) {
+  using namespace ml::scan;
+  Fixture f(Op::Scan, ScalarType::Long, dims({5, 100, 3}), std::vector{dims({5, 100, 3})}, attrs({1, kArgMin}));
+  f.call.input_dtypes[0] = ScalarType::BFloat16;
+  auto l = f.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_scan_bf16");
+  EXPECT_EQ(l[0].grid[0], 1u);
+  EXPECT_EQ(l[0].meta[kLen], 100);
+  EXPECT_EQ(l[0].meta[kInner], 3);
+  EXPECT_EQ(l[0].meta[kRows], 15);
+  EXPECT_EQ(l[0].meta[kKind], kArgMin);
+  Fixture bad(Op::Scan, ScalarType::Float, dims({4}), std::vector{dims({4})}, attrs({0, 9}));
+  EXPECT_THROW(bad.plan(), loom::Error);
 }
 
 TEST(CudaLibraryPlan, CopyMetaCarriesBuffersOffsetsAndElementSize) {

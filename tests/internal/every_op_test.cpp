@@ -201,6 +201,14 @@ std::vector<Case> cases() {
   c.push_back({"scatter_add", [](ScalarType dt, Device dev) {
                  return loom::scatter_add(input(dt, dev), 1, index_input(dev, {3, 9}, 37), input(dt, dev, 1, Domain::Any, {3, 9}));
                }});
+  c.push_back({"argsort", [](ScalarType dt, Device dev) { return loom::argsort(input(dt, dev), 1); }});
+  c.push_back({"sort descending, values", [](ScalarType dt, Device dev) {
+                 return std::get<0>(loom::sort(input(dt, dev), 0, true));
+               }});
+  c.push_back({"cumsum", [](ScalarType dt, Device dev) { return loom::cumsum(input(dt, dev), 1); }});
+  c.push_back({"cumprod", [](ScalarType dt, Device dev) { return loom::cumprod(input(dt, dev, 1, Domain::Positive), 0); }});
+  c.push_back({"cummax, values", [](ScalarType dt, Device dev) { return std::get<0>(loom::cummax(input(dt, dev), 1)); }});
+  c.push_back({"cummin, positions", [](ScalarType dt, Device dev) { return std::get<1>(loom::cummin(input(dt, dev), 1)); }});
   c.push_back({"matmul", [](ScalarType dt, Device dev) {
                  return loom::matmul(input(dt, dev), input(dt, dev, 1, Domain::Any, {37, 5}));
                }});

@@ -252,6 +252,56 @@ TEST(Library, BadIndexThrows) {
   }
 }
 
+// Values with many ties (and, for floating types, NaN, -0.0 and 0.0) in
+// every dtype, bfloat16 included.
+Data tied_data(ScalarType t, Dims s) {
+  Data d(t, s);
+  std::uniform_int_distribution<int> pick(0, 8);
+  ref::dispatch_dtype(t, [&]<class T>() {
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      const int k = pick(rng);
+      if constexpr (std::is_same_v<T, bool>) d.as<T>()[i] = k % 2 != 0;
+      else if constexpr (std::is_integral_v<T>) d.as<T>()[i] = static_cast<T>(k - 4);
+      else if (k == 8) d.as<T>()[i] = static_cast<T>(std::nanf(""));
+      else if (k == 7) d.as<T>()[i] = static_cast<T>(-0.0f);
+      else d.as<T>()[i] = static_cast<T>((k - 3) * 0.5f);
+    }
+  });
+  return d;
+}
+
+TEST(Library, ArgSortIsTheStableSortAlongEachDim) {
+  std::vector<ScalarType> all(std::begin(kAll), std::end(kAll));
+  all.push_back(ScalarType::BFloat16);
+  for (ScalarType t : all)
+    for (Dims xs : {dims({4, 5, 6}), dims({1, 1, 1}), dims({3, 0, 2}), dims({2, 3000, 1}), dims({300, 2, 70})})
+      for (int dim = 0; dim < 3; ++dim)
+        for (int descending : {0, 1}) {
+          Data x = tied_data(t, xs);
+          expect_same(Op::ArgSort, ScalarType::Long, xs, attrs({dim, descending}), {&x});
+        }
+  Data one = tied_data(ScalarType::Float, dims({}));
+  expect_same(Op::ArgSort, ScalarType::Long, dims({}), attrs({0, 1}), {&one});
+}
+
+// Sums and products (float in double, bfloat16 in float, integers
+// wrapping), cummax / cummin positions with ties and NaN.
+TEST(Library, ScanAlongEachDim) {
+  std::vector<ScalarType> all(std::begin(kAll), std::end(kAll));
+  all.push_back(ScalarType::BFloat16);
+  for (ScalarType t : all)
+    for (Dims xs : {dims({4, 5, 6}), dims({1, 1, 1}), dims({3, 0, 2}), dims({2, 3000, 1}), dims({300, 2, 70})})
+      for (int dim = 0; dim < 3; ++dim)
+        for (int64_t kind = 0; kind < 4; ++kind) {
+          Data x = kind < 2 && t != ScalarType::Bool ? random_data(t, xs, -3, 3) : tied_data(t, xs);
+          expect_same(Op::Scan, kind < 2 ? t : ScalarType::Long, xs, attrs({dim, kind}), {&x});
+        }
+  Data one = tied_data(ScalarType::Double, dims({}));
+  expect_same(Op::Scan, ScalarType::Double, dims({}), attrs({0, 0}), {&one});
+  Data wraps = random_data(ScalarType::Int, dims({50}), INT32_MAX - 5, INT32_MAX);
+  expect_same(Op::Scan, ScalarType::Int, dims({50}), attrs({0, 1}), {&wraps});
+}
+
 TEST(Library, RandomNumbersAreBitIdentical) {
   for (Op op : {Op::RandUniform, Op::RandNormal})
     for (ScalarType t : kAll)

@@ -5,6 +5,7 @@
 #include <optional>
 #include <type_traits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <loom/tensor.h>
@@ -140,6 +141,36 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim = false, LOOM_LOC);
 Tensor logsumexp(const Tensor& x, IntArrayRef dims, bool keepdim = false, LOOM_LOC);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false, LOOM_LOC);
+
+// ---- sorting (api/src/ops_sort.cpp). Every sort is stable; NaN is greater
+// than every number (last ascending, first descending), as in PyTorch.
+// Indices are int64; values are gathered by them, with gather's gradient.
+std::tuple<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false, LOOM_LOC);
+std::tuple<Tensor, Tensor> sort(const Tensor& x, std::optional<bool> stable, int64_t dim = -1, bool descending = false,
+                                LOOM_LOC);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, LOOM_LOC);
+// argsort(x, /*stable=*/true, dim): a template taking only a bool, so that
+// argsort(x, 1) means dim 1 rather than being ambiguous.
+template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+Tensor argsort(const Tensor& x, Bool stable, int64_t dim = -1, bool descending = false, LOOM_LOC) {
+  (void)stable;
+  return argsort(x, dim, descending, loc);
+}
+Tensor msort(const Tensor& x, LOOM_LOC);
+// The k largest (or smallest) along dim, in sorted order whatever `sorted` says.
+std::tuple<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true,
+                                LOOM_LOC);
+std::tuple<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false, LOOM_LOC);
+
+// ---- scans along a dim (api/src/ops_scan.cpp). dtype casts the input first;
+// without it integers and bool accumulate in int64, as in PyTorch.
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);
+// (values, indices) of the running maximum / minimum: the last index of a
+// tie; a NaN, once met, is the extreme from there on.
+std::tuple<Tensor, Tensor> cummax(const Tensor& x, int64_t dim, LOOM_LOC);
+std::tuple<Tensor, Tensor> cummin(const Tensor& x, int64_t dim, LOOM_LOC);
+Tensor logcumsumexp(const Tensor& x, int64_t dim, LOOM_LOC);
 
 // ---- products, joins, indexing, normalizers
 Tensor matmul(const Tensor& a, const Tensor& b, LOOM_LOC);

@@ -296,6 +296,26 @@ class Tensor {
   Tensor norm(const Scalar& p = 2, LOOM_LOC) const;
   Tensor norm(const Scalar& p, IntArrayRef dims, bool keepdim = false, LOOM_LOC) const;
 
+  // ---- sorting (loom::sort, functions.h, says how)
+  std::tuple<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false, LOOM_LOC) const;
+  std::tuple<Tensor, Tensor> sort(std::optional<bool> stable, int64_t dim = -1, bool descending = false, LOOM_LOC) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false, LOOM_LOC) const;
+  template <class Bool, std::enable_if_t<std::is_same_v<Bool, bool>, int> = 0>
+  Tensor argsort(Bool stable, int64_t dim = -1, bool descending = false, LOOM_LOC) const {
+    (void)stable;  // every sort is stable
+    return argsort(dim, descending, loc);
+  }
+  Tensor msort(LOOM_LOC) const;
+  std::tuple<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true, LOOM_LOC) const;
+  std::tuple<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false, LOOM_LOC) const;
+
+  // ---- scans (loom::cumsum, functions.h, says how)
+  Tensor cumsum(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
+  Tensor cumprod(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
+  std::tuple<Tensor, Tensor> cummax(int64_t dim, LOOM_LOC) const;
+  std::tuple<Tensor, Tensor> cummin(int64_t dim, LOOM_LOC) const;
+  Tensor logcumsumexp(int64_t dim, LOOM_LOC) const;
+
   // ---- views (share storage; writes through them reach the base)
   Tensor view(IntArrayRef sizes, LOOM_LOC) const;
   Tensor reshape(IntArrayRef sizes, LOOM_LOC) const;

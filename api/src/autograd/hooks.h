@@ -45,6 +45,8 @@ void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out
 void scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const Tensor& out,
                  const SourceLoc& loc);
 // to(dtype), to(device), clone: the gradient passes through (the engine casts it back).
+// cumsum and cumprod (rules_scan.cpp).
+void scan(ir::ScanKind kind, const Tensor& x, int64_t dim, const Tensor& out, const SourceLoc& loc);
 void copy(const char* name, const Tensor& x, const Tensor& out, const SourceLoc& loc);
 
 inline void on_unary(ir::Op op, const Tensor& x, const Tensor& out, const SourceLoc& loc) {
