@@ -196,6 +196,13 @@ std::vector<Case> cases() {
   c.push_back({"scatter_add", [](ScalarType dt, Device dev) {
                  return loom::scatter_add(input(dt, dev), 1, index_input(dev, {3, 9}, 37), input(dt, dev, 1, Domain::Any, {3, 9}));
                }});
+  // scatter_reduce: each ScatterKind (exclude_self scatters the identity
+  // with assign first).
+  for (const char* r : {"prod", "amax", "amin"})
+    c.push_back({std::string("scatter_reduce ") + r, [r](ScalarType dt, Device dev) {
+                   return loom::scatter_reduce(input(dt, dev), 1, index_input(dev, {3, 9}, 37),
+                                               input(dt, dev, 1, Domain::Any, {3, 9}), r, std::string(r) != "amin");
+                 }});
   c.push_back({"matmul", [](ScalarType dt, Device dev) {
                  return loom::matmul(input(dt, dev), input(dt, dev, 1, Domain::Any, {37, 5}));
                }});

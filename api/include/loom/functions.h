@@ -145,6 +145,19 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0, LOOM_LOC);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value, std::string_view reduce,
+               LOOM_LOC);
+// reduce: "sum", "prod", "mean", "amax" or "amin".
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                      bool include_self = true, LOOM_LOC);
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1,
+                 LOOM_LOC);
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, LOOM_LOC);
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC);
 Tensor embedding(const Tensor& weight, const Tensor& indices, LOOM_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);

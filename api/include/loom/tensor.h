@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -312,6 +313,29 @@ class Tensor {
   Tensor index_select(int64_t dim, const Tensor& index, LOOM_LOC) const;
   Tensor gather(int64_t dim, const Tensor& index, LOOM_LOC) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC) const;
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+  // The scatter family (ops_scatter.cpp). With duplicate indices, assign
+  // keeps the last in the index's row-major order (PyTorch: unspecified).
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce, LOOM_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value, std::string_view reduce, LOOM_LOC) const;
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce, LOOM_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value, std::string_view reduce, LOOM_LOC);
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                        bool include_self = true, LOOM_LOC) const;
+  Tensor& scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                          bool include_self = true, LOOM_LOC);
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1, LOOM_LOC) const;
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1, LOOM_LOC);
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source, LOOM_LOC) const;
+  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source, LOOM_LOC);
+  Tensor index_fill(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC) const;
+  Tensor& index_fill_(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+  Tensor& index_fill_(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC);
   Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
   Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
   Tensor tril(int64_t diagonal = 0, LOOM_LOC) const;
