@@ -336,6 +336,13 @@ class Tensor {
   Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC) const;
   Tensor& index_fill_(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
   Tensor& index_fill_(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC);
+  // Data-dependent sizes (ops_select.cpp): these read to the host.
+  Tensor nonzero(LOOM_LOC) const;
+  Tensor argwhere(LOOM_LOC) const;
+  std::vector<Tensor> nonzero_numpy(LOOM_LOC) const;
+  Tensor masked_select(const Tensor& mask, LOOM_LOC) const;
+  Tensor masked_scatter(const Tensor& mask, const Tensor& source, LOOM_LOC) const;
+  Tensor& masked_scatter_(const Tensor& mask, const Tensor& source, LOOM_LOC);
   Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
   Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
   Tensor tril(int64_t diagonal = 0, LOOM_LOC) const;
