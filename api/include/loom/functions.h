@@ -176,6 +176,8 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& x, int64_t dim, bool
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse = false,
                                                       bool return_counts = false,
                                                       std::optional<int64_t> dim = std::nullopt, LOOM_LOC);
+Tensor index_put(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                 bool accumulate = false, LOOM_LOC);
 Tensor embedding(const Tensor& weight, const Tensor& indices, LOOM_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);

@@ -6,6 +6,7 @@
 // record-time error names the caller's file:line. Operators get theirs
 // through TensorArg / ScalarArg, which capture it on conversion.
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -34,6 +35,10 @@ class Node;
 }
 
 #define LOOM_LOC SourceLoc loc = SourceLoc::current()
+
+namespace indexing {
+class TensorIndex;
+}
 
 class Tensor {
  public:
@@ -336,6 +341,23 @@ class Tensor {
   Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC) const;
   Tensor& index_fill_(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
   Tensor& index_fill_(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC);
+  // Indexing as libtorch's torch::indexing (ops_indexing.cpp, loom/indexing.h):
+  // basic indices give views, tensor indices gather (PyTorch's advanced
+  // indexing). index_put_ writes through self; accumulate sums duplicates,
+  // otherwise the last duplicate wins.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices, LOOM_LOC) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices, LOOM_LOC) const;
+  Tensor index(const std::vector<std::optional<Tensor>>& indices, LOOM_LOC) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& rhs, bool accumulate = false,
+                     LOOM_LOC);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& v, LOOM_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& rhs, bool accumulate = false,
+                     LOOM_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& v, LOOM_LOC);
+  Tensor& index_put_(const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate = false,
+                     LOOM_LOC);
+  Tensor index_put(const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate = false,
+                   LOOM_LOC) const;
   // Data-dependent sizes (ops_select.cpp): these read to the host.
   Tensor nonzero(LOOM_LOC) const;
   Tensor argwhere(LOOM_LOC) const;
@@ -440,3 +462,5 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace loom
 #pragma GCC visibility pop
+
+#include <loom/indexing.h>
