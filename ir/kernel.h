@@ -312,7 +312,7 @@ inline uint32_t add_temp(KernelProgram& p, ScalarType dt, int64_t numel) {
 inline bool can_fail(const KernelProgram& p, const Step& s) {
   if (s.kind == Step::Library) {
     const Op op = p.library_calls[s.index].op;
-    return op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd;
+    return op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd || op == Op::ScatterReduce;
   }
   for (const Expr& e : p.kernels[s.index].exprs)
     if (e.kind == ExprKind::Op && can_fail_op(e.op) && (e.op == Op::IndexCheck || !is_floating_point(e.dtype)))

@@ -24,6 +24,10 @@ enum class Op : uint8_t {
   kCount
 };
 enum class Family : uint8_t { Leaf, Unary, Binary, Ternary, Reduce, Move };
+// ScatterReduce's attr[1]: how an element of src folds into its target.
+// Bool folds as logic (multiply and amin: and; amax: or); floating amax and
+// amin propagate NaN, as PyTorch's kernels do.
+enum class ScatterKind : int64_t { Assign = 0, Multiply = 1, Max = 2, Min = 3 };
 
 const char* op_name(Op op);
 Family op_family(Op op);

@@ -46,7 +46,8 @@ bool can_write_in_place(const ir::KernelProgram& program, const BufferUses& bu, 
     const ir::Step& step = program.steps[u.step];
     if (step.kind == ir::Step::Library) {
       const ir::LibraryCall& c = program.library_calls[step.index];
-      const bool own_base = u.slot == 0 && c.output == out && (c.op == ir::Op::ScatterStrided || c.op == ir::Op::ScatterAdd);
+      const bool scatter = c.op == ir::Op::ScatterStrided || c.op == ir::Op::ScatterAdd || c.op == ir::Op::ScatterReduce;
+      const bool own_base = u.slot == 0 && c.output == out && scatter;
       if (!own_base) return false;
       continue;
     }

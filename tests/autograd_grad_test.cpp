@@ -246,6 +246,44 @@ TEST_P(GradTest, JoinsAndIndexing) {
   EXPECT_TRUE(gradcheck([](const T& v) { return v[0].triu(1); }, {input({2, 3, 3}, 99)}));
 }
 
+// scatter, scatter_reduce (each reduction, include_self both ways),
+// index_add/copy/fill: inputs distinct (no ties for amax/amin, no zeros for
+// prod), duplicates in the index, and src larger than the index.
+TEST_P(GradTest, ScatterFamily) {
+  Tensor idx = loom::tensor({1, 0, 3, 1, 1, 0, 3, 3}, loom::kLong).reshape({2, 4});  // dim 1 of a [2, 4]
+  Tensor idx0 = loom::tensor({2, 0, 2, 0, 1, 1}, loom::kLong).reshape({2, 3});      // dim 0 of a [3, 3]
+  // Assign's rule is PyTorch's (src's gradient gathered for every element,
+  // a duplicate that lost included): a derivative only for distinct targets.
+  Tensor distinct = loom::tensor({1, 0, 3, 2, 3, 2, 0, 1}, loom::kLong).reshape({2, 4});
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].scatter(1, distinct.narrow(1, 0, 3), v[1]); },
+                        {input({2, 4}, 121), input({2, 5}, 122)}));
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].scatter(0, idx0, 1.5); }, {input({3, 3}, 123)}));
+  for (const char* r : {"sum", "prod", "mean", "amax", "amin"})
+    for (bool inc : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << r << " include_self " << inc);
+      EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].scatter_reduce(1, idx, v[1], r, inc); },
+                            {away_from_zero({2, 4}, 124), away_from_zero({2, 5}, 125)}));
+      EXPECT_TRUE(gradcheck([&](const T& v) { return loom::scatter_reduce(v[0], -2, idx0, v[1], r, inc); },
+                            {away_from_zero({3, 3}, 126), away_from_zero({2, 3}, 127)}));
+    }
+  // prod with one zero in a target's src values, and a zero self.
+  Tensor with_zero = loom::tensor({0.5, 0.0, -1.5, 2.0, 1.25, 0.75}, loom::kDouble).reshape({2, 3});
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].scatter_reduce(0, idx0, v[1], "prod"); },
+                        {loom::tensor({1.5, 2.0, -2.0, 1.0, 0.5, 3.0, -1.0, 2.5, 0.0}, loom::kDouble).reshape({3, 3}),
+                         with_zero}));
+  Tensor rows = loom::tensor({2, 0, 2}, loom::kLong);
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].index_add(0, rows, v[1], -0.5); }, {input({3, 2}, 128), input({3, 2}, 129)}));
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].index_copy(1, loom::tensor({1, 0}, loom::kLong), v[1]); },
+                        {input({2, 3}, 130), input({2, 2}, 131)}));
+  EXPECT_TRUE(gradcheck([&](const T& v) { return v[0].index_fill(1, rows, v[1].sum()); }, {input({2, 3}, 132), input({2}, 133)}));
+  EXPECT_TRUE(gradcheck([&](const T& v) {
+    Tensor y = v[0] * 1;
+    y.scatter_reduce_(1, idx, v[1], "amax", false);
+    y.index_add_(0, loom::tensor({1}, loom::kLong), v[1].narrow(0, 0, 1).narrow(1, 0, 4));
+    return y;
+  }, {away_from_zero({2, 4}, 134), away_from_zero({2, 5}, 135)}));
+}
+
 TEST_P(GradTest, InPlaceOnIntermediates) {
   // y = x * 2; y += b; y *= x: the in-place ops rebase y's history.
   EXPECT_TRUE(gradcheck([](const T& v) {

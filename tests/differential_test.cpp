@@ -1472,6 +1472,19 @@ class Generator {
       }
       Tensor idx = loom::randint(0, n, is);
       const bool fl = is_float(x.dtype());
+      // Half of them a scatter_reduce of another kind instead (from later_):
+      // folded in index order on every backend, so exact.
+      if (later_coin()) {
+        static const char* const kinds[] = {"prod", "amax", "amin"};
+        const char* kind = kinds[std::uniform_int_distribution<int>(0, 2)(later_)];
+        const bool inc = later_coin();
+        const int in = std::max(x.noise, src.noise);
+        const bool product = fl && std::string(kind) == "prod";  // compounds its inputs' relative noise
+        add(x.t.scatter_reduce(d, idx, src.t, kind, inc), product ? noisy_op(x.dtype(), in) : in,
+            x.name + ".scatter_reduce(" + std::to_string(d) + ", randint(0, " + std::to_string(n) + ", " + shape_str(is) +
+                "), " + src.name + ", \"" + kind + "\", " + (inc ? "true" : "false") + ")");
+        return true;
+      }
       Tensor out = x.t.scatter_add(d, idx, src.t);
       add(fl ? jitter(out) : out, fl ? noisy_op(x.dtype(), std::max(x.noise, src.noise)) : std::max(x.noise, src.noise),
           x.name + ".scatter_add(" + std::to_string(d) + ", randint(0, " + std::to_string(n) + ", " + shape_str(is) + "), " +

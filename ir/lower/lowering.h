@@ -26,8 +26,8 @@ namespace loom::ir::lowering {
 // Ops with a hand-written kernel: their inputs and output are whole buffers.
 inline bool is_library(Op op) {
   switch (op) {
-    case Op::MatMul: case Op::Concat: case Op::IndexSelect: case Op::Gather: case Op::ScatterAdd: case Op::ArgSort:
-    case Op::Scan:
+    case Op::MatMul: case Op::Concat: case Op::IndexSelect: case Op::Gather: case Op::ScatterAdd: case Op::ScatterReduce:
+    case Op::ArgSort: case Op::Scan:
     case Op::ScatterStrided: case Op::ToDevice: case Op::RandUniform: case Op::RandNormal: case Op::Linspace:
       return true;
     default:

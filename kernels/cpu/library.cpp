@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -216,14 +217,38 @@ struct Walk {
   }
 };
 
+// ScatterReduce's fold of v into o (ir::ScatterKind); integers multiply
+// wrapping, in their unsigned type.
+template <class T>
+inline T fold(ir::ScatterKind k, T o, T v) {
+  using K = ir::ScatterKind;
+  if constexpr (std::is_same_v<T, bool>) {
+    return k == K::Assign ? v : k == K::Max ? (o || v) : (o && v);
+  } else if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>) {
+    using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const F a = static_cast<F>(o), b = static_cast<F>(v);
+    if (k == K::Assign) return v;
+    if (k == K::Multiply) return static_cast<T>(a * b);
+    if (k == K::Max) return (b != b || b > a) ? v : o;  // NaN propagates: b > NaN is false
+    return (b != b || b < a) ? v : o;
+  } else {
+    if (k == K::Assign) return v;
+    if (k == K::Multiply) return static_cast<T>(static_cast<Wrap<T>>(static_cast<Wrap<T>>(o) * static_cast<Wrap<T>>(v)));
+    if (k == K::Max) return v > o ? v : o;
+    return v < o ? v : o;
+  }
+}
+
 // Gather: out[i] = x[i with its dim coordinate replaced by index[i]].
 // ScatterAdd: out = x; out[i with dim replaced by index[i]] += src[i].
+// ScatterReduce: the same with fold() in place of +=.
 // The index is split into (outer, along dim, inner) = (O, L, I). Two
 // elements can hit the same output only if they differ just along `dim`, so
 // work is split over (outer, inner) and each fiber is walked along `dim` in
 // increasing order: float sums come out in the reference's order.
 template <class T>
-void gather_scatter(const View& x, const View& index, const View* src, const View& out, int dim) {
+void gather_scatter(const View& x, const View& index, const View* src, const View& out, int dim,
+                    std::optional<ir::ScatterKind> reduce = std::nullopt) {
   const bool scatter = src != nullptr;
   const ir::Dims& xs = x.shape;
   const ir::Dims& is = index.shape;
@@ -235,6 +260,7 @@ void gather_scatter(const View& x, const View& index, const View* src, const Vie
   auto* op = static_cast<Wrap<T>*>(out.data);
   auto apply = [&](int64_t i, int64_t xo, int64_t so) {
     if (!scatter) op[i] = static_cast<Wrap<T>>(xp[xo]);
+    else if (reduce) op[xo] = static_cast<Wrap<T>>(fold<T>(*reduce, static_cast<T>(op[xo]), sp[so]));
     else if constexpr (std::is_same_v<T, bool>) op[xo] = op[xo] || sp[so];
     else op[xo] = static_cast<Wrap<T>>(op[xo] + static_cast<Wrap<T>>(sp[so]));
   };
@@ -478,6 +504,12 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
         const int64_t one = 1;  // a 0-d x is a row of one
         const View x{inputs[0].data, inputs[0].dtype, inputs[0].shape.n == 0 ? ir::Dims(&one, 1) : inputs[0].shape};
         scan<T>(x, out, static_cast<int>(call.attr[0]), static_cast<ir::ScanKind>(call.attr[1]));
+      });
+    case Op::ScatterReduce:
+      if (call.attr.n < 2 || call.attr[1] < 0 || call.attr[1] > 3) throw LibraryError{"scatter_reduce: unknown kind"};
+      return with_type(out.dtype, [&]<class T>() {
+        gather_scatter<T>(inputs[0], inputs[1], &inputs[2], out, static_cast<int>(call.attr[0]),
+                          static_cast<ir::ScatterKind>(call.attr[1]));
       });
     case Op::Linspace:
       return with_type(out.dtype, [&]<class T>() { linspace<T>(static_cast<T*>(out.data), n, scalars[0], scalars[1]); });

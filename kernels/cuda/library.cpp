@@ -62,11 +62,12 @@ const char* dtype_suffix(ScalarType t) {
   return "?";
 }
 // The suffix of a typed library kernel for the call's dtype. bfloat16 has
-// scatter_add and linspace only: its products are GEMM kernels and its
+// scatter_add, scatter_reduce and linspace only: its products are GEMM kernels and its
 // random numbers are generated in place, so any other call is a planning
 // error, reported as one rather than as a missing symbol.
 std::string typed_suffix(const ir::LibraryCall& call) {
-  if (call.dtype == ScalarType::BFloat16 && call.op != Op::ScatterAdd && call.op != Op::Linspace)
+  if (call.dtype == ScalarType::BFloat16 && call.op != Op::ScatterAdd && call.op != Op::ScatterReduce &&
+      call.op != Op::Linspace)
     throw Error(std::string("cuda library: ") + ir::op_name(call.op) + " (node %" + std::to_string(call.node) +
                 ") has no BFloat16 library kernel on the GPU");
   return dtype_suffix(call.dtype);
@@ -160,7 +161,8 @@ Launch index_select(const ir::LibraryCall& call) {
   return per_element("loom_index_select", call.shape.numel(), std::move(m));
 }
 
-// Gather reads x; ScatterAdd updates out (already a copy of x) from src.
+// Gather reads x; ScatterAdd and ScatterReduce update out (already a copy
+// of x) from src, ScatterReduce with one thread per fiber along dim.
 Launch gather_scatter(const ir::LibraryCall& call, bool scatter) {
   const ir::Dims& xs = call.input_shapes[0];
   const ir::Dims& is = call.input_shapes[1];
@@ -181,10 +183,15 @@ Launch gather_scatter(const ir::LibraryCall& call, bool scatter) {
   m[ml::gather_scatter::kDim] = dim;
   m[ml::gather_scatter::kDimSize] = is.n > 0 ? xs[dim] : 1;
   m[ml::gather_scatter::kNumel] = is.numel();
+  m[ml::gather_scatter::kReduce] = call.op == Op::ScatterReduce ? call.attr[1] : 0;
   for (int d = 0; d < is.n; ++d) {
     m[ml::gather_scatter::kIndexShape + d] = is[d];
     m[ml::gather_scatter::kXStrides + d] = x_strides[d];
     m[ml::gather_scatter::kSrcStrides + d] = scatter ? src_strides[d] : 0;
+  }
+  if (call.op == Op::ScatterReduce) {
+    const int64_t fibers = is.n > 0 && is[dim] > 0 ? is.numel() / is[dim] : is.numel();
+    return per_element(std::string("loom_scatter_reduce_") + typed_suffix(call), fibers, std::move(m));
   }
   const std::string function = scatter ? std::string("loom_scatter_add_") + typed_suffix(call) : "loom_gather";
   return per_element(function, is.numel(), std::move(m));
@@ -276,7 +283,7 @@ Launch check_index(const ir::LibraryCall& call, int64_t dim_size) {
 // non-empty index is still checked (index_select checks every index first;
 // scatter_add into an empty x finds every index out of range).
 std::vector<Launch> empty_output(const ir::LibraryCall& call) {
-  const bool checks = call.op == Op::IndexSelect || call.op == Op::ScatterAdd;
+  const bool checks = call.op == Op::IndexSelect || call.op == Op::ScatterAdd || call.op == Op::ScatterReduce;
   if (!checks || call.input_shapes[1].numel() == 0) return {};
   return {check_index(call, call.input_shapes[0][static_cast<int>(call.attr[0])])};
 }
@@ -312,6 +319,9 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
       if (call.inputs.size() != 1 || call.attr.n != 2 || call.attr[1] < ml::scan::kSum || call.attr[1] > ml::scan::kArgMin)
         fail(call, call_index, "expects one input and (dim, kind)");
       break;
+    case Op::ScatterReduce:
+      if (call.attr.n < 2 || call.attr[1] < 0 || call.attr[1] > 3) fail(call, call_index, "needs dim and a scatter kind");
+      break;
     case Op::Linspace: case Op::RandUniform: case Op::RandNormal:
       if (call.num_scalars < 2) fail(call, call_index, "needs 2 runtime scalars");
       break;
@@ -342,7 +352,8 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
     }
     case Op::IndexSelect: return {index_select(call)};
     case Op::Gather: return {gather_scatter(call, false)};
-    case Op::ScatterAdd: {
+    case Op::ScatterAdd:
+    case Op::ScatterReduce: {
       std::vector<Launch> launches{copy_input(call, 0, n)};
       if (call.input_shapes[1].numel() > 0) launches.push_back(gather_scatter(call, true));
       return launches;

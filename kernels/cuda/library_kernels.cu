@@ -181,6 +181,52 @@ __device__ void scatter_add(void *const *bufs, const long long *is, long long *e
   }
 }
 
+// ScatterReduce's fold (ir::ScatterKind: 0 assign, 1 multiply, 2 amax,
+// 3 amin) of v into o, as the CPU's: integers multiply wrapping, bool
+// (unsigned char 0/1) folds as logic, NaN propagates through amax/amin.
+__device__ inline int mul_wrap(int a, int b) { return (int)((unsigned int)a * (unsigned int)b); }
+__device__ inline long long mul_wrap(long long a, long long b) {
+  return (long long)((unsigned long long)a * (unsigned long long)b);
+}
+template <class T>
+__device__ inline T mul_wrap(T a, T b) { return T(a * b); }
+template <class T>
+__device__ inline T scatter_fold(long long kind, T o, T v) {
+  if (kind == 0) return v;
+  if (kind == 1) return mul_wrap(o, v);
+  if (kind == 2) return (v != v || v > o) ? v : o;  // o NaN stays: v > NaN is false
+  return (v != v || v < o) ? v : o;
+}
+
+// One thread per fiber along dim (the index elements that differ only in
+// their dim coordinate: the only ones that can meet in one target), walked
+// in increasing order: no atomics, and duplicates fold in the CPU's order,
+// so assign's last write wins on every backend. out already holds x.
+template <class T>
+__device__ void scatter_reduce(void *const *bufs, const long long *is, long long *err, const long long *meta) {
+  using namespace meta_layout::gather_scatter;
+  T *out = buffer<T>(bufs, is, meta[kOut], 0);
+  const T *src = buffer<const T>(bufs, is, meta[kSrc], meta[kSrcOffset]);
+  const long long *index = buffer<const long long>(bufs, is, meta[kIndex], meta[kIndexOffset]);
+  const long long rank = meta[kRank], dim = meta[kDim];
+  const long long along = rank > 0 ? meta[kIndexShape + dim] : 1;
+  long long inner = 1;
+  for (long long d = dim + 1; d < rank; ++d) inner *= meta[kIndexShape + d];
+  const long long fibers = along > 0 ? meta[kNumel] / along : 0;
+  for (long long f = first_thread(); f < fibers; f += thread_count()) {
+    const long long o = f / inner, q = f - o * inner;
+    for (long long j = 0; j < along; ++j) {
+      const long long i = (o * along + j) * inner + q;
+      long long out_off, src_off;
+      if (!gather_offsets(meta, index, i, out_off, src_off)) {
+        index_out_of_range(err, meta[kNode]);
+        continue;
+      }
+      out[out_off] = scatter_fold<T>(meta[kReduce], out[out_off], src[src_off]);
+    }
+  }
+}
+
 // out already holds the base (a copy_2d launch before this one). With one
 // thread the loop visits the elements in row-major order, which is what
 // makes the last write win when the view overlaps itself.
@@ -532,6 +578,9 @@ extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
   extern "C" __global__ void loom_scatter_add_##suffix(LOOM_LIBRARY_PARAMS) {          \
     device::scatter_add<T>(bufs, is, err, meta);                                           \
   }                                                                                    \
+  extern "C" __global__ void loom_scatter_reduce_##suffix(LOOM_LIBRARY_PARAMS) {       \
+    device::scatter_reduce<T>(bufs, is, err, meta);                                    \
+  }                                                                                    \
   extern "C" __global__ void loom_linspace_##suffix(LOOM_LIBRARY_PARAMS) {             \
     device::linspace<T>(bufs, fs, is, meta);                                           \
   }                                                                                    \
@@ -558,6 +607,9 @@ LOOM_TYPED_KERNELS(f64, double)
 // bfloat16 reaches only these: its products are GEMM kernels and its
 // random numbers are generated in place (library.cpp's typed_suffix).
 extern "C" __global__ void loom_scatter_add_bf16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::Bf16>(bufs, is, err, meta); }
+extern "C" __global__ void loom_scatter_reduce_bf16(LOOM_LIBRARY_PARAMS) {
+  device::scatter_reduce<device::Bf16>(bufs, is, err, meta);
+}
 extern "C" __global__ void loom_linspace_bf16(LOOM_LIBRARY_PARAMS) { device::linspace<device::Bf16>(bufs, fs, is, meta); }
 extern "C" __global__ void loom_argsort_bf16(LOOM_LIBRARY_PARAMS) { device::argsort<device::Bf16>(bufs, is, meta); }
 extern "C" __global__ void loom_scan_bf16(LOOM_LIBRARY_PARAMS) { device::scan<device::Bf16>(bufs, is, meta); }

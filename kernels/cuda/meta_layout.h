@@ -54,10 +54,12 @@ enum : int { kOut, kX, kXOffset, kIndex, kIndexOffset, kOuter, kDimSize, kInner,
 // element of the int64 index, whose shape (rank dims) is the iteration
 // space. x_strides are x's row-major strides, src_strides src's; dim_size =
 // x's size along `dim`, the bound every index value is checked against.
+// loom_scatter_reduce_<dtype> reads the same fields plus `reduce` (an
+// ir::ScatterKind), with one thread per fiber along `dim` instead.
 namespace gather_scatter {
 enum : int {
   kOut, kX, kXOffset, kIndex, kIndexOffset, kSrc, kSrcOffset, kElementSize, kNode,
-  kRank, kDim, kDimSize, kNumel,
+  kRank, kDim, kDimSize, kNumel, kReduce,
   kIndexShape,
   kXStrides = kIndexShape + kMaxRank,
   kSrcStrides = kXStrides + kMaxRank,

@@ -1,6 +1,7 @@
 // Data movement: strided reads and writes (views), cat, gathers and
 // scatters, and the matrix product.
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include "runtime/reference/eval.h"
@@ -44,6 +45,34 @@ int64_t checked_index(const EvalContext& c, int64_t v, int64_t size) {
   if (v < 0 || v >= size)
     c.fail(index_out_of_range_message(v, size));
   return v;
+}
+
+// ScatterReduce's fold of v into the target's value o (ir::ScatterKind).
+// Integers multiply in their unsigned type: wrap-around without undefined
+// behaviour, as the CPU kernel does.
+template <class T>
+T scatter_fold(ir::ScatterKind k, T o, T v) {
+  using K = ir::ScatterKind;
+  if constexpr (std::is_same_v<T, bool>) {
+    return k == K::Assign ? v : k == K::Max ? (o || v) : (o && v);
+  } else if constexpr (is_real_v<T>) {
+    const double a = static_cast<double>(o), b = static_cast<double>(v);
+    switch (k) {
+      case K::Assign: return v;
+      case K::Multiply: return static_cast<T>(static_cast<T>(a * b));
+      case K::Max: return (b != b || b > a) ? v : o;  // NaN in o stays: b > NaN is false
+      case K::Min: return (b != b || b < a) ? v : o;
+    }
+  } else {
+    using U = std::make_unsigned_t<T>;
+    switch (k) {
+      case K::Assign: return v;
+      case K::Multiply: return static_cast<T>(static_cast<U>(static_cast<U>(o) * static_cast<U>(v)));
+      case K::Max: return v > o ? v : o;
+      case K::Min: return v < o ? v : o;
+    }
+  }
+  throw std::logic_error("reference: unknown scatter kind");
 }
 
 void matmul(const EvalContext& c) {
@@ -132,19 +161,23 @@ void eval_move(const EvalContext& c) {
       return;
     }
     case Op::Gather:
-    case Op::ScatterAdd: {
+    case Op::ScatterAdd:
+    case Op::ScatterReduce: {
       const int dim = static_cast<int>(s.attr[0]);
+      const bool scatter = s.op != Op::Gather;
+      const auto kind = s.op == Op::ScatterReduce ? static_cast<ir::ScatterKind>(s.attr[1]) : ir::ScatterKind::Assign;
+      if (s.op == Op::ScatterReduce && (s.attr.n < 2 || s.attr[1] < 0 || s.attr[1] > 3)) c.fail("unknown scatter kind");
       const ir::Dims& xs = *c.in[0]->shape;
       const ir::Dims& is = *c.in[1]->shape;
       const ir::Dims xstr = contiguous_strides(xs);
       const int64_t* idx = c.in[1]->as<int64_t>();
       const int64_t n = is.numel();
-      if (s.op == Op::ScatterAdd) std::memcpy(out, c.in[0]->data, xs.numel() * esize);
-      const ir::Dims src_str = s.op == Op::ScatterAdd ? contiguous_strides(*c.in[2]->shape) : ir::Dims{};
+      if (scatter) std::memcpy(out, c.in[0]->data, xs.numel() * esize);
+      const ir::Dims src_str = scatter ? contiguous_strides(*c.in[2]->shape) : ir::Dims{};
       dispatch_dtype(s.dtype, [&]<class T>() {
         const T* x = c.in[0]->as<T>();
         T* o = reinterpret_cast<T*>(out);
-        const T* src = s.op == Op::ScatterAdd ? c.in[2]->as<T>() : nullptr;
+        const T* src = scatter ? c.in[2]->as<T>() : nullptr;
         std::array<int64_t, ir::kMaxDims> coord{};
         for (int64_t i = 0; i < n; ++i) {
           int64_t xoff = 0, soff = 0;
@@ -155,6 +188,8 @@ void eval_move(const EvalContext& c) {
           }
           if (s.op == Op::Gather) {
             o[i] = x[xoff];
+          } else if (s.op == Op::ScatterReduce) {
+            o[xoff] = scatter_fold(kind, o[xoff], src[soff]);
           } else if constexpr (std::is_same_v<T, bool>) {
             o[xoff] = o[xoff] || src[soff];
           } else {

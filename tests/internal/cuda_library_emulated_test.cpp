@@ -36,7 +36,7 @@ namespace cuda = loom::kernels::cuda;
 
 constexpr ScalarType kAll[] = {ScalarType::Bool, ScalarType::Int, ScalarType::Long, ScalarType::Float,
                                ScalarType::Double};
-// With bfloat16, which has only some typed kernels (data movement, scatter_add, linspace).
+// With bfloat16, which has only some typed kernels (data movement, scatter_add, scatter_reduce, linspace).
 constexpr ScalarType kAllAndBf16[] = {ScalarType::Bool, ScalarType::Int, ScalarType::Long, ScalarType::Float,
                                       ScalarType::Double, ScalarType::BFloat16};
 
@@ -46,13 +46,14 @@ Attrs attrs(std::initializer_list<int64_t> v) { return Attrs(v.begin(), v.size()
 const std::map<std::string, EmulatedKernel>& kernels() {
 #define LOOM_KERNEL(name) {#name, &cuda::name}
 #define LOOM_TYPED(s)                                                                                \
-  LOOM_KERNEL(loom_matmul_##s), LOOM_KERNEL(loom_scatter_add_##s), LOOM_KERNEL(loom_linspace_##s), \
-      LOOM_KERNEL(loom_rand_uniform_##s), LOOM_KERNEL(loom_rand_normal_##s), LOOM_KERNEL(loom_argsort_##s), LOOM_KERNEL(loom_scan_##s)
+  LOOM_KERNEL(loom_matmul_##s), LOOM_KERNEL(loom_scatter_add_##s), LOOM_KERNEL(loom_scatter_reduce_##s),        \
+      LOOM_KERNEL(loom_linspace_##s), LOOM_KERNEL(loom_rand_uniform_##s), LOOM_KERNEL(loom_rand_normal_##s), \
+      LOOM_KERNEL(loom_argsort_##s), LOOM_KERNEL(loom_scan_##s)
   static const std::map<std::string, EmulatedKernel> all = {
       LOOM_KERNEL(loom_copy_2d), LOOM_KERNEL(loom_index_select), LOOM_KERNEL(loom_gather),
       LOOM_KERNEL(loom_scatter_strided), LOOM_KERNEL(loom_check_index), LOOM_TYPED(b8), LOOM_TYPED(i32), LOOM_TYPED(i64), LOOM_TYPED(f32),
-      LOOM_TYPED(f64), LOOM_KERNEL(loom_scatter_add_bf16), LOOM_KERNEL(loom_linspace_bf16),
-      LOOM_KERNEL(loom_argsort_bf16), LOOM_KERNEL(loom_scan_bf16)};
+      LOOM_TYPED(f64), LOOM_KERNEL(loom_scatter_add_bf16), LOOM_KERNEL(loom_scatter_reduce_bf16),
+      LOOM_KERNEL(loom_linspace_bf16), LOOM_KERNEL(loom_argsort_bf16), LOOM_KERNEL(loom_scan_bf16)};
 #undef LOOM_TYPED
 #undef LOOM_KERNEL
   return all;
@@ -245,6 +246,24 @@ TEST(CudaLibraryEmulated, GatherAndScatterAdd) {
       g[1].as<int64_t>()[59] = xs[dim];
       expect_same(Call(Op::Gather, t, is, g, attrs({dim})), g, "gather bad index" + what);
     }
+  // ScatterReduce: every kind, duplicates along dim, in place, a bad index.
+  for (int64_t kind = 0; kind < 4; ++kind)
+    for (ScalarType t : kAllAndBf16)
+      for (int dim = 0; dim < 3; ++dim) {
+        const Dims xs = dims({4, 5, 6});
+        Dims isd = xs, ss = xs;
+        for (int d = 0; d < 3; ++d) {
+          isd[d] = d == dim ? 7 : xs[d] - 1;  // 7 > xs[dim]: duplicates along dim
+          ss[d] = isd[d] + 1;
+        }
+        const std::string what = " kind " + std::to_string(kind) + " dim " + std::to_string(dim) + " " + name(t);
+        std::vector<HostTensor> s{random_tensor(t, xs), index_tensor(isd, xs[dim], 2), random_tensor(t, ss, 5)};
+        const Call scatter(Op::ScatterReduce, t, xs, s, attrs({dim, kind}));
+        expect_same(scatter, s, "scatter_reduce" + what);
+        expect_same(scatter, s, "scatter_reduce in place" + what, /*in_place=*/true);
+        s[1].as<int64_t>()[17] = -3;
+        expect_same(scatter, s, "scatter_reduce bad index" + what);
+      }
   // A 0-d index reads (or adds to) element 0, unchecked, as the reference.
   std::vector<HostTensor> g{random_tensor(ScalarType::Float, dims({})), index_tensor(dims({}), 1)};
   g[1].as<int64_t>()[0] = 42;

@@ -39,7 +39,7 @@ struct Fixture {
   LibraryCall call;
   Fixture(Op op, ScalarType t, Dims out, std::vector<Dims> ins, Attrs attr = {}, uint32_t scalars = 0) {
     for (uint32_t i = 0; i < ins.size(); ++i) {
-      const ScalarType it = (op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd) && i == 1
+      const ScalarType it = (op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd || op == Op::ScatterReduce) && i == 1
                                 ? ScalarType::Long : t;
       program.buffers.push_back({loom::ir::BufferKind::Input, i, it, ins[i].numel()});
       call.inputs.push_back(i);
@@ -66,6 +66,8 @@ std::vector<Fixture> one_of_each() {
   for (ScalarType t : kAll) {
     all.emplace_back(Op::MatMul, t, dims({2, 3, 5}), std::vector{dims({2, 3, 4}), dims({2, 4, 5})});
     all.emplace_back(Op::ScatterAdd, t, dims({4, 3}), std::vector{dims({4, 3}), dims({2, 3}), dims({2, 3})}, attrs({0}));
+    all.emplace_back(Op::ScatterReduce, t, dims({4, 3}), std::vector{dims({4, 3}), dims({2, 3}), dims({2, 3})},
+                     attrs({0, 2}));
     all.emplace_back(Op::Linspace, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
     all.emplace_back(Op::RandUniform, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
     all.emplace_back(Op::RandNormal, t, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
@@ -77,6 +79,8 @@ std::vector<Fixture> one_of_each() {
   all.emplace_back(Op::ArgSort, bf, dims({4, 3}), std::vector{dims({4, 3})}, attrs({0, 1}));
   all.emplace_back(Op::Scan, bf, dims({4, 3}), std::vector{dims({4, 3})}, attrs({1, 1}));
   all.emplace_back(Op::ScatterAdd, bf, dims({4, 3}), std::vector{dims({4, 3}), dims({2, 3}), dims({2, 3})}, attrs({0}));
+  all.emplace_back(Op::ScatterReduce, bf, dims({4, 3}), std::vector{dims({4, 3}), dims({2, 3}), dims({2, 3})},
+                   attrs({0, 1}));
   all.emplace_back(Op::Linspace, bf, dims({9}), std::vector<Dims>{}, Attrs{}, 2);
   const ScalarType f = ScalarType::Float;
   all.emplace_back(Op::ToDevice, f, dims({6}), std::vector{dims({6})});
@@ -146,8 +150,8 @@ TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
     for (const cuda::Launch& l : f.plan()) names.insert(l.function);
   Fixture empty(Op::ScatterAdd, ScalarType::Float, dims({0}), std::vector{dims({0}), dims({2}), dims({2})}, attrs({0}));
   for (const cuda::Launch& l : empty.plan()) names.insert(l.function);
-  // copy_2d, index_select, gather, scatter_strided, check_index + 7 typed kernels x 5 dtypes + 4 for bfloat16
-  EXPECT_EQ(names.size(), 5u + 7u * 5u + 4u);
+  // copy_2d, index_select, gather, scatter_strided, check_index + 8 typed kernels x 5 dtypes + 5 for bfloat16
+  EXPECT_EQ(names.size(), 5u + 8u * 5u + 5u);
   for (const std::string& name : names)
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
@@ -338,6 +342,28 @@ TEST(CudaLibraryPlan, ScatterAddCopiesThenScattersWithStridesOfEachTensor) {
   Fixture empty(Op::ScatterAdd, ScalarType::Long, dims({5, 6}), std::vector{dims({5, 6}), dims({0, 3}), dims({0, 3})},
                 attrs({0}));
   EXPECT_EQ(empty.plan().size(), 1u);
+}
+
+// One thread per fiber along dim: 2 * 3 of a [2, 4, 3] index along dim 1.
+TEST(CudaLibraryPlan, ScatterReduceCopiesThenWalksEachFiber) {
+  Fixture f(Op::ScatterReduce, ScalarType::Float, dims({2, 5, 3}),
+            std::vector{dims({2, 5, 3}), dims({2, 4, 3}), dims({2, 4, 3})}, attrs({1, 3}));
+  const auto l = f.plan();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].function, "loom_copy_2d");
+  EXPECT_EQ(l[1].function, "loom_scatter_reduce_f32");
+  using namespace ml::gather_scatter;
+  EXPECT_EQ(l[1].meta[kReduce], 3);
+  EXPECT_EQ(l[1].meta[kDim], 1);
+  EXPECT_EQ(l[1].meta[kNumel], 24);
+  EXPECT_EQ(l[1].grid[0], 1u);  // 6 fibers: one block
+  Fixture bad(Op::ScatterReduce, ScalarType::Float, dims({2}), std::vector{dims({2}), dims({1}), dims({1})},
+              attrs({0, 9}));
+  EXPECT_THROW(bad.plan(), loom::Error);
+  Fixture empty(Op::ScatterReduce, ScalarType::Float, dims({0}), std::vector{dims({0}), dims({2}), dims({2})},
+                attrs({0, 0}));
+  EXPECT_EQ(empty.plan().size(), 1u);  // only the index check
+  EXPECT_EQ(empty.plan()[0].function, "loom_check_index");
 }
 
 TEST(CudaLibraryPlan, IndexSelectViewsXAsOuterSizeInner) {

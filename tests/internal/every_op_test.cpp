@@ -209,6 +209,13 @@ std::vector<Case> cases() {
   c.push_back({"cumprod", [](ScalarType dt, Device dev) { return loom::cumprod(input(dt, dev, 1, Domain::Positive), 0); }});
   c.push_back({"cummax, values", [](ScalarType dt, Device dev) { return std::get<0>(loom::cummax(input(dt, dev), 1)); }});
   c.push_back({"cummin, positions", [](ScalarType dt, Device dev) { return std::get<1>(loom::cummin(input(dt, dev), 1)); }});
+  // scatter_reduce: each ScatterKind (exclude_self scatters the identity
+  // with assign first).
+  for (const char* r : {"prod", "amax", "amin"})
+    c.push_back({std::string("scatter_reduce ") + r, [r](ScalarType dt, Device dev) {
+                   return loom::scatter_reduce(input(dt, dev), 1, index_input(dev, {3, 9}, 37),
+                                               input(dt, dev, 1, Domain::Any, {3, 9}), r, std::string(r) != "amin");
+                 }});
   c.push_back({"matmul", [](ScalarType dt, Device dev) {
                  return loom::matmul(input(dt, dev), input(dt, dev, 1, Domain::Any, {37, 5}));
                }});

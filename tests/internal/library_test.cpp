@@ -186,6 +186,24 @@ TEST(Library, ScatterAddAlongEachDim) {
       }
 }
 
+// Every ScatterKind, with duplicates along dim (the index is longer than
+// self there): the fold order, and so assign's last writer, is the
+// reference's even when the work is split across cores.
+TEST(Library, ScatterReduceEveryKindAlongEachDim) {
+  for (int64_t kind = 0; kind < 4; ++kind)
+    for (ScalarType t : kAll)
+      for (int dim = 0; dim < 3; ++dim)
+        for (Dims xs : {dims({1, 7, 3}), dims({9, 8, 7}), dims({64, 40, 3}), dims({3, 200, 90})}) {
+          Dims is = xs, ss = xs;
+          for (int d = 0; d < 3; ++d) {
+            is[d] = d == dim ? 2 * xs[d] + 1 : std::uniform_int_distribution<int64_t>(1, xs[d])(rng);
+            ss[d] = is[d] + (d == 2 ? 1 : 0);
+          }
+          Data x = random_data(t, xs), idx = indices(is, xs[dim]), src = random_data(t, ss);
+          expect_same(Op::ScatterReduce, t, xs, attrs({dim, kind}), {&x, &idx, &src});
+        }
+}
+
 // Many float updates of few slots: bits depend on the order of the sums.
 TEST(Library, ScatterAddKeepsSumOrderWhenParallel) {
   for (int dim = 0; dim < 2; ++dim) {

@@ -202,6 +202,38 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& tensors, L
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index, LOOM_LOC);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce, LOOM_LOC);
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value, std::string_view reduce,
+               LOOM_LOC);
+// reduce: "sum", "prod", "mean", "amax" or "amin".
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                      bool include_self = true, LOOM_LOC);
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1,
+                 LOOM_LOC);
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, LOOM_LOC);
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC);
+// Data-dependent sizes: each reads its input (or mask) to the host, as
+// PyTorch's CUDA ops do. _unique/_unique2/unique_dim always sort (PyTorch
+// leaves the order for sorted=false unspecified); each NaN stays apart.
+Tensor nonzero(const Tensor& x, LOOM_LOC);
+Tensor argwhere(const Tensor& x, LOOM_LOC);
+std::vector<Tensor> nonzero_numpy(const Tensor& x, LOOM_LOC);
+std::vector<Tensor> where(const Tensor& condition, LOOM_LOC);
+Tensor masked_select(const Tensor& x, const Tensor& mask, LOOM_LOC);
+Tensor masked_scatter(const Tensor& x, const Tensor& mask, const Tensor& source, LOOM_LOC);
+std::tuple<Tensor, Tensor> _unique(const Tensor& x, bool sorted = true, bool return_inverse = false, LOOM_LOC);
+std::tuple<Tensor, Tensor, Tensor> _unique2(const Tensor& x, bool sorted = true, bool return_inverse = false,
+                                            bool return_counts = false, LOOM_LOC);
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& x, int64_t dim, bool sorted = true,
+                                              bool return_inverse = false, bool return_counts = false, LOOM_LOC);
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& x, bool return_inverse = false,
+                                                      bool return_counts = false,
+                                                      std::optional<int64_t> dim = std::nullopt, LOOM_LOC);
+Tensor index_put(const Tensor& self, const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                 bool accumulate = false, LOOM_LOC);
 Tensor embedding(const Tensor& weight, const Tensor& indices, LOOM_LOC);
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC);

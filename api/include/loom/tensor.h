@@ -6,10 +6,12 @@
 // record-time error names the caller's file:line. Operators get theirs
 // through TensorArg / ScalarArg, which capture it on conversion.
 #pragma once
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -33,6 +35,10 @@ class Node;
 }
 
 #define LOOM_LOC SourceLoc loc = SourceLoc::current()
+
+namespace indexing {
+class TensorIndex;
+}
 
 class Tensor {
  public:
@@ -347,6 +353,53 @@ class Tensor {
   Tensor index_select(int64_t dim, const Tensor& index, LOOM_LOC) const;
   Tensor gather(int64_t dim, const Tensor& index, LOOM_LOC) const;
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC) const;
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+  // The scatter family (ops_scatter.cpp). With duplicate indices, assign
+  // keeps the last in the index's row-major order (PyTorch: unspecified).
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce, LOOM_LOC) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Scalar& value, std::string_view reduce, LOOM_LOC) const;
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, LOOM_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce, LOOM_LOC);
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Scalar& value, std::string_view reduce, LOOM_LOC);
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                        bool include_self = true, LOOM_LOC) const;
+  Tensor& scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src, std::string_view reduce,
+                          bool include_self = true, LOOM_LOC);
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1, LOOM_LOC) const;
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, const Scalar& alpha = 1, LOOM_LOC);
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source, LOOM_LOC) const;
+  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source, LOOM_LOC);
+  Tensor index_fill(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC) const;
+  Tensor& index_fill_(int64_t dim, const Tensor& index, const Scalar& value, LOOM_LOC);
+  Tensor& index_fill_(int64_t dim, const Tensor& index, const Tensor& value, LOOM_LOC);
+  // Indexing as libtorch's torch::indexing (ops_indexing.cpp, loom/indexing.h):
+  // basic indices give views, tensor indices gather (PyTorch's advanced
+  // indexing). index_put_ writes through self; accumulate sums duplicates,
+  // otherwise the last duplicate wins.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices, LOOM_LOC) const;
+  Tensor index(const std::vector<indexing::TensorIndex>& indices, LOOM_LOC) const;
+  Tensor index(const std::vector<std::optional<Tensor>>& indices, LOOM_LOC) const;
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& rhs, bool accumulate = false,
+                     LOOM_LOC);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Scalar& v, LOOM_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Tensor& rhs, bool accumulate = false,
+                     LOOM_LOC);
+  Tensor& index_put_(const std::vector<indexing::TensorIndex>& indices, const Scalar& v, LOOM_LOC);
+  Tensor& index_put_(const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate = false,
+                     LOOM_LOC);
+  Tensor index_put(const std::vector<std::optional<Tensor>>& indices, const Tensor& values, bool accumulate = false,
+                   LOOM_LOC) const;
+  // Data-dependent sizes (ops_select.cpp): these read to the host.
+  Tensor nonzero(LOOM_LOC) const;
+  Tensor argwhere(LOOM_LOC) const;
+  std::vector<Tensor> nonzero_numpy(LOOM_LOC) const;
+  Tensor masked_select(const Tensor& mask, LOOM_LOC) const;
+  Tensor masked_scatter(const Tensor& mask, const Tensor& source, LOOM_LOC) const;
+  Tensor& masked_scatter_(const Tensor& mask, const Tensor& source, LOOM_LOC);
   Tensor softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
   Tensor log_softmax(int64_t dim, std::optional<ScalarType> dtype = std::nullopt, LOOM_LOC) const;
   Tensor tril(int64_t diagonal = 0, LOOM_LOC) const;
@@ -444,3 +497,5 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace loom
 #pragma GCC visibility pop
+
+#include <loom/indexing.h>

@@ -44,6 +44,11 @@ void index_select(const Tensor& x, int64_t dim, const Tensor& index, const Tenso
 void gather(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& out, const SourceLoc& loc);
 void scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src, const Tensor& out,
                  const SourceLoc& loc);
+// The scatter family's reductions (rules_scatter.cpp); Assign is scatter's.
+enum class Reduce : int64_t { Sum, Prod, Mean, Amax, Amin, Assign };
+// How many values fold into each element of a scatter reduction's result
+// (self's one when include_self), a zero read as one: mean's divisor.
+Tensor scatter_count(const Tensor& like, int64_t dim, const Tensor& index, bool include_self, const SourceLoc& loc);
 // to(dtype), to(device), clone: the gradient passes through (the engine casts it back).
 // cumsum and cumprod (rules_scan.cpp).
 void scan(ir::ScanKind kind, const Tensor& x, int64_t dim, const Tensor& out, const SourceLoc& loc);
@@ -84,6 +89,8 @@ Tensor mean(const Tensor& x, uint64_t mask, Forward fwd, const SourceLoc& loc);
 Tensor logsumexp(const Tensor& x, uint64_t mask, Forward fwd, const SourceLoc& loc);
 // x: the input already converted to the result dtype; dim wrapped.
 Tensor softmax(const Tensor& x, int64_t dim, bool log, Forward fwd, const SourceLoc& loc);
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src, Reduce r,
+                      bool include_self, Forward fwd, const SourceLoc& loc);
 Tensor mm(const Tensor& a, const Tensor& b, Forward fwd, const SourceLoc& loc);
 Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scalar& beta, const Scalar& alpha,
              Forward fwd, const SourceLoc& loc);
