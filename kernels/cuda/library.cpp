@@ -58,17 +58,26 @@ const char* dtype_suffix(ScalarType t) {
     case ScalarType::Float: return "f32";
     case ScalarType::Double: return "f64";
     case ScalarType::BFloat16: return "bf16";
+    case ScalarType::Half: return "f16";
+    case ScalarType::Byte: return "u8";
+    case ScalarType::Char: return "i8";
+    case ScalarType::Short: return "i16";
   }
   return "?";
 }
-// The suffix of a typed library kernel for the call's dtype. bfloat16 has
-// scatter_add and linspace only: its products are GEMM kernels and its
-// random numbers are generated in place, so any other call is a planning
-// error, reported as one rather than as a missing symbol.
+// The suffix of a typed library kernel for the call's dtype. bfloat16 and
+// float16 have scatter_add and linspace only: their products are GEMM
+// kernels and their random numbers are generated in place, so any other
+// call is a planning error, reported as one rather than as a missing
+// symbol. uint8, int8 and int16 have no typed library kernel on the GPU
+// yet (an integer product, scatter_add or linspace of them): reported the
+// same way.
 std::string typed_suffix(const ir::LibraryCall& call) {
-  if (call.dtype == ScalarType::BFloat16 && call.op != Op::ScatterAdd && call.op != Op::Linspace)
+  const bool half_float = call.dtype == ScalarType::BFloat16 || call.dtype == ScalarType::Half;
+  const bool narrow_int = call.dtype == ScalarType::Byte || call.dtype == ScalarType::Char || call.dtype == ScalarType::Short;
+  if ((half_float && call.op != Op::ScatterAdd && call.op != Op::Linspace) || narrow_int)
     throw Error(std::string("cuda library: ") + ir::op_name(call.op) + " (node %" + std::to_string(call.node) +
-                ") has no BFloat16 library kernel on the GPU");
+                ") has no " + std::string(to_string(call.dtype)) + " library kernel on the GPU");
   return dtype_suffix(call.dtype);
 }
 
