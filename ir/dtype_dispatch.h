@@ -5,12 +5,19 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include <loom/bfloat16.h>
 #include <loom/dtype.h>
+#include <loom/half.h>
 
 namespace loom::ir {
+
+// The 16-bit floats, whose arithmetic goes through float: each result is
+// computed in float32 and rounded back once.
+template <class T>
+inline constexpr bool is_reduced_float_v = std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>;
 
 // Calls f.template operator()<T>() with T the C++ type of `t`, as
 //   dispatch_dtype(t, [&]<class T>() { fill(static_cast<T*>(p), n); });
@@ -26,6 +33,10 @@ decltype(auto) dispatch_dtype(ScalarType t, F&& f, Unknown&& unknown) {
     case ScalarType::Float: return f.template operator()<float>();
     case ScalarType::Double: return f.template operator()<double>();
     case ScalarType::BFloat16: return f.template operator()<BFloat16>();
+    case ScalarType::Half: return f.template operator()<Half>();
+    case ScalarType::Byte: return f.template operator()<uint8_t>();
+    case ScalarType::Char: return f.template operator()<int8_t>();
+    case ScalarType::Short: return f.template operator()<int16_t>();
   }
   unknown(t);
   throw std::logic_error("dispatch_dtype: the unknown-dtype handler returned");

@@ -30,6 +30,10 @@ std::string_view to_string(ScalarType t) {
     case ScalarType::Float: return "Float";
     case ScalarType::Double: return "Double";
     case ScalarType::BFloat16: return "BFloat16";
+    case ScalarType::Half: return "Half";
+    case ScalarType::Byte: return "Byte";
+    case ScalarType::Char: return "Char";
+    case ScalarType::Short: return "Short";
   }
   return "?";
 }
@@ -38,8 +42,27 @@ std::ostream& operator<<(std::ostream& os, ScalarType t) { return os << to_strin
 
 ScalarType promote_types(ScalarType a, ScalarType b) {
   if (a == b) return a;
-  // bool < int32 < int64 < bfloat16 < float32 < float64 (torch.promote_types).
-  auto rank = [](ScalarType t) { return t == kBFloat16 ? 2.5 : static_cast<double>(static_cast<uint8_t>(t)); };
+  // torch.promote_types: bool < uint8, int8 < int16 < int32 < int64 <
+  // float16, bfloat16 < float32 < float64. The two pairs that are not
+  // ordered meet above both: uint8 and int8 in int16 (the least type holding
+  // both ranges), float16 and bfloat16 in float32.
+  if ((a == kByte && b == kChar) || (a == kChar && b == kByte)) return kShort;
+  if ((a == kHalf && b == kBFloat16) || (a == kBFloat16 && b == kHalf)) return kFloat;
+  auto rank = [](ScalarType t) {
+    switch (t) {
+      case ScalarType::Bool: return 0;
+      case ScalarType::Byte: return 1;
+      case ScalarType::Char: return 1;
+      case ScalarType::Short: return 2;
+      case ScalarType::Int: return 3;
+      case ScalarType::Long: return 4;
+      case ScalarType::Half: return 5;
+      case ScalarType::BFloat16: return 5;
+      case ScalarType::Float: return 6;
+      case ScalarType::Double: return 7;
+    }
+    throw Error("loom: promote_types: " + std::to_string(static_cast<int>(t)) + " is not a dtype");
+  };
   return rank(a) > rank(b) ? a : b;
 }
 

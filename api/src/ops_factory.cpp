@@ -247,6 +247,9 @@ void copy_in(void* dst, const std::vector<T>& values) {
   U* p = static_cast<U*>(dst);
   for (size_t i = 0; i < values.size(); ++i) {
     if constexpr (std::is_same_v<U, bool>) p[i] = static_cast<T>(values[i]) != T(0);
+    // A floating value for a narrow integer wraps as the Cast op does.
+    else if constexpr (std::is_integral_v<U> && sizeof(U) < 4 && std::is_floating_point_v<T>)
+      p[i] = static_cast<U>(static_cast<int64_t>(static_cast<T>(values[i])));
     else p[i] = static_cast<U>(static_cast<T>(values[i]));
   }
 }
@@ -268,6 +271,10 @@ Tensor tensor(const std::vector<T>& values, const TensorOptions& o, SourceLoc lo
     case kFloat: copy_in<float>(buf->data(), values); break;
     case kDouble: copy_in<double>(buf->data(), values); break;
     case kBFloat16: copy_in<BFloat16>(buf->data(), values); break;
+    case kHalf: copy_in<Half>(buf->data(), values); break;
+    case kByte: copy_in<uint8_t>(buf->data(), values); break;
+    case kChar: copy_in<int8_t>(buf->data(), values); break;
+    case kShort: copy_in<int16_t>(buf->data(), values); break;
   }
   ir::Dims shape(&n, 1);
   Tensor t = detail::from_buffer(std::move(buf), shape, ir::contiguous_strides(shape), n, dt, Device(kCPU, 0));

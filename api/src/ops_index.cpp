@@ -95,8 +95,8 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, std::optional<ScalarType> dtyp
              dtype ? "" : " (pass dtype=kFloat to convert it first)");
   const int64_t d = wrap_dim(dim, y.dim(), op, loc);
   if (y.numel() == 0) return y.clone(loc);
-  if (y.dtype() == kBFloat16)  // computed in float32, rounded once (PyTorch's acc_type)
-    return softmax_impl(y.to(kFloat, loc), d, std::nullopt, log, op, loc).to(kBFloat16, loc);
+  if (is_reduced_floating_point(y.dtype()))  // computed in float32, rounded once (PyTorch's acc_type)
+    return softmax_impl(y.to(kFloat, loc), d, std::nullopt, log, op, loc).to(y.dtype(), loc);
   if (detail::needs_grad(y)) [[unlikely]]
     return detail::grad::softmax(y, d, log, [&] { return softmax_impl(y, d, std::nullopt, log, op, loc); }, loc);
   // Shifting by the row max keeps exp() from overflowing; rows of all -inf

@@ -36,17 +36,17 @@ void check_operands(const Tensor& a, const Tensor& b, const char* op, const Sour
 
 Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc);
 
-// A bfloat16 product accumulates in float32 and is rounded once (PyTorch's
-// rule). On a GPU that is one GEMM kernel on the tensor cores
-// (kernels/cuda/gemm_template.cu, LoomGemmBf16). The CPU has no bfloat16
-// GEMM: there it is recorded as a float32 product of the widened operands,
-// narrowed after (the narrowing fuses into the GEMM's epilogue, each
-// widening is a pointwise kernel).
-bool widen_bf16(const Tensor& a) { return a.dtype() == kBFloat16 && !a.device().is_cuda(); }
+// A bfloat16 or float16 product accumulates in float32 and is rounded once
+// (PyTorch's rule). On a GPU that is one GEMM kernel on the tensor cores
+// (kernels/cuda/gemm_template.cu, LoomGemmBf16 and its float16 form). The
+// CPU has no 16-bit GEMM: there it is recorded as a float32 product of the
+// widened operands, narrowed after (the narrowing fuses into the GEMM's
+// epilogue, each widening is a pointwise kernel).
+bool widen_bf16(const Tensor& a) { return is_reduced_floating_point(a.dtype()) && !a.device().is_cuda(); }
 
 // The primitive: a [B,M,K] x b [B,K,N] -> [B,M,N]. Shapes are checked by the caller.
 Tensor product(const Tensor& a, const Tensor& b, const SourceLoc& loc) {
-  if (widen_bf16(a)) return product(a.to(kFloat, loc), b.to(kFloat, loc), loc).to(kBFloat16, loc);
+  if (widen_bf16(a)) return product(a.to(kFloat, loc), b.to(kFloat, loc), loc).to(a.dtype(), loc);
   const int64_t dims[3] = {a.size(0), a.size(1), b.size(2)};
   Tensor out = detail::wrap(detail::new_node(ir::Op::MatMul, a.dtype(), a.device(), ir::Dims(dims, 3),
                                              {detail::read(a, loc), detail::read(b, loc)}, loc));
@@ -62,7 +62,7 @@ Tensor mm2(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& lo
   const ir::Dims& bs = b.impl()->view.sizes;
   LOOM_CHECK(as[1] == bs[0], op, loc, "mat1 and mat2 shapes cannot be multiplied (", mat(as[0], as[1]), " and ",
              mat(bs[0], bs[1]), ")");
-  if (widen_bf16(a)) return mm2(a.to(kFloat, loc), b.to(kFloat, loc), op, loc).to(kBFloat16, loc);
+  if (widen_bf16(a)) return mm2(a.to(kFloat, loc), b.to(kFloat, loc), op, loc).to(a.dtype(), loc);
   if (detail::needs_grad(a, b)) [[unlikely]]
     return detail::grad::mm(a, b, [&] { return mm2(a, b, op, loc); }, loc);
   const int64_t dims[2] = {as[0], bs[1]};

@@ -26,9 +26,9 @@ namespace {
 // promote_types, inline: the recording path calls it on every binary op.
 inline ScalarType promote(ScalarType a, ScalarType b) {
   if (a == b) return a;
-  // bool < int32 < int64 < float32 < float64 are the enum's order; bfloat16
-  // sits between int64 and float32, so it needs the general rule.
-  if (a == kBFloat16 || b == kBFloat16) return promote_types(a, b);
+  // bool < int32 < int64 < float32 < float64 are the enum's order (its
+  // first five values); the later dtypes need the general rule.
+  if (static_cast<uint8_t>(a) >= 5 || static_cast<uint8_t>(b) >= 5) return promote_types(a, b);
   return static_cast<uint8_t>(a) >= static_cast<uint8_t>(b) ? a : b;
 }
 // result_type on what the impls hold, so an op reads each operand's impl once.

@@ -92,7 +92,7 @@ Tensor Tensor::mean(SourceLoc loc) const { return mean({}, false, loc); }
 Tensor Tensor::mean(IntArrayRef dims, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "mean", loc);
   check_float(*this, "mean", loc);
-  if (dtype() == kBFloat16) return to(kFloat, loc).mean(dims, keepdim, loc).to(kBFloat16, loc);  // float32 inside
+  if (is_reduced_floating_point(dtype())) return to(kFloat, loc).mean(dims, keepdim, loc).to(dtype(), loc);  // float32 inside
   uint64_t mask = dim_mask(*this, dims, "mean", loc);
   if (detail::needs_grad(*this)) [[unlikely]]
     return detail::grad::mean(*this, mask, [&] { return mean(dims, keepdim, loc); }, loc);
@@ -172,7 +172,7 @@ Tensor Tensor::var_all(bool unbiased, SourceLoc loc) const { return var(IntArray
 Tensor Tensor::var(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "var", loc);
   check_float(*this, "var", loc);
-  if (dtype() == kBFloat16) return to(kFloat, loc).var(dims, unbiased, keepdim, loc).to(kBFloat16, loc);  // float32 inside
+  if (is_reduced_floating_point(dtype())) return to(kFloat, loc).var(dims, unbiased, keepdim, loc).to(dtype(), loc);  // float32 inside
   uint64_t mask = dim_mask(*this, dims, "var", loc);
   const int64_t n = reduced_count(*this, mask);
   Tensor centered = sub(reduce(ir::Op::Sum, "var", *this, mask, true, dtype(), dtype(), loc).div(static_cast<double>(n), loc), 1, loc);
@@ -186,7 +186,7 @@ Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc)
 
 Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "logsumexp", loc);
-  if (dtype() == kBFloat16) return to(kFloat, loc).logsumexp(dims, keepdim, loc).to(kBFloat16, loc);  // float32 inside
+  if (is_reduced_floating_point(dtype())) return to(kFloat, loc).logsumexp(dims, keepdim, loc).to(dtype(), loc);  // float32 inside
   Tensor x = is_floating_point() ? *this : to(kFloat, loc);
   uint64_t mask = dim_mask(x, dims, "logsumexp", loc);
   if (detail::needs_grad(x)) [[unlikely]]

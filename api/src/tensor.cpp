@@ -107,6 +107,10 @@ T read_element(const void* base, ScalarType dt, int64_t i) {
     case kFloat: v = static_cast<T>(static_cast<const float*>(base)[i]); break;
     case kDouble: v = static_cast<T>(static_cast<const double*>(base)[i]); break;
     case kBFloat16: v = static_cast<T>(static_cast<float>(static_cast<const BFloat16*>(base)[i])); break;
+    case kHalf: v = static_cast<T>(static_cast<float>(static_cast<const Half*>(base)[i])); break;
+    case kByte: v = static_cast<T>(static_cast<const uint8_t*>(base)[i]); break;
+    case kChar: v = static_cast<T>(static_cast<const int8_t*>(base)[i]); break;
+    case kShort: v = static_cast<T>(static_cast<const int16_t*>(base)[i]); break;
   }
   return v;
 }
@@ -143,7 +147,7 @@ T Tensor::item(SourceLoc loc) const {
 Scalar Tensor::item(SourceLoc loc) const {
   switch (dtype()) {
     case kBool: return Scalar(item<bool>(loc));
-    case kInt:
+    case kByte: case kChar: case kShort: case kInt:
     case kLong: return Scalar(item<int64_t>(loc));
     default: return Scalar(item<double>(loc));
   }
@@ -179,6 +183,10 @@ LOOM_INSTANTIATE(int64_t)
 LOOM_INSTANTIATE(float)
 LOOM_INSTANTIATE(double)
 LOOM_INSTANTIATE(BFloat16)
+LOOM_INSTANTIATE(Half)
+LOOM_INSTANTIATE(uint8_t)
+LOOM_INSTANTIATE(int8_t)
+LOOM_INSTANTIATE(int16_t)
 #undef LOOM_INSTANTIATE
 
 // ---------------------------------------------------------------- conversion and copies

@@ -200,7 +200,7 @@ std::string Lowering::pass_buffers() {
 // allows and their input is not computed by a generated kernel.
 uint32_t Lowering::operand_base(uint32_t product, uint32_t in, std::vector<uint32_t>* chain) const {
   const Node& p = node(product);
-  if (!gemm(product) || p.dtype == kBFloat16 || opt_.operand_producers_min_work < 0) return in;
+  if (!gemm(product) || is_reduced_floating_point(p.dtype) || opt_.operand_producers_min_work < 0) return in;
   const auto ins = g_.inputs_of(product);
   const double work = static_cast<double>(p.numel()) * node(ins[0]).shape[node(ins[0]).shape.n - 1];
   if (work < opt_.operand_producers_min_work) return in;

@@ -123,7 +123,7 @@ class Lowering {
     return opt_.narrow_products_as_rows && float_product_2d(i) && node(i).shape[1] <= kNarrowProductMaxN &&
            node(g_.inputs_of(i)[0]).shape[1] >= kNarrowProductMinK;
   }
-  // A [M, K] x [K, N] product of float32 or float64 (no batch; bfloat16 keeps its GEMM).
+  // A [M, K] x [K, N] product of float32 or float64 (no batch; bfloat16 and float16 keep their GEMM).
   bool float_product_2d(uint32_t i) const {
     const Node& nd = node(i);
     return nd.op == Op::MatMul && nd.shape.n == 2 && (nd.dtype == kFloat || nd.dtype == kDouble);

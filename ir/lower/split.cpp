@@ -86,10 +86,10 @@ SplitShape parts(const Kernel& k, int64_t target_rows) {
   for (size_t i = 0; i < m && !arg; ++i) {
     const Phase& red = k.phases[i];
     if (red.kind != Phase::Reduce || red.reduce_op == Op::ArgMax || red.reduce_op == Op::ArgMin) return {};
-    // A bfloat16 reduction is computed in float32 and rounded once: its
+    // A bfloat16 or float16 reduction is computed in float32 and rounded once: its
     // partials are float32 and the fold rounds (widened()), which this pass
     // does for one reduce phase before a per-row store.
-    if (k.exprs[red.value].dtype == kBFloat16 && !(m == 1 && k.phases[1].per_row)) return {};
+    if (is_reduced_floating_point(k.exprs[red.value].dtype) && !(m == 1 && k.phases[1].per_row)) return {};
   }
   for (const Expr& x : k.exprs) {
     // An Iota names a loop dim, which the split renumbers (random numbers
@@ -137,9 +137,9 @@ void read_earlier_rows(Kernel& k, size_t i, const SplitBuffers& sb, const Dims& 
   }
 }
 
-// The dtype partials are kept in: bfloat16 reductions are computed in
-// float32 and rounded once, by the fold.
-ScalarType widened(ScalarType dt) { return dt == kBFloat16 ? kFloat : dt; }
+// The dtype partials are kept in: bfloat16 and float16 reductions are
+// computed in float32 and rounded once, by the fold.
+ScalarType widened(ScalarType dt) { return is_reduced_floating_point(dt) ? kFloat : dt; }
 
 // Appends to kernel k; returns the new entry's index.
 uint32_t add_expr(Kernel& k, const Expr& x) {

@@ -124,11 +124,15 @@ std::string KernelEmitter::offset(const ir::Access& a, const std::string& lane) 
   return s;
 }
 
-// A bfloat16 value is a float holding a number bfloat16 represents: a
-// load widens it exactly, each computed value is rounded to nearest even
-// (as the reference backend rounds per op), a store keeps the high half.
+// A bfloat16 (float16) value is a float holding a number bfloat16
+// (float16) represents: a load widens it exactly, each computed value is
+// rounded to nearest even (as the reference backend rounds per op), a
+// store keeps the 16 bits.
 std::string KernelEmitter::rounded(const ir::Expr& x, uint32_t e) {
-  return x.dtype == kBFloat16 && ir::is_computed(x) ? "loom_bf16_round(" + value(x, e) + ")" : value(x, e);
+  if (!ir::is_computed(x)) return value(x, e);
+  if (x.dtype == kBFloat16) return "loom_bf16_round(" + value(x, e) + ")";
+  if (x.dtype == kHalf) return "loom_f16_round(" + value(x, e) + ")";
+  return value(x, e);
 }
 
 std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
@@ -141,6 +145,7 @@ std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
                           ? "tile" + std::to_string(x.a) + "[tx][ty + j]"  // emit_tiled's stage
                           : "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + "]";
       if (x.dtype == kBFloat16) return "loom_bf16_widen(" + v + ")";
+      if (x.dtype == kHalf) return "loom_f16_widen(" + v + ")";
       return x.dtype == kBool ? "(" + v + " != 0)" : v;
     }
     case ExprKind::Gather: {  // in range: x.b is an IndexCheck (0 where the run fails)
@@ -148,6 +153,7 @@ std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
       const std::string v = "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + " + x" +
                             std::to_string(x.b) + " * " + std::to_string(x.imm) + "LL]";
       if (x.dtype == kBFloat16) return "loom_bf16_widen(" + v + ")";
+      if (x.dtype == kHalf) return "loom_f16_widen(" + v + ")";
       return x.dtype == kBool ? "(" + v + " != 0)" : v;
     }
     case ExprKind::Scalar: {
@@ -159,6 +165,10 @@ std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
         case kFloat: return "(float)fs[" + s + "]";
         case kDouble: return "fs[" + s + "]";
         case kBFloat16: return "(float)fs[" + s + "]";
+        case kHalf: return "(float)fs[" + s + "]";
+        case kByte: return "(unsigned char)is[" + s + "]";
+        case kChar: return "(signed char)is[" + s + "]";
+        case kShort: return "(short)is[" + s + "]";
       }
       return "0";
     }
@@ -201,6 +211,9 @@ std::string KernelEmitter::unary(Op op, const std::string& x, ScalarType in, Sca
   if (op == Op::Cast) {
     if (in == out) return x;
     if (out == kBool) return "(" + x + " != 0)";
+    // A float becoming a narrow integer: truncated to int64, then wrapped
+    // (runtime/reference/scalar_ops.h: cast_value).
+    if (fp(in) && is_integral(out) && element_size(out) < 4) return "(" + std::string(ctype(out)) + ")(long long)" + x;
     return "(" + std::string(ctype(out)) + ")" + x;
   }
   if (op == Op::LogicalNot) return "!" + x;
@@ -307,6 +320,7 @@ std::string KernelEmitter::binary(Op op, const std::string& a, const std::string
 std::string KernelEmitter::to_memory(uint32_t e) {
   const std::string v = "x" + std::to_string(e);
   if (k_.exprs[e].dtype == kBFloat16) return "loom_bf16_narrow(" + v + ")";
+  if (k_.exprs[e].dtype == kHalf) return "loom_f16_narrow(" + v + ")";
   return k_.exprs[e].dtype == kBool ? "(unsigned char)" + v : v;
 }
 

@@ -61,7 +61,9 @@ std::string GemmProblem::a_at() const { return element_at(a_off, a_off_scalar); 
 std::string GemmProblem::b_at() const { return element_at(b_off, b_off_scalar); }
 
 GemmArgs gemm_args(const GemmProblem& g) { return {g.m, g.n, g.k, g.a_m, g.a_k, g.a_b, g.b_k, g.b_n, g.b_b}; }
-bool gemm_takes_args(const GemmConfig& c, const GemmProblem& g) { return !c.mma && !c.wgmma && g.dtype != kBFloat16; }
+bool gemm_takes_args(const GemmConfig& c, const GemmProblem& g) {
+  return !c.mma && !c.wgmma && !is_reduced_floating_point(g.dtype);
+}
 static_assert(sizeof(GemmArgs) == 9 * 8, "GemmArgs is LoomGemmArgs: nine 64-bit words");
 
 GemmProblem gemm_problem(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32) {
@@ -126,7 +128,7 @@ std::vector<GemmConfig> wgmma_configs(int es, bool large) {
 std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
   // At least a wave of 128x128 tiles (132 SMs on an H100).
   const bool large = ((g.m + 127) / 128) * ((g.n + 127) / 128) * g.batch >= 132;
-  if (g.dtype == kBFloat16) {
+  if (is_reduced_floating_point(g.dtype)) {
     // m16n8k16 tensor cores (LoomGemmBf16, p x q warps). Timed on an H100
     // (bench/micro/bf16_gemm.cu, 4096^3, cuBLAS 722 TFLOP/s): 128x256x64
     // 289 TFLOP/s, 128x128x64 two blocks per SM 289, 128x128x32 two per SM
@@ -138,7 +140,10 @@ std::vector<GemmConfig> gemm_candidates(const GemmProblem& g) {
     // block first (LoomGemmWg; bench/micro/bf16_gemm.cu, same H100, cuBLAS
     // 710 TFLOP/s): 128x256 four stages 373 TFLOP/s, three 322, 128x128
     // 305-309, 64x128 244, 64x256 126; mma.sync's best there 293.
-    std::vector<GemmConfig> cs = g.wgmma && g.a_vec && g.b_vec ? wgmma_configs(2, large) : std::vector<GemmConfig>{};
+    // float16 takes the same mma.sync tiles (its .f16 form, same fragments
+    // and float32 sums); the warpgroup block is bfloat16's only.
+    const bool wg = g.dtype == kBFloat16 && g.wgmma && g.a_vec && g.b_vec;
+    std::vector<GemmConfig> cs = wg ? wgmma_configs(2, large) : std::vector<GemmConfig>{};
     if (large) {
       for (const GemmConfig& c : {mma(128, 256, 64, 2, 4, 3), mma(128, 128, 64, 2, 4, 3, 2), mma(128, 128, 32, 2, 4, 3, 2)})
         cs.push_back(c);
@@ -262,7 +267,9 @@ int64_t gemm_split_chunk(const GemmConfig& c, const GemmProblem& g) {
   return std::max<int64_t>((per + c.bk - 1) / c.bk, 1) * c.bk;
 }
 
-int64_t gemm_accumulator_size(const GemmProblem& g) { return g.dtype == kBFloat16 ? 4 : static_cast<int64_t>(element_size(g.dtype)); }
+int64_t gemm_accumulator_size(const GemmProblem& g) {
+  return is_reduced_floating_point(g.dtype) ? 4 : static_cast<int64_t>(element_size(g.dtype));
+}
 
 int64_t gemm_workspace_elems(const GemmConfig& c, const GemmProblem& g) {
   return c.split > 1 ? int64_t(c.split) * g.batch * g.m * g.n : 0;
@@ -281,9 +288,9 @@ std::string gemm_instance(const GemmConfig& c, const GemmProblem& g) {
       << c.stages << ", " << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor) << ", " << b(g.b_vec) << ">";
     return o.str();
   }
-  if (g.dtype == kBFloat16) {
+  if (is_reduced_floating_point(g.dtype)) {
     o << "LoomGemmBf16<" << c.bm << ", " << c.bn << ", " << c.bk << ", " << c.p << ", " << c.q << ", " << c.stages << ", "
-      << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor) << ", " << b(g.b_vec) << ">";
+      << b(g.a_kmajor) << ", " << b(g.a_vec) << ", " << b(g.b_kmajor) << ", " << b(g.b_vec) << ", " << b(g.dtype == kHalf) << ">";
     return o.str();
   }
   o << "LoomGemm<" << (g.dtype == kDouble ? "double" : "float") << ", " << c.bm << ", " << c.bn << ", " << c.bk << ", "
@@ -299,11 +306,11 @@ const char* gemm_template_source() { return kernels::cuda::detail::kGemmSource; 
 std::string gemm_tuning_source(const GemmProblem& g, const std::vector<GemmConfig>& candidates) {
   std::ostringstream o;
   o << kernels::cuda::detail::kBf16Source << gemm_template_source();
-  // bfloat16: operands and C of 16 bits, float32 sums (and workspace).
-  const bool bf = g.dtype == kBFloat16;
+  // bfloat16, float16: operands and C of 16 bits, float32 sums (and workspace).
+  const bool bf = is_reduced_floating_point(g.dtype);
   const char* t = g.dtype == kDouble ? "double" : "float";  // the accumulator
   const char* m = bf ? "unsigned short" : t;                // operands and C in memory
-  const char* put = bf ? "loom_bf16_narrow(v)" : "v";
+  const char* put = g.dtype == kBFloat16 ? "loom_bf16_narrow(v)" : g.dtype == kHalf ? "loom_f16_narrow(v)" : "v";
   for (size_t i = 0; i < candidates.size(); ++i) {
     const GemmConfig& c = candidates[i];
     // A split-K candidate's first kernel writes float partial sums to C = W.

@@ -509,6 +509,7 @@ void KernelEmitter::emit_phase(const ir::Phase& ph, size_t index) {
      << " a, " << acc << " b) { return " << combine(ph.reduce_op, dt, "a", "b") << "; }, G, "
      << (plan_.columns ? std::to_string(plan_.rows_per_block) + ", " : "") << "smem);\n";
   if (dt == kBFloat16) o_ << "    rv" << p << " = loom_bf16_round(rv" << p << ");  // summed in float32, rounded once\n";
+  if (dt == kHalf) o_ << "    rv" << p << " = loom_f16_round(rv" << p << ");  // summed in float32, rounded once\n";
   o_ << "  }\n";
 }
 
@@ -518,10 +519,23 @@ std::string KernelEmitter::identity(Op op, ScalarType dt) {
     case Op::Prod: case Op::All: return f ? lit(1, dt) : "1";
     case Op::Max:
       if (f) return dt != kDouble ? "__int_as_float((int)0xff800000u)" : "__longlong_as_double(0xfff0000000000000LL)";
-      return dt == kBool ? "0" : dt == kInt ? "(-2147483647 - 1)" : "(-9223372036854775807LL - 1)";
+      switch (dt) {  // the least value of dt
+        case kBool: case kByte: return "0";
+        case kChar: return "(-128)";
+        case kShort: return "(-32768)";
+        case kInt: return "(-2147483647 - 1)";
+        default: return "(-9223372036854775807LL - 1)";
+      }
     case Op::Min:
       if (f) return dt != kDouble ? "__int_as_float(0x7f800000)" : "__longlong_as_double(0x7ff0000000000000LL)";
-      return dt == kBool ? "1" : dt == kInt ? "2147483647" : "9223372036854775807LL";
+      switch (dt) {  // the greatest value of dt
+        case kBool: return "1";
+        case kByte: return "255";
+        case kChar: return "127";
+        case kShort: return "32767";
+        case kInt: return "2147483647";
+        default: return "9223372036854775807LL";
+      }
     case Op::Sum: case Op::Any: return f ? lit(0, dt) : "0";
     default: no_code(op, dt);  // ArgMax and ArgMin keep a value and a position
   }

@@ -44,12 +44,19 @@ inline const char* ctype(ScalarType dt) {
     case kFloat: return "float";
     case kDouble: return "double";
     case kBFloat16: return "float";  // computed in float32, rounded per op (loom_bf16_round)
+    case kHalf: return "float";      // the same (loom_f16_round)
+    case kByte: return "unsigned char";
+    case kChar: return "signed char";
+    case kShort: return "short";
   }
   return "float";
 }
-inline const char* mtype(ScalarType dt) { return dt == kBool ? "unsigned char" : dt == kBFloat16 ? "unsigned short" : ctype(dt); }
-// Reduction accumulators: bool folds as int (warp shuffles take no bool).
-inline const char* acctype(ScalarType dt) { return dt == kBool ? "int" : ctype(dt); }
+inline const char* mtype(ScalarType dt) {
+  return dt == kBool ? "unsigned char" : is_reduced_floating_point(dt) ? "unsigned short" : ctype(dt);
+}
+// Reduction accumulators: bool and the narrow integers fold as int (warp
+// shuffles take no bool, char or short); an int holds each of their values.
+inline const char* acctype(ScalarType dt) { return dt == kBool || (is_integral(dt) && element_size(dt) < 4) ? "int" : ctype(dt); }
 inline bool fp(ScalarType dt) { return is_floating_point(dt); }
 // A libm-style name for dt: expf for float, exp for double.
 inline std::string fn(const char* name, ScalarType dt) { return std::string(name) + (dt == kDouble ? "" : "f"); }

@@ -1,7 +1,7 @@
 // KernelEmitter (jit/llvm/kernel_emitter.h): what one step of a loop
 // computes: loads, gathers and stores, the expressions of the loop IR with
 // their math (jit/llvm/math.h), the row stash, and the types and bfloat16
-// conversions they use.
+// and float16 conversions they use.
 #include "jit/llvm/kernel_emitter.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -45,6 +45,7 @@ Value* KernelEmitter::load(uint32_t ai, ScalarType dt, int w) {
   }
   if (dt == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
   if (dt == kBFloat16) v = bf16_widen(v);
+  if (dt == kHalf) v = f16_widen(v);
   return v;
 }
 
@@ -69,6 +70,7 @@ Value* KernelEmitter::gather(const ir::Expr& x, Value* index, int w) {
   }
   if (x.dtype == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
   if (x.dtype == kBFloat16) v = bf16_widen(v);
+  if (x.dtype == kHalf) v = f16_widen(v);
   return v;
 }
 
@@ -77,11 +79,12 @@ void KernelEmitter::store(uint32_t ai, Value* v, ScalarType dt, int w) {
   Type* mt = memory_type(dt);
   if (dt == kBool) v = b_.CreateZExt(v, w == 1 ? mt : static_cast<Type*>(llvm::FixedVectorType::get(mt, w)));
   if (dt == kBFloat16) v = bf16_narrow(v);
+  if (dt == kHalf) v = f16_narrow(v);
   Value* base = b_.CreateGEP(mt, base_[ai], offset(a));
   const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
   if (w == 1) {
     b_.CreateStore(v, base);
-  } else if (inner == 1 && streaming_ && hints_.stream[ai] && dt != kBFloat16) {
+  } else if (inner == 1 && streaming_ && hints_.stream[ai] && !is_reduced_floating_point(dt)) {
     llvm::StoreInst* st = b_.CreateAlignedStore(v, base, llvm::Align(64));
     st->setMetadata(llvm::LLVMContext::MD_nontemporal,
                     llvm::MDNode::get(ctx_, llvm::ConstantAsMetadata::get(b_.getInt32(1))));
@@ -172,7 +175,7 @@ Value* KernelEmitter::stash_access(uint32_t e, int w, Value* v) {
 
 Value* KernelEmitter::eval_one(const ir::Expr& x, const std::vector<Value*>& v, int w) {
   Value* r = eval_value(x, v, w);
-  return x.dtype == kBFloat16 && ir::is_computed(x) ? bf16_round(r) : r;
+  return ir::is_computed(x) ? round_to(x.dtype, r) : r;
 }
 
 Value* KernelEmitter::eval_value(const ir::Expr& x, const std::vector<Value*>& v, int w) {
@@ -253,6 +256,10 @@ Value* KernelEmitter::scalar_arg(uint32_t slot, ScalarType dt) {
     case kFloat: return b_.CreateFPTrunc(f, b_.getFloatTy());
     case kDouble: return f;
     case kBFloat16: return b_.CreateFPTrunc(f, b_.getFloatTy());
+    case kHalf: return b_.CreateFPTrunc(f, b_.getFloatTy());
+    case kByte: return b_.CreateTrunc(i, b_.getInt8Ty());
+    case kChar: return b_.CreateTrunc(i, b_.getInt8Ty());
+    case kShort: return b_.CreateTrunc(i, b_.getInt16Ty());
   }
   return f;
 }
@@ -269,6 +276,14 @@ Value* KernelEmitter::unary(Op op, Value* x, ScalarType in, ScalarType out) {
   if (op == Op::LogicalNot) return b_.CreateNot(x);
   Type* ty = x->getType();
   if (in == kBool) return x;  // abs, relu, sign, floor ... of bool are the identity
+  if (in == kByte) {  // unsigned: its own absolute value, relu and floor; sign is 0 or 1
+    switch (op) {
+      case Op::Neg: return b_.CreateNeg(x);
+      case Op::Abs: case Op::Relu: case Op::Floor: case Op::Ceil: case Op::Round: case Op::Trunc: return x;
+      case Op::Sign: return b_.CreateZExt(b_.CreateICmpNE(x, llvm::Constant::getNullValue(ty)), ty);
+      default: no_code(op, in);
+    }
+  }
   if (!is_floating_point(in)) {
     Value* zero = llvm::Constant::getNullValue(ty);
     switch (op) {
@@ -327,8 +342,10 @@ Value* KernelEmitter::cast(Value* x, ScalarType in, ScalarType out) {
   if (out == kBool)
     return is_floating_point(in) ? b_.CreateFCmpUNE(x, llvm::Constant::getNullValue(x->getType()))
                                  : b_.CreateICmpNE(x, llvm::Constant::getNullValue(x->getType()));
-  if (in == kBool) return is_floating_point(out) ? b_.CreateUIToFP(x, to) : b_.CreateZExt(x, to);
+  if (!is_signed_type(in)) return is_floating_point(out) ? b_.CreateUIToFP(x, to) : b_.CreateZExtOrTrunc(x, to);
   if (is_floating_point(in) && is_floating_point(out)) return b_.CreateFPCast(x, to);
+  if (is_floating_point(in) && element_size(out) < 4)  // truncated to int64, then wrapped (scalar_ops.h: cast_value)
+    return b_.CreateTrunc(b_.CreateFPToSI(x, int_like(x, b_.getInt64Ty())), to);
   if (is_floating_point(in)) return b_.CreateFPToSI(x, to);
   if (is_floating_point(out)) return b_.CreateSIToFP(x, to);
   return b_.CreateSExtOrTrunc(x, to);
@@ -349,6 +366,7 @@ Value* KernelEmitter::binary(Op op, Value* a, Value* c, ScalarType dt, uint32_t 
       default: no_code(op, dt);
     }
   }
+  if (dt == kByte) return binary_unsigned(op, a, c, fail_node);
   switch (op) {
     case Op::Add: return b_.CreateAdd(a, c);
     case Op::Sub: return b_.CreateSub(a, c);
@@ -361,10 +379,39 @@ Value* KernelEmitter::binary(Op op, Value* a, Value* c, ScalarType dt, uint32_t 
     case Op::Le: return b_.CreateICmpSLE(a, c);
     case Op::Gt: return b_.CreateICmpSGT(a, c);
     case Op::Ge: return b_.CreateICmpSGE(a, c);
-    case Op::Pow: return int_pow(a, c);
+    case Op::Pow: return int_pow(a, c, true);
     case Op::Fmod: case Op::Remainder: return int_mod(op, a, c, fail_node);
     case Op::IndexCheck: return index_check(a, c, fail_node);
     default: no_code(op, dt);
+  }
+}
+
+// uint8: wrapping arithmetic, unsigned order, division's remainder never
+// adjusted (no operand is negative).
+Value* KernelEmitter::binary_unsigned(Op op, Value* a, Value* c, uint32_t fail_node) {
+  switch (op) {
+    case Op::Add: return b_.CreateAdd(a, c);
+    case Op::Sub: return b_.CreateSub(a, c);
+    case Op::Mul: return b_.CreateMul(a, c);
+    case Op::Maximum: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::umax, a, c);
+    case Op::Minimum: return b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, a, c);
+    case Op::Eq: return b_.CreateICmpEQ(a, c);
+    case Op::Ne: return b_.CreateICmpNE(a, c);
+    case Op::Lt: return b_.CreateICmpULT(a, c);
+    case Op::Le: return b_.CreateICmpULE(a, c);
+    case Op::Gt: return b_.CreateICmpUGT(a, c);
+    case Op::Ge: return b_.CreateICmpUGE(a, c);
+    case Op::Pow: return int_pow(a, c, false);
+    case Op::Fmod: case Op::Remainder: {
+      Value* zero = llvm::Constant::getNullValue(a->getType());
+      Value* is0 = b_.CreateICmpEQ(c, zero);
+      Value* r = b_.CreateSelect(is0, zero, b_.CreateURem(a, b_.CreateSelect(is0, llvm::ConstantInt::get(a->getType(), 1), c)));
+      Value* any0 = a->getType()->isVectorTy() ? b_.CreateOrReduce(is0) : is0;
+      Value* e = b_.CreateLoad(b_.getInt32Ty(), err_acc_);
+      b_.CreateStore(b_.CreateSelect(any0, b_.getInt32(error_word(kErrorIntegerDivisionByZero, fail_node)), e), err_acc_);
+      return r;
+    }
+    default: no_code(op, kByte);
   }
 }
 
@@ -445,19 +492,20 @@ Value* KernelEmitter::int_mod(Op op, Value* a, Value* d, uint32_t fail_node) {
 }
 
 // Integer power by squaring, unrolled over the exponent's bits; negative
-// exponents give PyTorch's 1, -1 or 0.
-Value* KernelEmitter::int_pow(Value* base, Value* e) {
+// exponents (of a signed type) give PyTorch's 1, -1 or 0.
+Value* KernelEmitter::int_pow(Value* base, Value* e, bool is_signed) {
   Type* ty = base->getType();
   const unsigned bits = ty->getScalarSizeInBits();
   Value* zero = llvm::Constant::getNullValue(ty);
   Value* one = llvm::ConstantInt::get(ty, 1);
   Value* result = one;
   Value* p = base;
-  for (unsigned bit = 0; bit + 1 < bits; ++bit) {
+  for (unsigned bit = 0; bit + (is_signed ? 1 : 0) < bits; ++bit) {
     Value* set = b_.CreateICmpNE(b_.CreateAnd(b_.CreateLShr(e, llvm::ConstantInt::get(ty, bit)), one), zero);
     result = b_.CreateSelect(set, b_.CreateMul(result, p), result);
     p = b_.CreateMul(p, p);
   }
+  if (!is_signed) return result;
   Value* odd = b_.CreateICmpNE(b_.CreateAnd(e, one), zero);
   Value* neg_result = b_.CreateSelect(b_.CreateICmpEQ(base, one), one,
                                       b_.CreateSelect(b_.CreateICmpEQ(base, llvm::ConstantInt::getSigned(ty, -1)),
@@ -474,12 +522,16 @@ Type* KernelEmitter::scalar_type(ScalarType dt) {
     case kFloat: return b_.getFloatTy();
     case kDouble: return b_.getDoubleTy();
     case kBFloat16: return b_.getFloatTy();  // computed in float32, rounded per op (bf16_round)
+    case kHalf: return b_.getFloatTy();      // the same (f16_round)
+    case kByte: return b_.getInt8Ty();
+    case kChar: return b_.getInt8Ty();
+    case kShort: return b_.getInt16Ty();
   }
   return b_.getFloatTy();
 }
 
 Type* KernelEmitter::memory_type(ScalarType dt) {
-  return dt == kBool ? b_.getInt8Ty() : dt == kBFloat16 ? b_.getInt16Ty() : scalar_type(dt);
+  return dt == kBool ? b_.getInt8Ty() : is_reduced_floating_point(dt) ? b_.getInt16Ty() : scalar_type(dt);
 }
 
 // ---------------------------------------------------------------- bfloat16
@@ -513,6 +565,58 @@ Value* KernelEmitter::bf16_rounded_bits(Value* f) {
 Value* KernelEmitter::bf16_narrow(Value* f) {
   return b_.CreateTrunc(b_.CreateLShr(bf16_rounded_bits(f), llvm::ConstantInt::get(int_like(f, b_.getInt32Ty()), 16)),
                         int_like(f, b_.getInt16Ty()));
+}
+
+// ---------------------------------------------------------------- float16
+// A float16 value lives in a float register the same way. The conversions
+// are integer operations on the bits (loom::Half's, api/include/loom/half.h,
+// lane by lane) rather than LLVM's `half` with fpext/fptrunc: without F16C
+// those become calls to __extendhfsf2 / __truncsfhf2, which the JIT does not
+// resolve, and the bits must not depend on the host CPU. Selects, not
+// branches, so a step's lanes vectorize.
+Value* KernelEmitter::f16_widen(Value* bits) {
+  Type* i32 = int_like(bits, b_.getInt32Ty());
+  Type* f32 = int_like(bits, b_.getFloatTy());
+  auto k = [&](uint32_t c) { return llvm::ConstantInt::get(i32, c); };
+  Value* h = b_.CreateZExt(bits, i32);
+  Value* sign = b_.CreateShl(b_.CreateAnd(h, k(0x8000)), k(16));
+  Value* e = b_.CreateAnd(h, k(0x7c00));
+  Value* t = b_.CreateShl(b_.CreateAnd(h, k(0x7fff)), k(13));
+  // Normal: the exponent rebiased by 112; inf and NaN: all ones; subnormal:
+  // m units of 2^-24, exact as a float product.
+  Value* normal = b_.CreateAdd(t, k(0x38000000));
+  Value* special = b_.CreateAdd(t, k(0x70000000));
+  Value* sub = b_.CreateBitCast(
+      b_.CreateFMul(b_.CreateUIToFP(b_.CreateAnd(h, k(0x3ff)), f32), llvm::ConstantFP::get(f32, 5.9604644775390625e-08)), i32);
+  Value* mag = b_.CreateSelect(b_.CreateICmpEQ(e, k(0x7c00)), special,
+                               b_.CreateSelect(b_.CreateICmpEQ(e, k(0)), sub, normal));
+  return b_.CreateBitCast(b_.CreateOr(mag, sign), f32);
+}
+
+// Round to nearest even: a NaN keeps its sign and upper payload, quieted;
+// 65520 and up become inf; below 2^-14 the subnormal's units of 2^-24 are
+// rounded (a carry reaches the smallest normal exactly).
+Value* KernelEmitter::f16_narrow(Value* f) {
+  Type* i32 = int_like(f, b_.getInt32Ty());
+  auto k = [&](uint32_t c) { return llvm::ConstantInt::get(i32, c); };
+  Value* u = b_.CreateBitCast(f, i32);
+  Value* sign = b_.CreateAnd(b_.CreateLShr(u, k(16)), k(0x8000));
+  Value* a = b_.CreateAnd(u, k(0x7fffffff));
+  Value* nan = b_.CreateOr(k(0x7e00), b_.CreateAnd(b_.CreateLShr(a, k(13)), k(0x3ff)));
+  Value* r = b_.CreateSub(a, k(0x38000000));
+  Value* normal = b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(r, k(0xfff)), b_.CreateAnd(b_.CreateLShr(r, k(13)), k(1))), k(13));
+  // The shift is clamped to [14, 25] so it is defined in every lane; the
+  // lanes it is clamped in take another branch (or round to 0 at 25).
+  Value* shift = b_.CreateBinaryIntrinsic(
+      llvm::Intrinsic::umax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateSub(k(126), b_.CreateLShr(a, k(23))), k(25)), k(14));
+  Value* mant = b_.CreateOr(b_.CreateAnd(a, k(0x7fffff)), k(0x800000));
+  Value* half_ulp = b_.CreateSub(b_.CreateShl(k(1), b_.CreateSub(shift, k(1))), k(1));
+  Value* subnormal =
+      b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(mant, half_ulp), b_.CreateAnd(b_.CreateLShr(mant, shift), k(1))), shift);
+  Value* mag = b_.CreateSelect(b_.CreateICmpUGT(a, k(0x7f800000)), nan,
+                               b_.CreateSelect(b_.CreateICmpUGE(a, k(0x477ff000)), k(0x7c00),
+                                               b_.CreateSelect(b_.CreateICmpUGE(a, k(0x38800000)), normal, subnormal)));
+  return b_.CreateTrunc(b_.CreateOr(mag, sign), int_like(f, b_.getInt16Ty()));
 }
 
 Type* KernelEmitter::vec_type(ScalarType dt, int w) {

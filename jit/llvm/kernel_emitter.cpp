@@ -325,7 +325,7 @@ void KernelEmitter::column_phases(int w) {
         b_.CreateStore(combine(ph.reduce_op, dt, b_.CreateLoad(vec_type(dt, w), acc), v), acc);
       });
       Value* total = b_.CreateLoad(vec_type(dt, w), acc);
-      if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
+      total = round_to(dt, total);  // a 16-bit float: summed in float32, rounded once
       column_rows_[p] = entry.CreateAlloca(vec_type(dt, w), nullptr, "column_row");
       b_.CreateStore(total, column_rows_[p]);
       continue;
@@ -409,7 +409,7 @@ void KernelEmitter::emit_phase(size_t ph_index) {
     total = b_.CreateLoad(st, acc.at(1));
     for (auto& [lanes, slot] : acc)
       if (lanes > 1) total = combine(ph.reduce_op, dt, horizontal(ph.reduce_op, dt, b_.CreateLoad(vec_type(dt, lanes), slot)), total);
-    if (dt == kBFloat16) total = bf16_round(total);  // summed in float32, rounded once
+    total = round_to(dt, total);  // a 16-bit float: summed in float32, rounded once
   }
   b_.CreateStore(total, row_[ph_index]);
 }
@@ -436,7 +436,7 @@ Value* KernelEmitter::arg_better(Op op, ScalarType dt, Value* v, Value* b) {
     Value* cmp = op == Op::ArgMax ? b_.CreateFCmpOGT(v, b) : b_.CreateFCmpOLT(v, b);
     return b_.CreateAnd(b_.CreateNot(b_.CreateFCmpUNO(b, b)), b_.CreateOr(b_.CreateFCmpUNO(v, v), cmp));
   }
-  if (dt == kBool) return op == Op::ArgMax ? b_.CreateICmpUGT(v, b) : b_.CreateICmpULT(v, b);
+  if (!is_signed_type(dt)) return op == Op::ArgMax ? b_.CreateICmpUGT(v, b) : b_.CreateICmpULT(v, b);
   return op == Op::ArgMax ? b_.CreateICmpSGT(v, b) : b_.CreateICmpSLT(v, b);
 }
 
@@ -493,10 +493,13 @@ Value* KernelEmitter::identity(Op op, ScalarType dt, int lanes) {
     case Op::All: return llvm::ConstantInt::get(ty, 1);
     case Op::Max:
       if (fp) return llvm::ConstantFP::getInfinity(ty, true);
-      return dt == kBool ? llvm::ConstantInt::get(ty, 0) : llvm::ConstantInt::get(ty, llvm::APInt::getSignedMinValue(ty->getScalarSizeInBits()));
+      if (!is_signed_type(dt)) return llvm::ConstantInt::get(ty, 0);  // bool, uint8
+      return llvm::ConstantInt::get(ty, llvm::APInt::getSignedMinValue(ty->getScalarSizeInBits()));
     case Op::Min:
       if (fp) return llvm::ConstantFP::getInfinity(ty, false);
-      return dt == kBool ? llvm::ConstantInt::get(ty, 1) : llvm::ConstantInt::get(ty, llvm::APInt::getSignedMaxValue(ty->getScalarSizeInBits()));
+      if (dt == kBool) return llvm::ConstantInt::get(ty, 1);
+      if (dt == kByte) return llvm::ConstantInt::get(ty, llvm::APInt::getMaxValue(ty->getScalarSizeInBits()));
+      return llvm::ConstantInt::get(ty, llvm::APInt::getSignedMaxValue(ty->getScalarSizeInBits()));
     default: no_code(op, dt);  // ArgMax and ArgMin keep a value and a position: arg_step
   }
 }
@@ -508,10 +511,12 @@ Value* KernelEmitter::combine(Op op, ScalarType dt, Value* a, Value* v) {
     case Op::Prod: return fp ? b_.CreateFMul(a, v) : dt == kBool ? b_.CreateAnd(a, v) : b_.CreateMul(a, v);
     case Op::Max:
       if (fp) return fmax_nan(a, v);
-      return dt == kBool ? b_.CreateOr(a, v) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, v);
+      return dt == kBool ? b_.CreateOr(a, v)
+                         : b_.CreateBinaryIntrinsic(dt == kByte ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a, v);
     case Op::Min:
       if (fp) return fmin_nan(a, v);
-      return dt == kBool ? b_.CreateAnd(a, v) : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, v);
+      return dt == kBool ? b_.CreateAnd(a, v)
+                         : b_.CreateBinaryIntrinsic(dt == kByte ? llvm::Intrinsic::umin : llvm::Intrinsic::smin, a, v);
     case Op::All: return b_.CreateAnd(a, v);
     case Op::Any: return b_.CreateOr(a, v);
     default: no_code(op, dt);

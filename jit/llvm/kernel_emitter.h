@@ -168,20 +168,32 @@ class KernelEmitter {
 
   Value* int_mod(Op op, Value* a, Value* d, uint32_t fail_node);
 
-  Value* int_pow(Value* base, Value* e);
+  Value* int_pow(Value* base, Value* e, bool is_signed);
+
+  Value* binary_unsigned(Op op, Value* a, Value* c, uint32_t fail_node);
 
   // ---------------------------------------------------------------- types (emit_expr.cpp)
   Type* scalar_type(ScalarType dt);
   Type* memory_type(ScalarType dt);
-  // Bytes of a value in registers (a bfloat16 is held as a float).
-  static int64_t register_size(ScalarType dt) { return dt == kBFloat16 ? 4 : static_cast<int64_t>(element_size(dt)); }
+  // Bytes of a value in registers (a bfloat16 or float16 is held as a float).
+  static int64_t register_size(ScalarType dt) {
+    return is_reduced_floating_point(dt) ? 4 : static_cast<int64_t>(element_size(dt));
+  }
 
-  // ---------------------------------------------------------------- bfloat16 (emit_expr.cpp)
+  // ---------------------------------------------------------------- bfloat16, float16 (emit_expr.cpp)
   Type* int_like(Value* v, Type* scalar);
   Value* bf16_widen(Value* bits);
   Value* bf16_rounded_bits(Value* f);
   Value* bf16_round(Value* f) { return b_.CreateBitCast(bf16_rounded_bits(f), f->getType()); }
   Value* bf16_narrow(Value* f);
+  Value* f16_widen(Value* bits);
+  Value* f16_narrow(Value* f);
+  Value* f16_round(Value* f) { return f16_widen(f16_narrow(f)); }
+  // A float computed for a 16-bit float dtype, rounded to it (still a float);
+  // any other dtype's value as it is.
+  Value* round_to(ScalarType dt, Value* f) {
+    return dt == kBFloat16 ? bf16_round(f) : dt == kHalf ? f16_round(f) : f;
+  }
   Type* vec_type(ScalarType dt, int w);
   Value* splat(Value* s, int w) { return w == 1 ? s : b_.CreateVectorSplat(w, s); }
 

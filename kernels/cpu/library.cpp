@@ -424,7 +424,7 @@ T from_scalar(const ir::RtScalar& s) {
 // from start, the second half down from end, so both ends are exact.
 template <class T>
 void linspace(T* out, int64_t n, const ir::RtScalar& s0, const ir::RtScalar& s1) {
-  using Step = std::conditional_t<std::is_integral_v<T>, double, std::conditional_t<std::is_same_v<T, BFloat16>, float, T>>;
+  using Step = std::conditional_t<std::is_integral_v<T>, double, std::conditional_t<ir::is_reduced_float_v<T>, float, T>>;
   const T start = from_scalar<T>(s0), end = from_scalar<T>(s1);
   if (n == 1) {
     out[0] = start;
@@ -451,7 +451,7 @@ void random(T* out, int64_t n, bool normal, uint64_t seed, uint64_t offset) {
         out[i] = static_cast<T>(ir::philox::normal(seed, offset, ui));
       } else {
         const double u = ir::philox::uniform(seed, offset, ui);
-        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) out[i] = T(ir::philox::uniform_f32(u));
+        if constexpr (std::is_same_v<T, float> || ir::is_reduced_float_v<T>) out[i] = T(ir::philox::uniform_f32(u));
         else out[i] = static_cast<T>(u);
       }
     }

@@ -34,8 +34,7 @@ template <class T>
 void matmul_exact(const View& a, const View& b, const View& out) {
   int64_t B, M, K, N;
   dims(a, b, B, M, K, N);
-  using U = std::conditional_t<std::is_same_v<T, bool>, uint8_t,
-                               std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>;
+  using U = typename std::conditional_t<std::is_same_v<T, bool>, std::type_identity<uint8_t>, std::make_unsigned<T>>::type;
   const U* pa = static_cast<const U*>(a.data);
   const U* pb = static_cast<const U*>(b.data);
   U* pc = static_cast<U*>(out.data);
@@ -69,10 +68,14 @@ void matmul(const View& a, const View& b, const View& out) {
     case ScalarType::Float:
     case ScalarType::Double:
     case ScalarType::BFloat16:
+    case ScalarType::Half:
       throw LibraryError{"matmul: a floating-point product is a GEMM kernel (jit/llvm/gemm.h), not a library call"};
     case ScalarType::Int: return matmul_exact<int32_t>(a, b, out);
     case ScalarType::Long: return matmul_exact<int64_t>(a, b, out);
     case ScalarType::Bool: return matmul_exact<bool>(a, b, out);
+    case ScalarType::Byte: return matmul_exact<uint8_t>(a, b, out);
+    case ScalarType::Char: return matmul_exact<int8_t>(a, b, out);
+    case ScalarType::Short: return matmul_exact<int16_t>(a, b, out);
   }
 }
 

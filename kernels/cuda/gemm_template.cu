@@ -932,8 +932,16 @@ __device__ __forceinline__ void loom_mma_bf16(float (&d)[4], const unsigned (&a)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The same tile with float16 operands: mma's .f16 form has .bf16's
+// fragments, so LoomGemmBf16<..., F16 = true> differs only in this call.
+__device__ __forceinline__ void loom_mma_f16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // C[b, m, n] = sum over k of A[b, m, k] * B[b, k, n] with bfloat16 operands
-// and float32 accumulation, then epi(b, m, n, float C). Same pipeline,
+// (float16 ones when F16) and float32 accumulation, then epi(b, m, n, float C). Same pipeline,
 // flags, tile order and split-K as LoomGemm; WARPS_M x WARPS_N warps, each a
 // (BM / WARPS_M) x (BN / WARPS_N) tile of m16n8k16 mma.sync.
 //
@@ -957,7 +965,8 @@ __device__ __forceinline__ void loom_mma_bf16(float (&d)[4], const unsigned (&a)
 // [BM][BK]: rows m, pairs along k; B [BN][BK]: rows n, pairs along k) is
 // read plain; a tile stored the other way (A [BK][BM], B [BK][BN]: rows k)
 // is read with .trans, which hands each lane the pair down a column.
-template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool AK, bool AV, bool BKM, bool BV>
+template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES, bool AK, bool AV, bool BKM, bool BV,
+          bool F16 = false>
 struct LoomGemmBf16 {
   typedef unsigned short bf16;
   enum {
@@ -1041,7 +1050,10 @@ struct LoomGemmBf16 {
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < NI; ++ni) loom_mma_bf16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+        for (int ni = 0; ni < NI; ++ni) {
+          if (F16) loom_mma_f16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+          else loom_mma_bf16(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
+        }
     }
   }
 

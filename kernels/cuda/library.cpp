@@ -58,19 +58,38 @@ const char* dtype_suffix(ScalarType t) {
     case ScalarType::Float: return "f32";
     case ScalarType::Double: return "f64";
     case ScalarType::BFloat16: return "bf16";
+    case ScalarType::Half: return "f16";
+    case ScalarType::Byte: return "u8";
+    case ScalarType::Char: return "i8";
+    case ScalarType::Short: return "i16";
   }
   return "?";
 }
-// The suffix of a typed library kernel for the call's dtype. bfloat16 has
-// scatter_add, scatter_reduce and linspace only: its products are GEMM kernels and its
-// random numbers are generated in place, so any other call is a planning
-// error, reported as one rather than as a missing symbol.
+// The suffix of a typed library kernel for the call's dtype. bfloat16 and
+// float16 have scatter_add, scatter_reduce and linspace only (and argsort
+// and scan by their input's dtype): their products are GEMM kernels and
+// their random numbers are generated in place, so any other call is a
+// planning error, reported as one rather than as a missing symbol. uint8,
+// int8 and int16 have no typed library kernel on the GPU yet (an integer
+// product, scatter_add, scatter_reduce, linspace, argsort or scan of them):
+// reported the same way.
 std::string typed_suffix(const ir::LibraryCall& call) {
-  if (call.dtype == ScalarType::BFloat16 && call.op != Op::ScatterAdd && call.op != Op::ScatterReduce &&
-      call.op != Op::Linspace)
+  const bool half_float = call.dtype == ScalarType::BFloat16 || call.dtype == ScalarType::Half;
+  const bool narrow_int = call.dtype == ScalarType::Byte || call.dtype == ScalarType::Char || call.dtype == ScalarType::Short;
+  if ((half_float && call.op != Op::ScatterAdd && call.op != Op::ScatterReduce && call.op != Op::Linspace) || narrow_int)
     throw Error(std::string("cuda library: ") + ir::op_name(call.op) + " (node %" + std::to_string(call.node) +
-                ") has no BFloat16 library kernel on the GPU");
+                ") has no " + std::string(to_string(call.dtype)) + " library kernel on the GPU");
   return dtype_suffix(call.dtype);
+}
+
+// The suffix of argsort's and scan's kernels: their input's dtype. uint8,
+// int8 and int16 have none on the GPU yet: a planning error naming them.
+std::string input_suffix(const ir::LibraryCall& call) {
+  const ScalarType t = call.input_dtypes[0];
+  if (t == ScalarType::Byte || t == ScalarType::Char || t == ScalarType::Short)
+    throw Error(std::string("cuda library: ") + ir::op_name(call.op) + " (node %" + std::to_string(call.node) +
+                ") has no " + std::string(to_string(t)) + " library kernel on the GPU");
+  return dtype_suffix(t);
 }
 
 // Input i's offset field (meta_layout.h): its offset, or its runtime scalar.
@@ -242,7 +261,7 @@ Launch argsort(const ir::LibraryCall& call) {
   int64_t padded = 1;
   while (padded < len) padded *= 2;
   Launch l;
-  l.function = std::string("loom_argsort_") + dtype_suffix(call.input_dtypes[0]);
+  l.function = std::string("loom_argsort_") + input_suffix(call);
   l.grid[0] = static_cast<uint32_t>(std::clamp<int64_t>(rows, 1, kMaxBlocks));
   l.block[0] = len <= ml::argsort::kTile ? static_cast<uint32_t>(std::clamp<int64_t>(padded / 2, 32, 256)) : 1024;
   l.meta = std::move(m);
@@ -265,7 +284,7 @@ Launch scan(const ir::LibraryCall& call) {
   m[ml::scan::kInner] = inner;
   m[ml::scan::kRows] = rows;
   m[ml::scan::kKind] = call.attr[1];
-  return per_element(std::string("loom_scan_") + dtype_suffix(call.input_dtypes[0]), rows, std::move(m));
+  return per_element(std::string("loom_scan_") + input_suffix(call), rows, std::move(m));
 }
 
 // Checks index input 1 against dim_size, writing nothing.

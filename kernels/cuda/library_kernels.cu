@@ -133,6 +133,13 @@ struct Bf16 {
   __device__ Bf16(float f) : bits(loom_bf16_narrow(f)) {}
   __device__ operator float() const { return loom_bf16_widen(bits); }
 };
+// float16 the same way (loom::Half's rounding).
+struct F16 {
+  unsigned short bits;
+  F16() = default;
+  __device__ F16(float f) : bits(loom_f16_narrow(f)) {}
+  __device__ operator float() const { return loom_f16_widen(bits); }
+};
 
 // Integers add in their unsigned type (wrap-around, as on the CPU); bool is
 // an or, and bfloat16 a compare-and-swap loop (each add rounded, as the
@@ -146,18 +153,23 @@ __device__ inline void atomic_add(int *p, int v) { atomicAdd((unsigned int *)p, 
 __device__ inline void atomic_add(long long *p, long long v) {
   atomicAdd((unsigned long long *)p, (unsigned long long)v);
 }
-__device__ inline void atomic_add(Bf16 *p, Bf16 v) {
+template <class H>
+__device__ inline void atomic_add_16(H *p, H v) {
   const unsigned long long address = (unsigned long long)p;
   unsigned int *word = (unsigned int *)(address & ~3ull);
   const unsigned shift = (unsigned)(address & 2) * 8;
   unsigned int seen = *word, expected;
   do {
     expected = seen;
-    const float sum = __fadd_rn(loom_bf16_widen((unsigned short)(expected >> shift)), (float)v);
-    const unsigned int next = (expected & ~(0xffffu << shift)) | (unsigned)loom_bf16_narrow(sum) << shift;
+    H old;
+    old.bits = (unsigned short)(expected >> shift);
+    const H sum(__fadd_rn((float)old, (float)v));
+    const unsigned int next = (expected & ~(0xffffu << shift)) | (unsigned)sum.bits << shift;
     seen = atomicCAS(word, expected, next);
   } while (seen != expected);
 }
+__device__ inline void atomic_add(Bf16 *p, Bf16 v) { atomic_add_16(p, v); }
+__device__ inline void atomic_add(F16 *p, F16 v) { atomic_add_16(p, v); }
 __device__ inline void atomic_add(unsigned char *p, unsigned char v) {
   if (v == 0) return;
   const unsigned long long address = (unsigned long long)p;
@@ -260,6 +272,7 @@ __device__ inline unsigned long long sort_key(double d) {
 }
 __device__ inline unsigned long long sort_key(float v) { return sort_key((double)v); }
 __device__ inline unsigned long long sort_key(Bf16 v) { return sort_key((double)(float)v); }
+__device__ inline unsigned long long sort_key(F16 v) { return sort_key((double)(float)v); }
 
 // Sorts positions [0, len) of a row ascending by (key, position) with the
 // bitonic network whose every comparator puts the smaller pair first (each
@@ -361,6 +374,7 @@ __device__ void argsort(void *const *bufs, const long long *is, const long long 
 template <class T> struct ScanAcc { typedef T type; };
 template <> struct ScanAcc<float> { typedef double type; };
 template <> struct ScanAcc<Bf16> { typedef float type; };
+template <> struct ScanAcc<F16> { typedef float type; };
 template <> struct ScanAcc<int> { typedef unsigned int type; };
 template <> struct ScanAcc<long long> { typedef unsigned long long type; };
 
@@ -486,6 +500,7 @@ __device__ inline double div_rn(double a, double b) { return __ddiv_rn(a, b); }
 template <class T> struct LinspaceStep { typedef double type; };
 template <> struct LinspaceStep<float> { typedef float type; };
 template <> struct LinspaceStep<Bf16> { typedef float type; };
+template <> struct LinspaceStep<F16> { typedef float type; };
 
 // PyTorch's symmetric linspace, as kernels/cpu: the first half counts up
 // from start, the second half down from end, so both ends are exact.
@@ -533,7 +548,7 @@ __device__ void philox_fill(void *const *bufs, const long long *is, const long l
 // The names plan_library launches (library.cpp). They are extern "C", so
 // the namespace does not enter their names. Data movement picks its word by
 // the element size; the typed kernels end in _b8, _i32, _i64, _f32, _f64 (and
-// _bf16 for four of them; argsort's and scan's suffix is their input's dtype).
+// _bf16 and _f16 for five of them; argsort's and scan's suffix is their input's dtype).
 
 namespace loom::kernels::cuda {
 
@@ -613,5 +628,13 @@ extern "C" __global__ void loom_scatter_reduce_bf16(LOOM_LIBRARY_PARAMS) {
 extern "C" __global__ void loom_linspace_bf16(LOOM_LIBRARY_PARAMS) { device::linspace<device::Bf16>(bufs, fs, is, meta); }
 extern "C" __global__ void loom_argsort_bf16(LOOM_LIBRARY_PARAMS) { device::argsort<device::Bf16>(bufs, is, meta); }
 extern "C" __global__ void loom_scan_bf16(LOOM_LIBRARY_PARAMS) { device::scan<device::Bf16>(bufs, is, meta); }
+// float16 likewise.
+extern "C" __global__ void loom_scatter_add_f16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::F16>(bufs, is, err, meta); }
+extern "C" __global__ void loom_scatter_reduce_f16(LOOM_LIBRARY_PARAMS) {
+  device::scatter_reduce<device::F16>(bufs, is, err, meta);
+}
+extern "C" __global__ void loom_linspace_f16(LOOM_LIBRARY_PARAMS) { device::linspace<device::F16>(bufs, fs, is, meta); }
+extern "C" __global__ void loom_argsort_f16(LOOM_LIBRARY_PARAMS) { device::argsort<device::F16>(bufs, is, meta); }
+extern "C" __global__ void loom_scan_f16(LOOM_LIBRARY_PARAMS) { device::scan<device::F16>(bufs, is, meta); }
 
 }  // namespace loom::kernels::cuda

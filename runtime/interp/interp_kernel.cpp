@@ -19,7 +19,7 @@ namespace {
 using ir::ExprKind;
 using ir::Op;
 
-// A value of any dtype: floating ones (float32, bfloat16, float64) in f,
+// A value of any dtype: floating ones (float32, bfloat16, float16, float64) in f,
 // integers and bool in i. A float32 value is always one float32 holds.
 struct Value {
   double f = 0;
@@ -27,11 +27,11 @@ struct Value {
 };
 
 template <class T>
-constexpr bool kReal = std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>;
+constexpr bool kReal = std::is_floating_point_v<T> || ir::is_reduced_float_v<T>;
 
 template <class T>
 T get(const Value& v) {
-  if constexpr (std::is_same_v<T, BFloat16>) return T(static_cast<float>(v.f));
+  if constexpr (ir::is_reduced_float_v<T>) return T(static_cast<float>(v.f));
   else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(v.f);
   else if constexpr (std::is_same_v<T, bool>) return v.i != 0;
   else return static_cast<T>(v.i);
@@ -39,7 +39,7 @@ T get(const Value& v) {
 template <class T>
 Value put(T x) {
   Value v;
-  if constexpr (kReal<T>) v.f = static_cast<double>(static_cast<std::conditional_t<std::is_same_v<T, BFloat16>, float, T>>(x));
+  if constexpr (kReal<T>) v.f = static_cast<double>(static_cast<std::conditional_t<ir::is_reduced_float_v<T>, float, T>>(x));
   else v.i = static_cast<int64_t>(x);
   return v;
 }
@@ -125,9 +125,9 @@ class Interpreter {
         store();
       });
     }
-    // A reduction over the row, in row-major order; a bfloat16 one in
-    // float32, rounded once where it is read (RowValue).
-    const ScalarType dt = k_.exprs[ph.value].dtype == kBFloat16 ? kFloat : k_.exprs[ph.value].dtype;
+    // A reduction over the row, in row-major order; a bfloat16 or float16
+    // one in float32, rounded once where it is read (RowValue).
+    const ScalarType dt = is_reduced_floating_point(k_.exprs[ph.value].dtype) ? kFloat : k_.exprs[ph.value].dtype;
     Value acc = identity(ph.reduce_op, dt);
     // A floating sum is added up in float64 and rounded once: one serial
     // chain of float32 additions drifts far more than the JIT's split
@@ -185,6 +185,7 @@ class Interpreter {
       case ExprKind::RowValue: {
         Value v = rows_[x.a];
         if (x.dtype == kBFloat16) v.f = static_cast<float>(BFloat16(static_cast<float>(v.f)));  // summed in float32, rounded once
+        if (x.dtype == kHalf) v.f = static_cast<float>(Half(static_cast<float>(v.f)));
         return v;
       }
       case ExprKind::Operand: return operand_[x.a];
@@ -227,7 +228,7 @@ class Interpreter {
       const auto counter = static_cast<uint64_t>(a.i), seed = static_cast<uint64_t>(values_[x.b].i);
       const bool normal = x.op == Op::RandNormal;
       const double u = normal ? ir::philox::normal(seed, counter, 0) : ir::philox::uniform(seed, counter, 0);
-      if (x.dtype == kFloat || x.dtype == kBFloat16)
+      if (x.dtype == kFloat || is_reduced_floating_point(x.dtype))
         return ir::dispatch_dtype(x.dtype, [&]<class T>() { return put<T>(T(normal ? static_cast<float>(u) : ir::philox::uniform_f32(u))); });
       return ir::dispatch_dtype(x.dtype, [&]<class T>() { return put<T>(static_cast<T>(u)); });
     }
@@ -236,10 +237,7 @@ class Interpreter {
       case ir::Family::Unary:
         if (x.op == Op::Cast)
           return ir::dispatch_dtype(in, [&]<class In>() {
-            return ir::dispatch_dtype(x.dtype, [&]<class Out>() {
-              if constexpr (std::is_same_v<Out, bool>) return put<Out>(get<In>(a) != In(0));
-              else return put<Out>(static_cast<Out>(get<In>(a)));
-            });
+            return ir::dispatch_dtype(x.dtype, [&]<class Out>() { return put<Out>(reference::cast_value<Out>(get<In>(a))); });
           });
         return ir::dispatch_dtype(in, [&]<class T>() { return put<T>(reference::unary_value<T>(x.op, get<T>(a))); });
       case ir::Family::Binary: {
@@ -262,7 +260,7 @@ class Interpreter {
   }
   static Value identity(Op op, ScalarType dt) {
     return ir::dispatch_dtype(dt, [&]<class T>() {
-      using L = std::numeric_limits<std::conditional_t<std::is_same_v<T, BFloat16>, float, T>>;
+      using L = std::numeric_limits<std::conditional_t<ir::is_reduced_float_v<T>, float, T>>;
       switch (op) {
         case Op::Sum: case Op::Any: case Op::ArgMax: case Op::ArgMin: return put<T>(T(0));
         case Op::Prod: case Op::All: return put<T>(T(1));

@@ -60,10 +60,10 @@ void eval_scan(const EvalContext& c);
 
 using ir::dispatch_dtype;  // the evaluators run their typed loops through it
 
-// Floating point in the reference's sense: float, double and bfloat16 (whose
-// arithmetic goes through float, rounding each result back to bfloat16).
+// Floating point in the reference's sense: float, double, bfloat16 and
+// float16 (whose arithmetic goes through float, rounding each result back).
 template <class T>
-inline constexpr bool is_real_v = std::is_floating_point_v<T> || std::is_same_v<T, BFloat16>;
+inline constexpr bool is_real_v = std::is_floating_point_v<T> || ir::is_reduced_float_v<T>;
 
 
 using ir::contiguous_strides;

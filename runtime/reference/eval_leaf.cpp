@@ -29,7 +29,7 @@ void eval_leaf(const EvalContext& c) {
       case ir::Op::Linspace: {
         // PyTorch's symmetric form, exact at both ends: the ends are first
         // converted to T, the step is T for floating types, double for integers.
-        using Step = std::conditional_t<std::is_integral_v<T>, double, std::conditional_t<std::is_same_v<T, BFloat16>, float, T>>;
+        using Step = std::conditional_t<std::is_integral_v<T>, double, std::conditional_t<ir::is_reduced_float_v<T>, float, T>>;
         const T start = from_scalar<T>(c.scalars[0]), end = from_scalar<T>(c.scalars[1]);
         const Step step = n > 1 ? (static_cast<Step>(end) - static_cast<Step>(start)) / static_cast<Step>(n - 1) : Step(0);
         const int64_t half = n / 2;
@@ -44,8 +44,8 @@ void eval_leaf(const EvalContext& c) {
         bool normal = s.op == ir::Op::RandNormal;
         for (int64_t i = 0; i < n; ++i) {
           double v = normal ? ir::philox::normal(seed, offset, i) : ir::philox::uniform(seed, offset, i);
-          // bfloat16: the float32 value, rounded (a uniform one may round up to 1).
-          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>)
+          // bfloat16, float16: the float32 value, rounded (a uniform one may round up to 1).
+          if constexpr (std::is_same_v<T, float> || ir::is_reduced_float_v<T>)
             out[i] = T(normal ? static_cast<float>(v) : ir::philox::uniform_f32(v));
           else out[i] = static_cast<T>(v);
         }

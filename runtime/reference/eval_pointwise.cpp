@@ -48,10 +48,7 @@ void eval_unary(const EvalContext& c) {
       dispatch_dtype(s.dtype, [&]<class Out>() {
         const In* in = x.as<In>();
         Out* out = static_cast<Out*>(c.out);
-        for (int64_t i = 0; i < n; ++i) {
-          if constexpr (std::is_same_v<Out, bool>) out[i] = in[i] != In(0);
-          else out[i] = static_cast<Out>(in[i]);
-        }
+        for (int64_t i = 0; i < n; ++i) out[i] = cast_value<Out>(in[i]);
       });
     });
     return;

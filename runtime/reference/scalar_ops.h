@@ -3,7 +3,8 @@
 // an op computes, element by element. The reference backend evaluates its
 // nodes with these (eval_pointwise.cpp), the example interpreter its
 // kernels' expressions (runtime/interp). Float32 math in float, as a
-// float32 kernel computes it; bfloat16 through float, rounded per op.
+// float32 kernel computes it; bfloat16 and float16 through float, rounded
+// per op.
 #pragma once
 #include <cmath>
 #include <limits>
@@ -13,7 +14,9 @@
 #include <loom/bfloat16.h>
 #include <loom/dtype.h>
 #include <loom/error.h>
+#include <loom/half.h>
 
+#include "ir/dtype_dispatch.h"
 #include "ir/node.h"
 #include "runtime/backend.h"
 
@@ -28,6 +31,20 @@ T from_scalar(const ir::RtScalar& s) {
   else return static_cast<T>(s.f);
 }
 
+// x converted to Out, as the Cast op does. A floating value becoming one of
+// the narrow integers (uint8, int8, int16) is truncated toward zero to
+// int64 and wrapped to Out's width, as PyTorch's CPU kernels give (-1.0 as
+// uint8 is 255, 300.0 is 44); int32 and int64 take the value truncated
+// toward zero. A value beyond int64 (or NaN) has no defined result, as in
+// PyTorch.
+template <class Out, class In>
+Out cast_value(In x) {
+  if constexpr (std::is_same_v<Out, bool>) return x != In(0);
+  else if constexpr (std::is_integral_v<Out> && sizeof(Out) < 4 && !std::is_integral_v<In>)
+    return static_cast<Out>(static_cast<int64_t>(static_cast<double>(x)));
+  else return static_cast<Out>(x);
+}
+
 // An op with no case below: an op added to ir/ops.def but not here must
 // fail where it runs, never compute something else.
 [[noreturn]] inline void no_semantics(ir::Op op) {
@@ -38,7 +55,7 @@ T from_scalar(const ir::RtScalar& s) {
 template <class T>
 T unary_value(ir::Op op, T x) {
   using ir::Op;
-  if constexpr (std::is_same_v<T, BFloat16>) {
+  if constexpr (ir::is_reduced_float_v<T>) {
     return T(unary_value<float>(op, static_cast<float>(x)));
   } else if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
@@ -119,7 +136,7 @@ T int_pow(T base, T exp) {
 template <class T, class Fail>
 T arith_value(Fail&& fail, ir::Op op, T a, T b) {
   using ir::Op;
-  if constexpr (std::is_same_v<T, BFloat16>) {
+  if constexpr (ir::is_reduced_float_v<T>) {
     return T(arith_value<float>(fail, op, static_cast<float>(a), static_cast<float>(b)));
   } else if constexpr (std::is_same_v<T, bool>) {
     switch (op) {

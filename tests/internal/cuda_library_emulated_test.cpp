@@ -36,9 +36,9 @@ namespace cuda = loom::kernels::cuda;
 
 constexpr ScalarType kAll[] = {ScalarType::Bool, ScalarType::Int, ScalarType::Long, ScalarType::Float,
                                ScalarType::Double};
-// With bfloat16, which has only some typed kernels (data movement, scatter_add, scatter_reduce, linspace).
-constexpr ScalarType kAllAndBf16[] = {ScalarType::Bool, ScalarType::Int, ScalarType::Long, ScalarType::Float,
-                                      ScalarType::Double, ScalarType::BFloat16};
+// With bfloat16 and float16, which have only some typed kernels (data movement, scatter_add, scatter_reduce, linspace, argsort, scan).
+constexpr ScalarType kAllAndBf16[] = {ScalarType::Bool,   ScalarType::Int,      ScalarType::Long, ScalarType::Float,
+                                      ScalarType::Double, ScalarType::BFloat16, ScalarType::Half};
 
 Dims dims(std::initializer_list<int64_t> v) { return Dims(v.begin(), v.size()); }
 Attrs attrs(std::initializer_list<int64_t> v) { return Attrs(v.begin(), v.size()); }
@@ -53,7 +53,9 @@ const std::map<std::string, EmulatedKernel>& kernels() {
       LOOM_KERNEL(loom_copy_2d), LOOM_KERNEL(loom_index_select), LOOM_KERNEL(loom_gather),
       LOOM_KERNEL(loom_scatter_strided), LOOM_KERNEL(loom_check_index), LOOM_TYPED(b8), LOOM_TYPED(i32), LOOM_TYPED(i64), LOOM_TYPED(f32),
       LOOM_TYPED(f64), LOOM_KERNEL(loom_scatter_add_bf16), LOOM_KERNEL(loom_scatter_reduce_bf16),
-      LOOM_KERNEL(loom_linspace_bf16), LOOM_KERNEL(loom_argsort_bf16), LOOM_KERNEL(loom_scan_bf16)};
+      LOOM_KERNEL(loom_linspace_bf16), LOOM_KERNEL(loom_argsort_bf16), LOOM_KERNEL(loom_scan_bf16),
+      LOOM_KERNEL(loom_scatter_add_f16), LOOM_KERNEL(loom_scatter_reduce_f16), LOOM_KERNEL(loom_linspace_f16),
+      LOOM_KERNEL(loom_argsort_f16), LOOM_KERNEL(loom_scan_f16)};
 #undef LOOM_TYPED
 #undef LOOM_KERNEL
   return all;
@@ -92,6 +94,10 @@ HostTensor random_tensor(ScalarType t, Dims s, int64_t offset = 0) {
       case ScalarType::Float: h.as<float>()[i] = static_cast<float>(reals(rng)); break;
       case ScalarType::Double: h.as<double>()[i] = reals(rng); break;
       case ScalarType::BFloat16: h.as<loom::BFloat16>()[i] = loom::BFloat16(static_cast<float>(reals(rng))); break;
+      case ScalarType::Half: h.as<loom::Half>()[i] = loom::Half(static_cast<float>(reals(rng))); break;
+      case ScalarType::Byte: h.as<uint8_t>()[i] = static_cast<uint8_t>(v); break;
+      case ScalarType::Char: h.as<int8_t>()[i] = static_cast<int8_t>(v); break;
+      case ScalarType::Short: h.as<int16_t>()[i] = static_cast<int16_t>(v); break;
     }
   }
   return h;

@@ -79,8 +79,9 @@ struct Case {
   std::function<Tensor(ScalarType, Device)> make;
 };
 
-using loom::kBFloat16, loom::kBool, loom::kDouble, loom::kFloat, loom::kInt, loom::kLong;
-constexpr ScalarType kDtypes[] = {kFloat, kDouble, kBFloat16, kInt, kLong, kBool};
+using loom::kBFloat16, loom::kBool, loom::kByte, loom::kChar, loom::kDouble, loom::kFloat, loom::kHalf, loom::kInt,
+    loom::kLong, loom::kShort;
+constexpr ScalarType kDtypes[] = {kFloat, kDouble, kBFloat16, kHalf, kInt, kLong, kByte, kChar, kShort, kBool};
 
 std::vector<Case> cases() {
   std::vector<Case> c;
@@ -271,6 +272,7 @@ void emit_cuda(const Tensor& t) {
 double tolerance(ScalarType dt) {
   switch (dt) {
     case kBFloat16: return 1e-2;
+    case kHalf: return 2e-3;  // a float16 ulp: float32 math may round to the neighbour
     case kFloat: return 2e-5;
     case kDouble: return 1e-12;
     default: return 0;

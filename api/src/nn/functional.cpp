@@ -45,11 +45,11 @@ Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& o, SourceLoc loc)
   for (int64_t i = 0; ok && i < k; ++i) ok = x.size(x.dim() - k + i) == shape[i];
   LOOM_CHECK(ok, "layer_norm", loc, "normalized_shape ", IntArrayRef(shape), " must match the trailing dims of the input ",
              describe(x));
-  if (x.dtype() == kBFloat16) {  // normalized in float32, rounded once (PyTorch's acc_type)
+  if (is_reduced_floating_point(x.dtype())) {  // normalized in float32, rounded once (PyTorch's acc_type)
     LayerNormFuncOptions f = o;
     if (o.weight().defined()) f.weight(o.weight().to(kFloat, loc));
     if (o.bias().defined()) f.bias(o.bias().to(kFloat, loc));
-    return layer_norm(x.to(kFloat, loc), f, loc).to(kBFloat16, loc);
+    return layer_norm(x.to(kFloat, loc), f, loc).to(x.dtype(), loc);
   }
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);

@@ -41,9 +41,9 @@ Tensor with_running_stats(const Tensor& x, const Tensor& running_mean, const Ten
   return x.sub(mean, 1, loc).mul(var.add(eps, 1, loc).rsqrt(loc), loc);
 }
 
-// Statistics in float32 for a bfloat16 input (PyTorch's acc_type), the
-// result rounded once.
-bool low_precision(const Tensor& x) { return x.dtype() == kBFloat16; }
+// Statistics in float32 for a bfloat16 or float16 input (PyTorch's
+// acc_type), the result rounded once.
+bool low_precision(const Tensor& x) { return is_reduced_floating_point(x.dtype()); }
 
 void check_channels(const Tensor& v, int64_t c, const char* what, const char* op, const SourceLoc& loc) {
   if (!v.defined()) return;
@@ -92,7 +92,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   }
   y = affine(y, o.weight().defined() ? o.weight().to(y.dtype(), loc) : Tensor(),
              o.bias().defined() ? o.bias().to(y.dtype(), loc) : Tensor(), loc);
-  return low_precision(input) ? y.to(kBFloat16, loc) : y;
+  return low_precision(input) ? y.to(input.dtype(), loc) : y;
 }
 
 Tensor instance_norm(const Tensor& input, const InstanceNormFuncOptions& o, SourceLoc loc) {
@@ -127,7 +127,7 @@ Tensor instance_norm(const Tensor& input, const InstanceNormFuncOptions& o, Sour
     y = with_running_stats(x, o.running_mean(), o.running_var(), o.eps(), loc);
   }
   y = affine(y, o.weight(), o.bias(), loc);
-  return low_precision(input) ? y.to(kBFloat16, loc) : y;
+  return low_precision(input) ? y.to(input.dtype(), loc) : y;
 }
 
 Tensor group_norm(const Tensor& input, const GroupNormFuncOptions& o, SourceLoc loc) {
@@ -142,7 +142,7 @@ Tensor group_norm(const Tensor& input, const GroupNormFuncOptions& o, SourceLoc 
   const Tensor x = low_precision(input) ? input.to(kFloat, loc) : input;
   Tensor y = shared::normalize(x.reshape({n, g, -1}, loc), {2}, o.eps(), loc).y.reshape(x.sizes(), loc);
   y = affine(y, o.weight(), o.bias(), loc);
-  return low_precision(input) ? y.to(kBFloat16, loc) : y;
+  return low_precision(input) ? y.to(input.dtype(), loc) : y;
 }
 
 Tensor rms_norm(const Tensor& input, const RMSNormFuncOptions& o, SourceLoc loc) {
@@ -155,13 +155,14 @@ Tensor rms_norm(const Tensor& input, const RMSNormFuncOptions& o, SourceLoc loc)
              " must match the trailing dims of the input ", describe(input));
   const double eps = o.eps().value_or(input.dtype() == kDouble     ? std::numeric_limits<double>::epsilon()
                                       : input.dtype() == kBFloat16 ? 0.0078125
+                                      : input.dtype() == kHalf     ? 0.0009765625
                                                                    : std::numeric_limits<float>::epsilon());
   const Tensor x = low_precision(input) ? input.to(kFloat, loc) : input;
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);
   Tensor y = x.mul(x.mul(x, loc).mean(dims, true, loc).add(eps, 1, loc).rsqrt(loc), loc);
   if (o.weight().defined()) y = y.mul(o.weight().to(y.dtype(), loc), loc);
-  return low_precision(input) ? y.to(kBFloat16, loc) : y;
+  return low_precision(input) ? y.to(input.dtype(), loc) : y;
 }
 
 }  // namespace functional

@@ -57,6 +57,10 @@ void write_file(const std::vector<Entry>& entries, const std::string& path) {
       case kFloat: data = t.data_ptr<float>(); break;
       case kDouble: data = t.data_ptr<double>(); break;
       case kBFloat16: data = t.data_ptr<BFloat16>(); break;
+      case kHalf: data = t.data_ptr<Half>(); break;
+      case kByte: data = t.data_ptr<uint8_t>(); break;
+      case kChar: data = t.data_ptr<int8_t>(); break;
+      case kShort: data = t.data_ptr<int16_t>(); break;
     }
     f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
   }
