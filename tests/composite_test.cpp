@@ -40,6 +40,13 @@ TEST_P(CompositeTest, RepeatFlipRoll) {
     for (int j = 0; j < 6; ++j) want.push_back(v[i * 3 + j / 2]);
   EXPECT_TRUE(all_close(x.repeat_interleave(2, 1), want, 0, 0));
   EXPECT_EQ(loom::repeat_interleave(x, 3).sizes().vec(), (std::vector<int64_t>{18}));
+  // A tensor of counts: row 0 none, row 1 twice; flattened, each element its count.
+  EXPECT_TRUE(all_close(x.repeat_interleave(loom::tensor({0, 2}), 0), {v[3], v[4], v[5], v[3], v[4], v[5]}, 0, 0));
+  EXPECT_TRUE(all_close(loom::repeat_interleave(x, loom::tensor({1, 0, 2, 0, 0, 1})), {v[0], v[2], v[2], v[5]}, 0, 0));
+  EXPECT_EQ(loom::repeat_interleave(loom::tensor({1, 2, 0, 1})).to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 1, 3}));
+  EXPECT_TRUE(gradcheck([](const T& t) { return t[0].repeat_interleave(loom::tensor({2, 1, 0}), 1); }, {input({2, 3}, 93)}));
+  EXPECT_LOOM_ERROR(x.repeat_interleave(loom::tensor({1, 2, 3}), 0), "repeat_interleave", "same size as input");
+  EXPECT_LOOM_ERROR(x.repeat_interleave(loom::tensor({1, -1}), 0), "repeat_interleave", "can not be negative");
   // flip both dims: element (i, j) from (1 - i, 2 - j).
   want.clear();
   for (int i = 0; i < 2; ++i)

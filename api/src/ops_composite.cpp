@@ -44,6 +44,28 @@ Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim_opt
   return unsqueeze(d + 1, loc).expand(expanded, loc).reshape(merged, loc);
 }
 
+// A tensor of counts: the counts decide the result's size, so they are read
+// to the host (as PyTorch does without output_size), then one index_select.
+Tensor Tensor::repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim_opt, SourceLoc loc) const {
+  detail::impl_of(*this, "repeat_interleave", loc);
+  detail::impl_of(repeats, "repeat_interleave", loc);
+  LOOM_CHECK(repeats.dim() <= 1, "repeat_interleave", loc, "repeats must be 0-dim or 1-dim tensor, got ", describe(repeats));
+  LOOM_CHECK(repeats.dtype() == kLong || repeats.dtype() == kInt, "repeat_interleave", loc,
+             "repeats has to be an int32 or int64 tensor, got ", describe(repeats));
+  if (!dim_opt) return flatten(0, -1, loc).repeat_interleave(repeats, 0, loc);
+  const int64_t d = wrap_dim(*dim_opt, dim(), "repeat_interleave", loc);
+  if (repeats.dim() == 0 || repeats.numel() == 1) return repeat_interleave(repeats.reshape({-1}).to(kLong).item<int64_t>(), d, loc);
+  LOOM_CHECK(repeats.size(0) == size(d), "repeat_interleave", loc, "repeats must have the same size as input along dim ",
+             d, ": ", describe(repeats), " for ", describe(*this));
+  const std::vector<int64_t> counts = repeats.to(kLong, loc).to_vector<int64_t>();
+  std::vector<int64_t> index;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    LOOM_CHECK(counts[i] >= 0, "repeat_interleave", loc, "repeats can not be negative, got ", counts[i], " at ", i);
+    index.insert(index.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
+  }
+  return index_select(d, loom::tensor(index, TensorOptions(kLong).device(device()), loc), loc);
+}
+
 Tensor Tensor::flip(IntArrayRef dims, SourceLoc loc) const {
   detail::impl_of(*this, "flip", loc);
   Tensor out = *this;
@@ -175,6 +197,14 @@ Tensor cosh(const Tensor& x, SourceLoc loc) { return x.cosh(loc); }
 Tensor tan(const Tensor& x, SourceLoc loc) { return x.tan(loc); }
 Tensor flip(const Tensor& x, IntArrayRef dims, SourceLoc loc) { return x.flip(dims, loc); }
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims, SourceLoc loc) { return x.roll(shifts, dims, loc); }
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim, SourceLoc loc) {
+  return x.repeat_interleave(repeats, dim, loc);
+}
+Tensor repeat_interleave(const Tensor& repeats, SourceLoc loc) {
+  detail::impl_of(repeats, "repeat_interleave", loc);
+  LOOM_CHECK(repeats.dim() == 1, "repeat_interleave", loc, "repeats must be 1-dim, got ", describe(repeats));
+  return arange(repeats.size(0), TensorOptions(kLong).device(repeats.device()), loc).repeat_interleave(repeats, 0, loc);
+}
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim, SourceLoc loc) {
   return x.repeat_interleave(repeats, dim, loc);
 }

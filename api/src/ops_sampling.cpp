@@ -47,15 +47,7 @@ Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, So
     samples = keys.argmax(-1, false, loc);
   } else {
     Tensor keys = p.log(loc).add(gumbel({rows, n}), 1, loc);
-    // The largest keys one at a time: each draw masks its category out.
-    const Tensor category = arange(n, TensorOptions(kLong).device(self.device()), loc);
-    std::vector<Tensor> draws;
-    for (int64_t s = 0; s < num_samples; ++s) {
-      draws.push_back(keys.argmax(-1, true, loc));
-      if (s + 1 < num_samples)
-        keys = keys.masked_fill(category.eq(draws.back(), loc), -std::numeric_limits<float>::infinity(), loc);
-    }
-    samples = cat(draws, 1, loc);
+    samples = std::get<1>(keys.topk(num_samples, -1, true, true, loc));
     ok = ok.logical_and(p.gt(0, loc).sum({-1}, true, std::nullopt, loc).ge(num_samples, loc), loc);
   }
   samples = detail::checked_where(samples, ok, n, loc);

@@ -363,11 +363,12 @@ void argsort(const View& x, const View& out, int dim, bool descending) {
 
 // ---------------------------------------------------------------- scans
 
-// PyTorch's CPU accumulate types: float in double, bfloat16 in float;
-// integers in their unsigned type (wrap-around); bool as or / and.
+// PyTorch's CPU accumulate types: float in double, bfloat16 and float16 in
+// float; integers in their unsigned type (wrap-around); bool as or / and.
 template <class T> struct ScanAccOf { using type = Wrap<T>; };
 template <> struct ScanAccOf<float> { using type = double; };
 template <> struct ScanAccOf<BFloat16> { using type = float; };
+template <> struct ScanAccOf<Half> { using type = float; };
 
 // Scan: each row along `dim` walked in order. Sums start from 0 and
 // products from 1, as PyTorch's; cummax / cummin (ArgMax / ArgMin) keep

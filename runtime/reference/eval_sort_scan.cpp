@@ -14,10 +14,10 @@ namespace loom::runtime::reference {
 
 namespace {
 
-// A value as the comparison sees it: bfloat16 as float, bool as 0 or 1.
+// A value as the comparison sees it: bfloat16 and float16 as float, bool as 0 or 1.
 template <class T>
 auto comparable(T v) {
-  if constexpr (std::is_same_v<T, BFloat16>) return static_cast<float>(v);
+  if constexpr (std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) return static_cast<float>(v);
   else if constexpr (std::is_same_v<T, bool>) return static_cast<int>(v);
   else return v;
 }
@@ -94,7 +94,7 @@ void eval_scan(const EvalContext& c) {
                 out[at(k)] = static_cast<T>(acc);
               }
             } else {
-              using A = std::conditional_t<std::is_same_v<T, BFloat16>, float, double>;
+              using A = std::conditional_t<std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>, float, double>;
               A acc = sum ? 0 : 1;
               for (int64_t k = 0; k < len; ++k) {
                 const A v = static_cast<A>(x[at(k)]);

@@ -245,6 +245,10 @@ Tensor triu(const Tensor& x, int64_t diagonal = 0, LOOM_LOC);
 Tensor flip(const Tensor& x, IntArrayRef dims, LOOM_LOC);
 Tensor roll(const Tensor& x, IntArrayRef shifts, IntArrayRef dims = {}, LOOM_LOC);
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt, LOOM_LOC);
+// A count per element along dim (read to the host: it decides the size).
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt, LOOM_LOC);
+// [0, 1, ...] each repeated its count of times: repeat_interleave({1, 2}) = {0, 1, 1}.
+Tensor repeat_interleave(const Tensor& repeats, LOOM_LOC);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Scalar& value, LOOM_LOC);
 Tensor isnan(const Tensor& x, LOOM_LOC);
 Tensor isinf(const Tensor& x, LOOM_LOC);

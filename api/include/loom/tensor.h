@@ -408,6 +408,7 @@ class Tensor {
   // ---- composite ops (ops_composite.cpp: built from the ops above)
   Tensor repeat(IntArrayRef repeats, LOOM_LOC) const;
   Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt, LOOM_LOC) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt, LOOM_LOC) const;
   Tensor flip(IntArrayRef dims, LOOM_LOC) const;
   Tensor roll(IntArrayRef shifts, IntArrayRef dims = {}, LOOM_LOC) const;
   Tensor masked_fill(const Tensor& mask, const Scalar& value, LOOM_LOC) const;
