@@ -242,21 +242,37 @@ Launch scatter_strided(const ir::LibraryCall& call) {
   return one_thread;
 }
 
+// The rows along attr[0] of input 0 (a 0-d input is one row of one), and
+// the meta fields argsort and scan share (the first six of both layouts).
+struct Rows {
+  int64_t len, inner, rows;
+};
+static_assert(ml::argsort::kOut == ml::scan::kOut && ml::argsort::kX == ml::scan::kX &&
+              ml::argsort::kXOffset == ml::scan::kXOffset && ml::argsort::kLen == ml::scan::kLen &&
+              ml::argsort::kInner == ml::scan::kInner && ml::argsort::kRows == ml::scan::kRows);
+std::vector<int64_t> row_meta(const ir::LibraryCall& call, int count, Rows* r) {
+  const ir::Dims& xs = call.input_shapes[0];
+  const int dim = static_cast<int>(call.attr[0]);
+  r->len = xs.n == 0 ? 1 : xs[dim];
+  r->inner = xs.n == 0 ? 1 : prod(xs, dim + 1, xs.n);
+  r->rows = xs.n == 0 ? 1 : prod(xs, 0, dim) * r->inner;
+  std::vector<int64_t> m(static_cast<size_t>(count));
+  m[ml::scan::kOut] = call.output;
+  m[ml::scan::kX] = call.inputs[0];
+  m[ml::scan::kXOffset] = input_offset_field(call, 0);
+  m[ml::scan::kLen] = r->len;
+  m[ml::scan::kInner] = r->inner;
+  m[ml::scan::kRows] = r->rows;
+  return m;
+}
+
 // One block per row (meta_layout.h argsort). A row that fits the shared
 // tile gets a block of about one thread per comparator; a longer row, whose
 // network runs over global memory, the largest block.
 Launch argsort(const ir::LibraryCall& call) {
-  const ir::Dims& xs = call.input_shapes[0];
-  const int dim = static_cast<int>(call.attr[0]);
-  const int64_t len = xs.n == 0 ? 1 : xs[dim], inner = xs.n == 0 ? 1 : prod(xs, dim + 1, xs.n);
-  const int64_t rows = xs.n == 0 ? 1 : prod(xs, 0, dim) * inner;
-  std::vector<int64_t> m(ml::argsort::kCount);
-  m[ml::argsort::kOut] = call.output;
-  m[ml::argsort::kX] = call.inputs[0];
-  m[ml::argsort::kXOffset] = input_offset_field(call, 0);
-  m[ml::argsort::kLen] = len;
-  m[ml::argsort::kInner] = inner;
-  m[ml::argsort::kRows] = rows;
+  Rows r;
+  std::vector<int64_t> m = row_meta(call, ml::argsort::kCount, &r);
+  const int64_t len = r.len, rows = r.rows;
   m[ml::argsort::kDescending] = call.attr[1] != 0;
   int64_t padded = 1;
   while (padded < len) padded *= 2;
@@ -272,19 +288,10 @@ Launch argsort(const ir::LibraryCall& call) {
 // so sums and products equal its bits. (A row's elements are `inner`
 // apart, so neighbouring threads read neighbouring elements when inner > 1.)
 Launch scan(const ir::LibraryCall& call) {
-  const ir::Dims& xs = call.input_shapes[0];
-  const int dim = static_cast<int>(call.attr[0]);
-  const int64_t len = xs.n == 0 ? 1 : xs[dim], inner = xs.n == 0 ? 1 : prod(xs, dim + 1, xs.n);
-  const int64_t rows = xs.n == 0 ? 1 : prod(xs, 0, dim) * inner;
-  std::vector<int64_t> m(ml::scan::kCount);
-  m[ml::scan::kOut] = call.output;
-  m[ml::scan::kX] = call.inputs[0];
-  m[ml::scan::kXOffset] = input_offset_field(call, 0);
-  m[ml::scan::kLen] = len;
-  m[ml::scan::kInner] = inner;
-  m[ml::scan::kRows] = rows;
+  Rows r;
+  std::vector<int64_t> m = row_meta(call, ml::scan::kCount, &r);
   m[ml::scan::kKind] = call.attr[1];
-  return per_element(std::string("loom_scan_") + input_suffix(call), rows, std::move(m));
+  return per_element(std::string("loom_scan_") + input_suffix(call), r.rows, std::move(m));
 }
 
 // Checks index input 1 against dim_size, writing nothing.
