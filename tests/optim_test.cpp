@@ -313,7 +313,7 @@ TEST_P(OptimTest, ZeroGradAndDeferredSync) {
   EXPECT_NE(msg.find("can't optimize a non-leaf tensor"), std::string::npos) << msg;
 }
 
-// L-BFGS: a run of PyTorch's torch.optim.LBFGS in float64 (torch 2.x,
+// L-BFGS: a run of PyTorch's torch.optim.LBFGS in float64 (torch 2.15.0,
 // tests' numbers below), matched evaluation for evaluation: the first
 // loss, the final point, and how many evaluations and iterations it took.
 struct LbfgsRun {
