@@ -233,6 +233,12 @@ TEST_P(SmallDtypesTest, Reductions) {
 
 TEST_P(SmallDtypesTest, MatmulWraps) {
   Tensor a = of({100, 2, 3, 4}, kChar).view({2, 2}), b = of({2, 0, 1, 1}, kChar).view({2, 2});
+  if (on_gpu()) {  // no narrow-integer library kernels on the GPU yet (api/README.md): a clear error
+    const std::string msg = loom_test::error_of([&] { (void)a.matmul(b).to_vector<double>(); });
+    EXPECT_NE(msg.find("matmul"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("has no Char library kernel on the GPU"), std::string::npos) << msg;
+    return;
+  }
   Tensor c = a.matmul(b);
   EXPECT_EQ(c.dtype(), kChar);
   EXPECT_EQ(c.to_vector<double>(), (V{wrap(202, 8, true), 2, 10, 4}));
@@ -258,7 +264,7 @@ TEST_P(SmallDtypesTest, ElementAccessPrintingAndFiles) {
   EXPECT_NE(os.str().find("250"), std::string::npos) << os.str();
   std::ostringstream hs;
   hs << loom::tensor({1.5, -2.0}, loom::TensorOptions(kHalf));
-  EXPECT_NE(hs.str().find("CPUHalfType{2}"), std::string::npos) << hs.str();
+  EXPECT_NE(hs.str().find(on_gpu() ? "CUDAHalfType{2}" : "CPUHalfType{2}"), std::string::npos) << hs.str();
 
   const std::string path = ::testing::TempDir() + "small_dtypes_" + GetParam() + ".pt";
   std::vector<Tensor> saved = {u, h.to(kChar), loom::tensor({0.1, 70000.0}, loom::TensorOptions(kHalf))};
