@@ -1,16 +1,14 @@
 // loom/nn/embedding_bag.h: each element's row (index_select) weighed by its
-// per-sample weight and 0 where it is padding, added into its bag's row
-// (scatter_add along the bag of each element). The bag of element i is the
-// number of bag starts at or before i, less one: a comparison of the
-// positions with the offsets, so bags are found on the device without
-// reading the offsets back. Max takes each bag's maximum over a
-// [bags, elements] mask.
+// per-sample weight, reduced into its bag's row (scatter_add, or
+// scatter_reduce's amax). The bag of element i is the number of bag starts
+// at or before i, less one: a cumsum of the starts counted per position, so
+// bags are found on the device without reading the offsets back. Elements
+// in no bag (padding, past the last offset) go to one extra row, dropped.
 #include <loom/autograd.h>
 #include <loom/functions.h>
 #include <loom/nn/embedding_bag.h>
 #include <loom/nn/init.h>
 
-#include <limits>
 
 #include "api/src/record.h"
 
@@ -68,9 +66,11 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
     starts = o.include_last_offset() ? offsets.narrow(0, 0, bags, loc) : offsets;
   }
   // Element i belongs to bag (number of starts <= i) - 1; positions at or past
-  // the last offset (with include_last_offset) belong to no bag.
+  // the last offset (with include_last_offset) belong to no bag. Starts at
+  // `length` (empty trailing bags) count in the extra last slot.
   Tensor position = arange(length, longs, loc);
-  Tensor bag = starts.unsqueeze(0, loc).le(position.unsqueeze(1, loc), loc).sum({1}, false, kLong, loc).sub(1, 1, loc);
+  Tensor starts_at = zeros({length + 1}, longs, loc).scatter_add(0, starts, ones({bags}, longs, loc), loc);
+  Tensor bag = starts_at.narrow(0, 0, length, loc).cumsum(0, std::nullopt, loc).sub(1, 1, loc);
   Tensor in_bag = bag.ge(0, loc);
   if (o.include_last_offset()) in_bag = in_bag.logical_and(position.lt(offsets.select(0, -1, loc), loc), loc);
   if (o.padding_idx()) {
@@ -78,20 +78,16 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const EmbeddingB
     in_bag = in_bag.logical_and(flat.ne(pad, loc), loc);
   }
   Tensor rows = weight.index_select(0, flat, loc);  // [length, dim]
-  Tensor keep = in_bag.to(weight.dtype(), loc);
-  if (mode == EmbeddingBagMode::Max) {
-    Tensor member = bag.unsqueeze(0, loc).eq(arange(bags, longs, loc).unsqueeze(1, loc), loc).logical_and(in_bag.unsqueeze(0, loc), loc);
-    Tensor vals = where(member.unsqueeze(2, loc), rows.unsqueeze(0, loc), -std::numeric_limits<double>::infinity(), loc);
-    Tensor any = member.any(1, true, loc);
-    return where(any, vals.amax({1}, false, loc), 0.0, loc);
-  }
-  Tensor w = psw.defined() ? keep.mul(psw.reshape({-1}, loc).to(weight.dtype(), loc), loc) : keep;
-  Tensor target = bag.clamp(0, std::nullopt, loc);  // elements in no bag add 0 to bag 0
+  const TensorOptions values = TensorOptions(weight.dtype()).device(weight.device());
+  Tensor target = where(in_bag, bag, bags, loc);  // row `bags`: no bag
   Tensor index = target.unsqueeze(1, loc).expand({length, dim}, loc);
-  Tensor sum = zeros({bags, dim}, TensorOptions(weight.dtype()).device(weight.device()), loc)
-                   .scatter_add(0, index, rows.mul(w.unsqueeze(1, loc), loc), loc);
+  Tensor out = zeros({bags + 1, dim}, values, loc);
+  if (mode == EmbeddingBagMode::Max)  // an empty bag keeps its zeros
+    return out.scatter_reduce(0, index, rows, "amax", false, loc).narrow(0, 0, bags, loc);
+  Tensor weighted = psw.defined() ? rows.mul(psw.reshape({-1, 1}, loc).to(weight.dtype(), loc), loc) : rows;
+  Tensor sum = out.scatter_add(0, index, weighted, loc).narrow(0, 0, bags, loc);
   if (mode == EmbeddingBagMode::Sum) return sum;
-  Tensor count = zeros({bags}, TensorOptions(weight.dtype()).device(weight.device()), loc).scatter_add(0, target, keep, loc);
+  Tensor count = zeros({bags + 1}, values, loc).scatter_add(0, target, ones({length}, values, loc), loc).narrow(0, 0, bags, loc);
   return sum.div(count.clamp(1, std::nullopt, loc).unsqueeze(1, loc), loc);
 }
 
