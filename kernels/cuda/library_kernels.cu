@@ -586,12 +586,10 @@ extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
   }
 }
 
-#define LOOM_TYPED_KERNELS(suffix, T)                                                  \
-  extern "C" __global__ void loom_matmul_##suffix(LOOM_LIBRARY_PARAMS) {               \
-    device::matmul<T>(bufs, is, meta);                                                     \
-  }                                                                                    \
+// What every dtype has: scatter_add, scatter_reduce, linspace, argsort, scan.
+#define LOOM_SHARED_KERNELS(suffix, T)                                                 \
   extern "C" __global__ void loom_scatter_add_##suffix(LOOM_LIBRARY_PARAMS) {          \
-    device::scatter_add<T>(bufs, is, err, meta);                                           \
+    device::scatter_add<T>(bufs, is, err, meta);                                       \
   }                                                                                    \
   extern "C" __global__ void loom_scatter_reduce_##suffix(LOOM_LIBRARY_PARAMS) {       \
     device::scatter_reduce<T>(bufs, is, err, meta);                                    \
@@ -599,17 +597,23 @@ extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
   extern "C" __global__ void loom_linspace_##suffix(LOOM_LIBRARY_PARAMS) {             \
     device::linspace<T>(bufs, fs, is, meta);                                           \
   }                                                                                    \
-  extern "C" __global__ void loom_rand_uniform_##suffix(LOOM_LIBRARY_PARAMS) {         \
-    device::philox_fill<T, false>(bufs, is, meta);                                     \
-  }                                                                                    \
-  extern "C" __global__ void loom_rand_normal_##suffix(LOOM_LIBRARY_PARAMS) {          \
-    device::philox_fill<T, true>(bufs, is, meta);                                      \
-  }                                                                                    \
   extern "C" __global__ void loom_argsort_##suffix(LOOM_LIBRARY_PARAMS) {              \
     device::argsort<T>(bufs, is, meta);                                                \
   }                                                                                    \
   extern "C" __global__ void loom_scan_##suffix(LOOM_LIBRARY_PARAMS) {                 \
     device::scan<T>(bufs, is, meta);                                                   \
+  }
+// The full-width dtypes add products and random numbers.
+#define LOOM_TYPED_KERNELS(suffix, T)                                                  \
+  LOOM_SHARED_KERNELS(suffix, T)                                                       \
+  extern "C" __global__ void loom_matmul_##suffix(LOOM_LIBRARY_PARAMS) {               \
+    device::matmul<T>(bufs, is, meta);                                                 \
+  }                                                                                    \
+  extern "C" __global__ void loom_rand_uniform_##suffix(LOOM_LIBRARY_PARAMS) {         \
+    device::philox_fill<T, false>(bufs, is, meta);                                     \
+  }                                                                                    \
+  extern "C" __global__ void loom_rand_normal_##suffix(LOOM_LIBRARY_PARAMS) {          \
+    device::philox_fill<T, true>(bufs, is, meta);                                      \
   }
 
 LOOM_TYPED_KERNELS(b8, unsigned char)
@@ -617,24 +621,12 @@ LOOM_TYPED_KERNELS(i32, int)
 LOOM_TYPED_KERNELS(i64, long long)
 LOOM_TYPED_KERNELS(f32, float)
 LOOM_TYPED_KERNELS(f64, double)
+// bfloat16 and float16 reach only the shared ones: their products are GEMM
+// kernels and their random numbers are generated in place (library.cpp's
+// typed_suffix).
+LOOM_SHARED_KERNELS(bf16, device::Bf16)
+LOOM_SHARED_KERNELS(f16, device::F16)
 #undef LOOM_TYPED_KERNELS
-
-// bfloat16 reaches only these: its products are GEMM kernels and its
-// random numbers are generated in place (library.cpp's typed_suffix).
-extern "C" __global__ void loom_scatter_add_bf16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::Bf16>(bufs, is, err, meta); }
-extern "C" __global__ void loom_scatter_reduce_bf16(LOOM_LIBRARY_PARAMS) {
-  device::scatter_reduce<device::Bf16>(bufs, is, err, meta);
-}
-extern "C" __global__ void loom_linspace_bf16(LOOM_LIBRARY_PARAMS) { device::linspace<device::Bf16>(bufs, fs, is, meta); }
-extern "C" __global__ void loom_argsort_bf16(LOOM_LIBRARY_PARAMS) { device::argsort<device::Bf16>(bufs, is, meta); }
-extern "C" __global__ void loom_scan_bf16(LOOM_LIBRARY_PARAMS) { device::scan<device::Bf16>(bufs, is, meta); }
-// float16 likewise.
-extern "C" __global__ void loom_scatter_add_f16(LOOM_LIBRARY_PARAMS) { device::scatter_add<device::F16>(bufs, is, err, meta); }
-extern "C" __global__ void loom_scatter_reduce_f16(LOOM_LIBRARY_PARAMS) {
-  device::scatter_reduce<device::F16>(bufs, is, err, meta);
-}
-extern "C" __global__ void loom_linspace_f16(LOOM_LIBRARY_PARAMS) { device::linspace<device::F16>(bufs, fs, is, meta); }
-extern "C" __global__ void loom_argsort_f16(LOOM_LIBRARY_PARAMS) { device::argsort<device::F16>(bufs, is, meta); }
-extern "C" __global__ void loom_scan_f16(LOOM_LIBRARY_PARAMS) { device::scan<device::F16>(bufs, is, meta); }
+#undef LOOM_SHARED_KERNELS
 
 }  // namespace loom::kernels::cuda
