@@ -26,6 +26,9 @@
 #include <thread>
 #include <unistd.h>
 
+#include "../samples/gpt2_model.h"
+#include "../samples/resnet18_model.h"
+
 #ifdef LOOM_BENCH_OPENBLAS
 #include <cblas.h>
 extern "C" void openblas_set_num_threads(int);
@@ -509,6 +512,112 @@ void g1(const std::string& peer) {
 #endif
 }
 
+// ---------------------------------------------------------------- W7, W8, W10: real models
+// WORKLOADS.md's GPU size on --device cuda (bfloat16 autocast), its CPU size
+// (float32) on the CPU; the models are samples/gpt2_model.h and
+// samples/resnet18_model.h, the steps their train_step functions.
+
+// A model step runs for milliseconds to seconds: a few repeats suffice.
+Repeats model_repeats() {
+  Repeats r;
+  r.warmup = 3;
+  r.min_reps = 5;
+  r.min_s = 1.0;
+  r.max_reps = 50;
+  return r;
+}
+
+// The process's peak of GPU memory held by tensors, beside
+// torch.cuda.max_memory_allocated (bench/peer_extras.py).
+void peak_memory_row(const std::string& workload) {
+  if (!g_dev.is_cuda()) return;
+  row_value(workload + " peak-memory", "MiB",
+            static_cast<double>(loom::cuda::memory_stats(g_dev.index()).peak_allocated_bytes) / (1 << 20));
+}
+
+void w7(const std::string& peer) {
+  const bool big = g_dev.is_cuda();
+  const gpt2::Config cfg = big ? gpt2::Config::gpu() : gpt2::Config::cpu();
+  const int64_t batch = big ? 8 : 4;
+  loom::manual_seed(0);
+  gpt2::GPT model(cfg);
+  model->to(g_dev);
+  loom::optim::AdamW opt(model->parameters(), loom::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(0.1));
+  const loom::Tensor idx = loom::randint(0, cfg.vocab, {batch, cfg.block + 1}, loom::TensorOptions(loom::kLong).device(g_dev));
+  finish();
+  const std::string name = big ? "W7 gpt2-train-step" : "W7 gpt-small-train-step";
+  const double t = median_time(
+      [&] {
+        gpt2::train_step(model, opt, idx, big);
+        finish();
+      },
+      model_repeats());
+  row_ms(name, peer, t, "tok/s", static_cast<double>(batch * cfg.block) / t);
+  peak_memory_row("W7");
+}
+
+// W7's loss after 20 steps on one fixed batch, mixed precision against
+// float32 (the acceptance's 2%): printed, not timed.
+void w7_loss(const std::string&) {
+  const bool big = g_dev.is_cuda();
+  const gpt2::Config cfg = big ? gpt2::Config::gpu() : gpt2::Config::cpu();
+  const int64_t batch = big ? 8 : 4;
+  double loss[2] = {0, 0};
+  for (int amp = 0; amp < 2; ++amp) {
+    loom::manual_seed(0);
+    gpt2::GPT model(cfg);
+    model->to(g_dev);
+    loom::optim::AdamW opt(model->parameters(), loom::optim::AdamWOptions(3e-4).betas({0.9, 0.95}).weight_decay(0.1));
+    const loom::Tensor idx =
+        loom::randint(0, cfg.vocab, {batch, cfg.block + 1}, loom::TensorOptions(loom::kLong).device(g_dev));
+    for (int step = 0; step < 20; ++step) loss[amp] = gpt2::train_step(model, opt, idx, amp == 1).item<double>();
+  }
+  row_value("W7L loss-after-20 f32", "loss", loss[0]);
+  row_value("W7L loss-after-20 bf16-amp", "loss", loss[1]);
+  row_value("W7L amp/f32 difference", "pct", 100.0 * (loss[1] - loss[0]) / loss[0]);
+}
+
+void w8(const std::string& peer) {
+  const bool big = g_dev.is_cuda();
+  const int64_t B = big ? 8 : 2, H = big ? 12 : 4, T = big ? 1024 : 256, D = big ? 64 : 32;
+  const loom::ScalarType dt = big ? loom::kBFloat16 : loom::kFloat;
+  auto make = [&] { return input({B, H, T, D}).to(dt).detach().requires_grad_(); };
+  loom::Tensor q = make(), k = make(), v = make();
+  const loom::Tensor go = input({B, H, T, D}).to(dt);
+  finish();
+  const double flop = 3.5 * 2 * 2 * static_cast<double>(B * H) * T * T * D / 2;
+  const double t = median_time(
+      [&] {
+        q.mutable_grad() = loom::Tensor();
+        k.mutable_grad() = loom::Tensor();
+        v.mutable_grad() = loom::Tensor();
+        loom::scaled_dot_product_attention(q, k, v, {}, 0.0, true).backward(go);
+        finish();
+      },
+      model_repeats());
+  row_ms("W8 causal-attention-fwd-bwd", peer, t, "GFLOP/s", flop / t / 1e9);
+}
+
+void w10(const std::string& peer) {
+  const bool big = g_dev.is_cuda();
+  const int64_t batch = big ? 128 : 8;
+  loom::manual_seed(0);
+  resnet18::ResNet18 model(64);
+  model->to(g_dev);
+  loom::optim::SGD opt(model->parameters(), loom::optim::SGDOptions(0.1).momentum(0.9).weight_decay(5e-4));
+  const loom::Tensor x = input({batch, 3, 32, 32});
+  const loom::Tensor y = loom::randint(0, 10, {batch}, loom::TensorOptions(loom::kLong).device(g_dev));
+  finish();
+  const double t = median_time(
+      [&] {
+        resnet18::train_step(model, opt, x, y, big);
+        finish();
+      },
+      model_repeats());
+  row_ms("W10 resnet18-train-step", peer, t, "img/s", static_cast<double>(batch) / t);
+  peak_memory_row("W10");
+}
+
 // ---------------------------------------------------------------- W4, C1, C2: a training step
 
 namespace F = loom::nn::functional;
@@ -884,7 +993,7 @@ int main(int argc, char** argv) {
     };
     if (a == "-h" || a == "--help") {
       std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics] [--json FILE]\n"
-                  "workloads: F0 W0 W1 W2 W3 W4 W5 W6 G1 L1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
+                  "workloads: F0 W0 W1 W2 W3 W4 W5 W6 W7 W7L W8 W10 G1 L1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
       return 0;
     } else if (a == "--metrics") {
       print_metrics = true;
@@ -928,6 +1037,10 @@ int main(int argc, char** argv) {
       {"W4", "W4 mlp-train-step b256", w4},
       {"W5", "W5 control-step 64", w5},
       {"W6", "W6 matmul 4096 f32", w6},
+      {"W7", "W7 gpt-train-step", w7},
+      {"W7L", "W7L loss-after-20", w7_loss},
+      {"W8", "W8 causal-attention-fwd-bwd", w8},
+      {"W10", "W10 resnet18-train-step", w10},
       {"G1", "G1 linear-gelu 4096 f32", g1},
       {"L1", "L1 linear-relu batch1", l1},
       {"C1", "C1 first-step-cold-cache", [](const std::string& p) { c_rows(p, false); }},

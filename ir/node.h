@@ -48,6 +48,17 @@ inline constexpr int kMaxAttrs = 2 * kMaxDims + 1;
 // tie, and NaN, once met, stays the extreme), whose values are a gather.
 enum class ScanKind : int64_t { Sum = 0, Prod = 1, ArgMax = 2, ArgMin = 3 };
 
+// Attention's attr[0]: which keys query row i sees, as code rather than a
+// stored [L, S] tensor. Causal is PyTorch's is_causal (the top-left
+// triangle, torch.ones(L, S).tril(): key j <= i). A row that sees no key
+// gives 0 and a logsumexp of -inf; its gradients are 0. Every backend's
+// attention kernels read the mask through attention_visible.
+enum class AttentionMask : int64_t { None = 0, Causal = 1 };
+constexpr bool attention_visible(AttentionMask m, int64_t i, int64_t j) { return m == AttentionMask::None || j <= i; }
+// The dtype attention's statistics and gradients are kept in: float64 for
+// float64 inputs, float32 otherwise.
+constexpr ScalarType attention_acc(ScalarType t) { return t == kDouble ? kDouble : kFloat; }
+
 
 // A fixed-capacity list of int64 (shapes, strides, attributes): no heap, so
 // recording a node costs one allocation.

@@ -7,6 +7,7 @@
 // a small generated set of 32x32 images whose class is a colored pattern.
 //
 //   resnet [--data DIR] [--epochs N] [--width W] [--batch B] [--images N] [--target ACC]
+//          [--device cpu|cuda] [--amp bf16|off]
 //
 // DIR holds data_batch_1.bin ... data_batch_5.bin and test_batch.bin. The
 // default width is 16 (W10 is 64) so that the generated run fits a 2-core
@@ -22,6 +23,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "resnet18_model.h"
 
 namespace torch = loom;
 
@@ -81,65 +84,16 @@ Images generate(int64_t n, uint64_t seed) {
   return Images(torch::tensor(pixels).reshape({n, 3, 32, 32}), torch::tensor(labels));
 }
 
-torch::nn::Conv2dOptions conv3x3(int64_t in, int64_t out, int64_t stride) {
-  return torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false);
-}
-
-struct BasicBlockImpl : torch::nn::Module {
-  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
-    conv1 = register_module("conv1", torch::nn::Conv2d(conv3x3(in, out, stride)));
-    bn1 = register_module("bn1", torch::nn::BatchNorm2d(out));
-    conv2 = register_module("conv2", torch::nn::Conv2d(conv3x3(out, out, 1)));
-    bn2 = register_module("bn2", torch::nn::BatchNorm2d(out));
-    if (stride != 1 || in != out)
-      shortcut = register_module(
-          "shortcut", torch::nn::Sequential(torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                                            torch::nn::BatchNorm2d(out)));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    torch::Tensor y = torch::relu(bn1->forward(conv1->forward(x)));
-    y = bn2->forward(conv2->forward(y));
-    return torch::relu(y + (shortcut ? shortcut->forward(x) : x));
-  }
-  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
-  torch::nn::Sequential shortcut{nullptr};
-};
-TORCH_MODULE(BasicBlock);
-
-struct ResNet18Impl : torch::nn::Module {
-  explicit ResNet18Impl(int64_t w) {
-    stem = register_module("stem", torch::nn::Conv2d(conv3x3(3, w, 1)));
-    bn = register_module("bn", torch::nn::BatchNorm2d(w));
-    blocks = register_module("blocks", torch::nn::ModuleList());
-    int64_t in = w;
-    for (int64_t out : {w, w, 2 * w, 2 * w, 4 * w, 4 * w, 8 * w, 8 * w}) {
-      blocks->push_back(BasicBlock(in, out, out == in ? 1 : 2));
-      in = out;
-    }
-    pool = register_module("pool", torch::nn::AdaptiveAvgPool2d(1));
-    fc = register_module("fc", torch::nn::Linear(8 * w, 10));
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(bn->forward(stem->forward(x)));
-    for (const auto& block : *blocks) x = block->as<BasicBlock>()->forward(x);
-    return fc->forward(torch::flatten(pool->forward(x), 1));
-  }
-  torch::nn::Conv2d stem{nullptr};
-  torch::nn::BatchNorm2d bn{nullptr};
-  torch::nn::ModuleList blocks{nullptr};
-  torch::nn::AdaptiveAvgPool2d pool{nullptr};
-  torch::nn::Linear fc{nullptr};
-};
-TORCH_MODULE(ResNet18);
+using resnet18::ResNet18;
 
 double accuracy(ResNet18& model, const Images& test, int64_t batch) {
   torch::NoGradGuard no_grad;
   model->eval();
   int64_t correct = 0, n = test.images().size(0);
   for (int64_t i = 0; i + batch <= n; i += batch) {
-    torch::Tensor logits = model->forward(test.images().slice(0, i, i + batch));
-    correct += logits.argmax(1).eq(test.labels().slice(0, i, i + batch)).sum().item<int64_t>();
+    const torch::Device device = model->fc->weight.device();
+    torch::Tensor logits = model->forward(test.images().slice(0, i, i + batch).to(device));
+    correct += logits.argmax(1).eq(test.labels().slice(0, i, i + batch).to(device)).sum().item<int64_t>();
   }
   return static_cast<double>(correct) / static_cast<double>(n - n % batch);
 }
@@ -151,9 +105,13 @@ int main(int argc, char** argv) {
   int epochs = 5;
   int64_t width = 16, batch = 32, images = 1280;
   double target = -1;
+  torch::Device device = torch::kCPU;
+  bool amp = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--data") data = v;
+    else if (a == "--device") device = v == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+    else if (a == "--amp") amp = v == "bf16";
     else if (a == "--epochs") epochs = std::stoi(v);
     else if (a == "--width") width = std::stoll(v);
     else if (a == "--batch") batch = std::stoll(v);
@@ -177,6 +135,7 @@ int main(int argc, char** argv) {
   torch::data::transforms::Normalize<> normalize({0.5, 0.5, 0.5}, {0.25, 0.25, 0.25});
   Images test_normalized(normalize(test.images()), test.labels());
   ResNet18 model(width);
+  model->to(device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.02).momentum(0.9).weight_decay(5e-4));
   torch::optim::CosineAnnealingLR scheduler(optimizer, epochs);
 
@@ -189,10 +148,7 @@ int main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t compile_ns0 = torch::metrics().compile_ns;
     for (auto& b : *loader) {
-      optimizer.zero_grad();
-      torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(b.data), b.target);
-      loss.backward();
-      optimizer.step();
+      torch::Tensor loss = resnet18::train_step(model, optimizer, b.data.to(device), b.target.to(device), amp);
       loss_sum += loss.item<double>();
       ++batches;
     }

@@ -14,7 +14,7 @@ cp -L "$build/libloom.so.0" "$carry/lib/libloom.so.0"
 strip --strip-unneeded "$carry/lib/libloom.so.0"
 for lib in libtbb.so.12 libxxhash.so.0 libtinfo.so.6; do cp -L "/lib/x86_64-linux-gnu/$lib" "$carry/lib/"; done
 cp "$build/tests/loom_tests" "$build/bench/loom-bench" "$build/bench/loom-gpt-bench" "$carry/bin/"
-for s in quickstart tiny_gpt; do [ -x "$build/samples/$s" ] && cp "$build/samples/$s" "$carry/bin/"; done
+for s in quickstart tiny_gpt train_gpt2 resnet; do [ -x "$build/samples/$s" ] && cp "$build/samples/$s" "$carry/bin/"; done
 cp -r "$root/../shared/bench-peers" "$carry/bench-peers"
-cp "$root/scripts/gpu_run.sh" "$root/bench/linear_peer.py" "$carry/"
+cp "$root/scripts/gpu_run.sh" "$root/bench/linear_peer.py" "$root/bench/peer_memory.py" "$carry/"
 du -sh "$carry"

@@ -19,6 +19,12 @@
 #                  is listed), the same on the machine's CPU, and 20 sliced steps
 #                  under compute-sanitizer memcheck
 #   gptbench.log   (step "gptbench") loom-gpt-bench --device cuda (GPTBENCH_ONLY)
+#   models.log     (step "models") the real-model rows in one process each:
+#                  loom-bench W7, W8, W10 and W6 (MODELS_ONLY), then peers.py's
+#                  W8, its W7 and W10 through bench/peer_memory.py (the same
+#                  torch code, with torch.cuda.max_memory_allocated per row),
+#                  and linear_peer.py (cuBLAS's bfloat16 W6); JSON in
+#                  models_loom.json
 #   diff<i>.log    (step "diff", not in the default) the differential test on
 #                  cuda over DIFF_PROCS processes of DIFF_PER seeds each from
 #                  DIFF_FIRST (default 14 x 200 from 100001)
@@ -82,6 +88,12 @@ for step in $STEPS; do
     gptbench)
       "$bin/loom-gpt-bench" --device cuda --only "${GPTBENCH_ONLY:-K1,G1,S1}" > "$OUT/gptbench.log" 2>&1
       grep -v "^$" "$OUT/gptbench.log" ;;
+    models)
+      { for id in ${MODELS_ONLY:-W6 W7 W8 W10}; do "$bin/loom-bench" --device cuda --only "$id" --json "$OUT/models_$id.json"; done
+        python3 $carry/bench-peers/peers.py --device cuda --only W8
+        python3 $carry/peer_memory.py $carry/bench-peers/peers.py --only W7,W10
+        python3 $carry/linear_peer.py; } > "$OUT/models.log" 2>&1
+      grep -v "^#" "$OUT/models.log" | head -80 ;;
     diff)
       procs=${DIFF_PROCS:-14} per=${DIFF_PER:-200} first=${DIFF_FIRST:-100001}
       for i in $(seq 0 $((procs - 1))); do

@@ -8,6 +8,7 @@
 
 #include <limits>
 
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -175,20 +176,23 @@ Tensor Tensor::baddbmm(const Tensor& batch1, const Tensor& batch2, const Scalar&
   detail::impl_of(*this, "baddbmm", loc);
   Tensor product = batch1.bmm(batch2, loc).mul(alpha, loc);
   if (beta.to<double>() == 0) return product;  // PyTorch ignores self (and its NaNs) when beta is 0
-  return mul(beta, loc).add(product, 1, loc);
+  return detail::autocast::lower(*this, loc).mul(beta, loc).add(product, 1, loc);
 }
 
 // sinh from expm1 keeps its precision near 0, where exp(x) - exp(-x) cancels.
 Tensor Tensor::sinh(SourceLoc loc) const {
   detail::impl_of(*this, "sinh", loc);
+  if (detail::autocast::wants_float(*this)) return to(kFloat, loc).sinh(loc);
   return expm1(loc).sub(neg(loc).expm1(loc), 1, loc).mul(0.5, loc);
 }
 Tensor Tensor::cosh(SourceLoc loc) const {
   detail::impl_of(*this, "cosh", loc);
+  if (detail::autocast::wants_float(*this)) return to(kFloat, loc).cosh(loc);
   return exp(loc).add(neg(loc).exp(loc), 1, loc).mul(0.5, loc);
 }
 Tensor Tensor::tan(SourceLoc loc) const {
   detail::impl_of(*this, "tan", loc);
+  if (detail::autocast::wants_float(*this)) return to(kFloat, loc).tan(loc);
   return sin(loc).div(cos(loc), loc);
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -197,7 +198,9 @@ Operand contract(Operand a, Operand b, const Labels& keep, const SourceLoc& loc)
 
 }  // namespace
 
-Tensor einsum(const std::string& equation_in, const std::vector<Tensor>& operands, SourceLoc loc) {
+Tensor einsum(const std::string& equation_in, const std::vector<Tensor>& operands_in, SourceLoc loc) {
+  std::vector<Tensor> operands;
+  for (const Tensor& t : operands_in) operands.push_back(detail::autocast::lower(t, loc));
   std::string eq;
   for (char c : equation_in)
     if (c != ' ') eq += c;

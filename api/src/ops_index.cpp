@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/src/autograd/hooks.h"
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -90,7 +91,7 @@ int64_t nonempty_dim(const Tensor& t) { return std::max<int64_t>(t.dim(), 1); }
 Tensor softmax_impl(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype, bool log, const char* op,
                     const SourceLoc& loc) {
   impl_of(x, op, loc);
-  Tensor y = dtype ? x.to(*dtype, loc) : x;
+  Tensor y = dtype ? x.to(*dtype, loc) : detail::autocast::to_float(x, loc);
   LOOM_CHECK(is_floating_point(y.dtype()), op, loc, "expected a floating-point tensor, got ", describe(y),
              dtype ? "" : " (pass dtype=kFloat to convert it first)");
   const int64_t d = wrap_dim(dim, y.dim(), op, loc);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/src/autocast.h"
 #include "api/src/autograd/hooks.h"
 #include "api/src/record.h"
 
@@ -77,7 +78,8 @@ Tensor mv(const Tensor& a, const Tensor& v, const char* op, const SourceLoc& loc
   return product(a.unsqueeze(0, loc), v.reshape({1, k, 1}, loc), loc).reshape({m}, loc);
 }
 
-Tensor matmul_impl(const Tensor& a, const Tensor& b, const char* op, const SourceLoc& loc) {
+Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, const char* op, const SourceLoc& loc) {
+  const Tensor a = detail::autocast::lower(a_in, loc), b = detail::autocast::lower(b_in, loc);
   check_operands(a, b, op, loc);
   const int64_t da = a.dim(), db = b.dim();
   LOOM_CHECK(da > 0 && db > 0, op, loc, "both arguments to matmul need to be at least 1D, but they are ", da, "D and ",
@@ -127,9 +129,11 @@ void check_matrix(const Tensor& t, const char* what, const char* op, const Sourc
              describe(t), ")");
 }
 
-Tensor addmm_impl(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scalar& beta, const Scalar& alpha,
-                  const char* op, const SourceLoc& loc) {
-  impl_of(self, op, loc);
+Tensor addmm_impl(const Tensor& self_in, const Tensor& m1_in, const Tensor& m2_in, const Scalar& beta,
+                  const Scalar& alpha, const char* op, const SourceLoc& loc) {
+  impl_of(self_in, op, loc);
+  const Tensor self = detail::autocast::lower(self_in, loc), m1 = detail::autocast::lower(m1_in, loc),
+               m2 = detail::autocast::lower(m2_in, loc);
   check_matrix(m1, "mat1", op, loc);
   check_matrix(m2, "mat2", op, loc);
   check_operands(m1, m2, op, loc);
@@ -158,7 +162,8 @@ Tensor addmm_impl(const Tensor& self, const Tensor& m1, const Tensor& m2, const 
 Tensor matmul(const Tensor& a, const Tensor& b, SourceLoc loc) { return matmul_impl(a, b, "matmul", loc); }
 Tensor Tensor::matmul(const Tensor& other, SourceLoc loc) const { return matmul_impl(*this, other, "matmul", loc); }
 
-Tensor mm(const Tensor& a, const Tensor& b, SourceLoc loc) {
+Tensor mm(const Tensor& a_in, const Tensor& b_in, SourceLoc loc) {
+  const Tensor a = detail::autocast::lower(a_in, loc), b = detail::autocast::lower(b_in, loc);
   check_matrix(a, "self", "mm", loc);
   check_matrix(b, "mat2", "mm", loc);
   check_operands(a, b, "mm", loc);
@@ -166,7 +171,8 @@ Tensor mm(const Tensor& a, const Tensor& b, SourceLoc loc) {
 }
 Tensor Tensor::mm(const Tensor& other, SourceLoc loc) const { return loom::mm(*this, other, loc); }
 
-Tensor bmm(const Tensor& a, const Tensor& b, SourceLoc loc) {
+Tensor bmm(const Tensor& a_in, const Tensor& b_in, SourceLoc loc) {
+  const Tensor a = detail::autocast::lower(a_in, loc), b = detail::autocast::lower(b_in, loc);
   LOOM_CHECK(impl_of(a, "bmm", loc).view.sizes.n == 3, "bmm", loc, "batch1 must be a 3D tensor, got ", describe(a));
   LOOM_CHECK(impl_of(b, "bmm", loc).view.sizes.n == 3, "bmm", loc, "batch2 must be a 3D tensor, got ", describe(b));
   check_operands(a, b, "bmm", loc);
@@ -184,8 +190,11 @@ Tensor addmm(const Tensor& self, const Tensor& m1, const Tensor& m2, const Scala
   return addmm_impl(self, m1, m2, beta, alpha, "addmm", loc);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias, SourceLoc loc) {
-  impl_of(x, "linear", loc);
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, SourceLoc loc) {
+  impl_of(x_in, "linear", loc);
+  impl_of(weight_in, "linear", loc);
+  const Tensor x = detail::autocast::lower(x_in, loc), weight = detail::autocast::lower(weight_in, loc),
+               bias = detail::autocast::lower(bias_in, loc);
   const int64_t wd = impl_of(weight, "linear", loc).view.sizes.n;
   LOOM_CHECK(wd == 1 || wd == 2, "linear", loc, "weight must be 1-D or 2-D ([out_features, in_features]), got ",
              describe(weight));

@@ -3,9 +3,12 @@
 // runtime/reference/eval_pointwise.cpp.
 #include <loom/functions.h>
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 
 #include "api/src/autograd/hooks.h"
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -60,7 +63,16 @@ enum class UnaryRule {
   Integral,  // dtype kept; bool rejected; integers are their own result (floor, ceil, round, trunc)
 };
 
+// Unary ops on autocast's float32 list (api/src/autocast.cpp).
+bool on_float32_list(ir::Op op) {
+  static constexpr ir::Op kList[] = {ir::Op::Exp,   ir::Op::Expm1, ir::Op::Log,        ir::Op::Log1p,
+                                     ir::Op::Rsqrt, ir::Op::Asin,  ir::Op::Acos, ir::Op::Reciprocal};
+  return std::find(std::begin(kList), std::end(kList), op) != std::end(kList);
+}
+
 Tensor unary(ir::Op op, const char* name, const Tensor& x, UnaryRule rule, const SourceLoc& loc) {
+  if (detail::autocast::wants_float(x) && on_float32_list(op)) [[unlikely]]
+    return unary(op, name, x.to(kFloat, loc), rule, loc);
   const detail::TensorImpl& im = impl_of(x, name, loc);
   ScalarType dt = im.storage->dtype;
   if (rule == UnaryRule::Float && !is_floating_point(dt)) dt = kFloat;
@@ -299,6 +311,7 @@ LOOM_COMPARE_SCALAR(ge, Ge)
 // as PyTorch refuses it eagerly (a tensor of exponents gives 0, 1 or -1).
 Tensor pow(const Tensor& a, const Scalar& b, SourceLoc loc) {
   impl_of(a, "pow", loc);
+  if (detail::autocast::wants_float(a)) return pow(a.to(kFloat, loc), b, loc);
   LOOM_CHECK(!(is_integral(result_type(a, b), true) && b.isIntegral() && b.toLong() < 0), "pow", loc,
              "integers to negative integer powers are not allowed (", detail::describe(a), " to the power ", b, ")");
   // x ** 2 is recorded as x * x: the same correctly rounded value, without

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "api/src/autograd/hooks.h"
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -81,6 +82,7 @@ ScalarType sum_dtype(ScalarType t) { return is_floating_point(t) ? t : kLong; }
 Tensor Tensor::sum(SourceLoc loc) const { return sum({}, false, std::nullopt, loc); }
 Tensor Tensor::sum(IntArrayRef dims, bool keepdim, std::optional<ScalarType> dtype, SourceLoc loc) const {
   impl_of(*this, "sum", loc);
+  if (!dtype && detail::autocast::wants_float(*this)) return to(kFloat, loc).sum(dims, keepdim, dtype, loc);
   ScalarType dt = dtype.value_or(sum_dtype(this->dtype()));
   LOOM_CHECK(dt != kBool, "sum", loc, "a sum cannot have dtype Bool");
   return reduce(ir::Op::Sum, "sum", *this, dim_mask(*this, dims, "sum", loc), keepdim, dt, dt, loc);
@@ -104,11 +106,13 @@ Tensor mean(const Tensor& x, IntArrayRef dims, bool keepdim, SourceLoc loc) { re
 
 Tensor Tensor::prod(SourceLoc loc) const {
   impl_of(*this, "prod", loc);
+  if (detail::autocast::wants_float(*this)) return to(kFloat, loc).prod(loc);
   ScalarType dt = sum_dtype(dtype());
   return reduce(ir::Op::Prod, "prod", *this, dim_mask(*this, {}, "prod", loc), false, dt, dt, loc);
 }
 Tensor Tensor::prod(int64_t dim, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "prod", loc);
+  if (detail::autocast::wants_float(*this)) return to(kFloat, loc).prod(dim, keepdim, loc);
   ScalarType dt = sum_dtype(dtype());
   return reduce(ir::Op::Prod, "prod", *this, dim_mask(*this, dim, "prod", loc), keepdim, dt, dt, loc);
 }
@@ -186,6 +190,7 @@ Tensor Tensor::std(IntArrayRef dims, bool unbiased, bool keepdim, SourceLoc loc)
 
 Tensor Tensor::logsumexp(IntArrayRef dims, bool keepdim, SourceLoc loc) const {
   impl_of(*this, "logsumexp", loc);
+  if (detail::autocast::wants_float(*this)) return to(kFloat, loc).logsumexp(dims, keepdim, loc);
   if (is_reduced_floating_point(dtype())) return to(kFloat, loc).logsumexp(dims, keepdim, loc).to(dtype(), loc);  // float32 inside
   Tensor x = is_floating_point() ? *this : to(kFloat, loc);
   uint64_t mask = dim_mask(x, dims, "logsumexp", loc);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "api/src/autograd/hooks.h"
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -51,9 +52,11 @@ std::tuple<Tensor, Tensor> running_extreme(ir::ScanKind kind, const char* name, 
 }  // namespace
 
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype, SourceLoc loc) {
+  if (!dtype && detail::autocast::wants_float(x)) return cumsum(x.to(kFloat, loc), dim, dtype, loc);
   return accumulate(ir::ScanKind::Sum, "cumsum", x, dim, dtype, loc);
 }
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<ScalarType> dtype, SourceLoc loc) {
+  if (!dtype && detail::autocast::wants_float(x)) return cumprod(x.to(kFloat, loc), dim, dtype, loc);
   return accumulate(ir::ScanKind::Prod, "cumprod", x, dim, dtype, loc);
 }
 Tensor Tensor::cumsum(int64_t dim, std::optional<ScalarType> dtype, SourceLoc loc) const {

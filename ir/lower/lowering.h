@@ -27,7 +27,7 @@ namespace loom::ir::lowering {
 inline bool is_library(Op op) {
   switch (op) {
     case Op::MatMul: case Op::Concat: case Op::IndexSelect: case Op::Gather: case Op::ScatterAdd: case Op::ScatterReduce:
-    case Op::ArgSort: case Op::Scan:
+    case Op::ArgSort: case Op::Scan: case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV:
     case Op::ScatterStrided: case Op::ToDevice: case Op::RandUniform: case Op::RandNormal: case Op::Linspace:
       return true;
     default:

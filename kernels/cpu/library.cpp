@@ -506,6 +506,11 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
         const View x{inputs[0].data, inputs[0].dtype, inputs[0].shape.n == 0 ? ir::Dims(&one, 1) : inputs[0].shape};
         scan<T>(x, out, static_cast<int>(call.attr[0]), static_cast<ir::ScanKind>(call.attr[1]));
       });
+    case Op::Attention:
+    case Op::AttentionGradQ:
+    case Op::AttentionGradKV:
+      if (scalars.empty()) throw LibraryError{std::string(ir::op_name(call.op)) + " needs its scale"};
+      return attention(call, inputs, out, scalars[0].f);
     case Op::ScatterReduce:
       if (call.attr.n < 2 || call.attr[1] < 0 || call.attr[1] > 3) throw LibraryError{"scatter_reduce: unknown kind"};
       return with_type(out.dtype, [&]<class T>() {

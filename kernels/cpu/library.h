@@ -1,7 +1,7 @@
 // Precompiled CPU kernels for the ops the code generator does not emit
 // (ir::LibraryCall, see ir/kernel.h): integer matmul, cat, gathers and scatters,
-// strided writes, copies, random numbers, linspace, sorting (argsort) and
-// scans (cumsum, cumprod, cummax, cummin).
+// strided writes, copies, random numbers, linspace, sorting (argsort),
+// scans (cumsum, cumprod, cummax, cummin) and attention.
 //
 // Each kernel reads whole contiguous buffers and writes one. The semantics
 // are those of the reference backend (runtime/reference/eval_move.cpp,
@@ -38,6 +38,11 @@ struct LibraryError {
 // update of the base); no other aliasing is allowed.
 void run_library(const ir::LibraryCall& call, std::span<const View> inputs, const View& out,
                  std::span<const ir::RtScalar> scalars);
+
+// Attention and its two gradients (ir/ops.def: Attention, AttentionGradQ,
+// AttentionGradKV), flash-style over key blocks (attention.cpp); `scale` is
+// the call's runtime scalar.
+void attention(const ir::LibraryCall& call, std::span<const View> inputs, const View& out, double scale);
 
 // [B,M,K] x [B,K,N] -> [B,M,N], all of one integer or bool dtype
 // (matmul.cpp): integers in their own type with wrap-around, bool as an or

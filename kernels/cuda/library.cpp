@@ -18,10 +18,16 @@ namespace detail {
 // The embedded text of ir/philox.h, meta_layout.h and library_kernels.cu,
 // written at build time by embed_source.cmake.
 extern const char kLibrarySource[];
+extern const char kAttentionSource[];
 }  // namespace detail
 
 const std::string& library_source() {
   static const std::string source(detail::kLibrarySource);
+  return source;
+}
+
+const std::string& attention_source() {
+  static const std::string source(detail::kAttentionSource);
   return source;
 }
 
@@ -35,6 +41,7 @@ constexpr uint32_t kThreads = 256;
 // Enough blocks to fill any current GPU several times over; beyond this the
 // kernels' grid-stride loops take the rest.
 constexpr int64_t kMaxBlocks = 8192;
+constexpr int64_t kMaxGridX = 2147483647;  // a grid's x extent
 // CUDA's bound on grid.y and grid.z; matmul's grid.x uses it too (any
 // bound is correct, the kernel loops over the tiles beyond it).
 constexpr int64_t kMaxGrid = 65535;
@@ -294,6 +301,53 @@ Launch scan(const ir::LibraryCall& call) {
   return per_element(std::string("loom_scan_") + input_suffix(call), r.rows, std::move(m));
 }
 
+// Attention and its gradients: the tensor-core kernels of attention.cu for
+// bfloat16 with D = Dv of 32, 64 or 128 (the API takes the fused op on a
+// GPU only then; anything else is a planning error naming what it got).
+// N (batch * heads) rows of blocks; grad_kv's blocks run over keys.
+Launch attention(const ir::LibraryCall& call, uint32_t call_index) {
+  namespace ma = ml::attention;
+  const ir::Dims& q = call.input_shapes[0];
+  const ir::Dims& k = call.input_shapes[1];
+  const ir::Dims& v = call.input_shapes[2];
+  const int64_t n = q[0], l = q[1], s = k[1], d = q[2];
+  if (call.input_dtypes[0] != ScalarType::BFloat16 || v[2] != d || (d != 32 && d != 64 && d != 128))
+    fail(call, call_index, "has tensor-core kernels for bfloat16 q, k, v with equal head dims of 32, 64 or 128, got " +
+                               std::string(to_string(call.input_dtypes[0])) + " with head dims " + std::to_string(d) +
+                               " and " + std::to_string(v[2]));
+  const auto mask = static_cast<ir::AttentionMask>(call.attr[0]);
+  const char* mask_name = mask == ir::AttentionMask::Causal ? "causal" : "none";
+  std::vector<int64_t> m(ma::kCount, 0);
+  m[ma::kOut] = call.output;
+  const int fields[][2] = {{ma::kQ, ma::kQOffset}, {ma::kK, ma::kKOffset}, {ma::kV, ma::kVOffset},
+                           {ma::kDout, ma::kDoutOffset}, {ma::kLse, ma::kLseOffset}, {ma::kDelta, ma::kDeltaOffset}};
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    m[fields[i][0]] = call.inputs[i];
+    m[fields[i][1]] = input_offset_field(call, i);
+  }
+  m[ma::kN] = n, m[ma::kL] = l, m[ma::kS] = s, m[ma::kScalarBegin] = call.scalar_begin;
+  Launch launch;
+  const std::string suffix = "_bf16_d" + std::to_string(d) + "_" + mask_name;
+  const int di = static_cast<int>(d);
+  if (call.op == Op::Attention) {
+    launch.function = "loom_attention_fwd" + suffix;
+    launch.grid[1] = static_cast<uint32_t>((l + ma::kFwdRows - 1) / ma::kFwdRows);
+    launch.block[0] = ma::kFwdThreads;
+    launch.shared_bytes = static_cast<uint32_t>(ma::fwd_shared_bytes(di));
+  } else {
+    const bool grad_q = call.op == Op::AttentionGradQ;
+    launch.function = std::string(grad_q ? "loom_attention_grad_q" : "loom_attention_grad_kv") + suffix;
+    launch.grid[1] = static_cast<uint32_t>(((grad_q ? l : s) + ma::kBwdRows - 1) / ma::kBwdRows);
+    launch.block[0] = ma::kBwdThreads;
+    launch.shared_bytes = static_cast<uint32_t>(grad_q ? ma::grad_q_shared_bytes(di) : ma::grad_kv_shared_bytes(di));
+  }
+  if (n > kMaxGridX || launch.grid[1] > 65535u)
+    fail(call, call_index, "is too large for one launch (" + std::to_string(n) + " heads of " + std::to_string(l) + " rows)");
+  launch.grid[0] = static_cast<uint32_t>(n);
+  launch.meta = std::move(m);
+  return launch;
+}
+
 // Checks index input 1 against dim_size, writing nothing.
 Launch check_index(const ir::LibraryCall& call, int64_t dim_size) {
   std::vector<int64_t> m(ml::check_index::kCount);
@@ -351,6 +405,12 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
     case Op::Linspace: case Op::RandUniform: case Op::RandNormal:
       if (call.num_scalars < 2) fail(call, call_index, "needs 2 runtime scalars");
       break;
+    case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV:
+      if (call.inputs.size() != (call.op == Op::Attention ? 3u : 6u) || call.attr.n != 1 || call.num_scalars != 1 ||
+          (call.attr[0] != static_cast<int64_t>(ir::AttentionMask::None) &&
+           call.attr[0] != static_cast<int64_t>(ir::AttentionMask::Causal)))
+        fail(call, call_index, "expects q, k, v (and dout, logsumexp, delta), a mask kind and its scale");
+      break;
     default:
       fail(call, call_index, std::string("no CUDA library kernel for ") + ir::op_name(call.op));
   }
@@ -391,6 +451,7 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
     }
     case Op::ArgSort: return {argsort(call)};
     case Op::Scan: return {scan(call)};
+    case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV: return {attention(call, call_index)};
     case Op::Linspace: return {leaf(call, "loom_linspace_")};
     case Op::RandUniform: return {leaf(call, "loom_rand_uniform_")};
     case Op::RandNormal: return {leaf(call, "loom_rand_normal_")};

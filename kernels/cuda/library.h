@@ -21,6 +21,10 @@ namespace loom::kernels::cuda {
 // CUDA C source of every library kernel: self-contained (no #include;
 // NVRTC compiles it once per process and GPU architecture).
 const std::string& library_source();
+// The attention kernels' source (attention.cu + attention_library.cu), a
+// module of its own: the functions named loom_attention_* are in it, not in
+// library_source(), so a program without attention never compiles them.
+const std::string& attention_source();
 
 // One kernel launch implementing (part of) a LibraryCall.
 struct Launch {

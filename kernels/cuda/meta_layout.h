@@ -114,6 +114,30 @@ enum : int { kOut, kX, kXOffset, kLen, kInner, kRows, kKind, kCount };
 enum : int { kSum = 0, kProd = 1, kArgMax = 2, kArgMin = 3 };
 }
 
+// loom_attention_{fwd,grad_q,grad_kv}_bf16_d<D>_{none,causal}
+// (kernels/cuda/attention_entry.cu): Attention and its gradients for
+// bfloat16 q, k, v of N = batch * heads rows of L queries and S keys, head
+// dim D = Dv. fwd reads q, k, v and writes the float32 value (out [N,L,D],
+// then the logsumexps [N,L]); grad_q and grad_kv also read dout (bfloat16),
+// the logsumexps and delta (float32 [N,L]) and write dq [N,L,D] or
+// [N,S,2D] (dk, then dv) in float32. The scale is the double runtime scalar
+// at kScalarBegin. Grid, block and shared memory: launch_* below, which the
+// kernels' tile sizes are written against.
+namespace attention {
+enum : int {
+  kOut, kQ, kQOffset, kK, kKOffset, kV, kVOffset, kDout, kDoutOffset, kLse, kLseOffset, kDelta, kDeltaOffset,
+  kN, kL, kS, kScalarBegin, kCount
+};
+// Rows per block (query rows for fwd and grad_q, keys for grad_kv),
+// threads and dynamic shared memory per block, by head dim D: the tiles of
+// LoomAttnFwd (8 warps), LoomAttnBwdKV and LoomAttnBwdQ (4 warps each);
+// attention_library.cu checks them against the kernels' own enums.
+constexpr int kFwdRows = 128, kFwdThreads = 256, kBwdRows = 64, kBwdThreads = 128;
+LOOM_HOST_DEVICE constexpr int fwd_shared_bytes(int d) { return 2 * (128 * (d + 8) + 4 * 64 * (d + 8)); }
+LOOM_HOST_DEVICE constexpr int grad_kv_shared_bytes(int d) { return 2 * (2 * 64 * (d + 8) + 4 * 64 * (d + 8)) + 4 * 4 * 64; }
+LOOM_HOST_DEVICE constexpr int grad_q_shared_bytes(int d) { return 2 * (2 * 64 * (d + 8) + 4 * 64 * (d + 8)); }
+}  // namespace attention
+
 // loom_linspace_<dtype>, loom_rand_uniform_<dtype>, loom_rand_normal_<dtype>:
 // numel elements of out from the call's two runtime scalars at
 // scalar_begin (linspace: start, end; rand: seed, offset).

@@ -226,6 +226,9 @@ void CudaExecutable::plan_launches() {
       std::copy(lib.grid, lib.grid + 3, l.grid);
       std::copy(lib.block, lib.block + 3, l.block);
       l.shared = lib.shared_bytes;
+      if (l.shared > 48 * 1024)  // above the default: the kernel must be allowed it (attention's tiles)
+        check(driver().cuFuncSetAttribute(l.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(l.shared)),
+              "cuFuncSetAttribute", lib.function);
       l.meta = static_cast<int64_t>(meta.size());
       l.step = step_at;
       l.label = lib.function;

@@ -129,13 +129,16 @@ struct Library {
 }  // namespace
 
 CUfunction library_function(int device, const std::string& name) {
-  static auto* libraries = new std::array<Library, 16>;  // leaked: functions live in replayed graphs
-  Library& lib = (*libraries)[device];
+  // Two modules a device: the library kernels, and the attention kernels
+  // (kernels/cuda/library.h), each compiled when first needed.
+  static auto* libraries = new std::array<Library, 32>;  // leaked: functions live in replayed graphs
+  const bool attention = name.rfind("loom_attention_", 0) == 0;
+  Library& lib = (*libraries)[2 * device + (attention ? 1 : 0)];
   std::lock_guard lock(lib.mu);
   if (!lib.module) {
-    const std::string& source = kernels::cuda::library_source();
-    lib.module = load_module(cached_cubin(source, device, source_words(source), "the CUDA library kernels", "", 0), device,
-                             "the CUDA library kernels");
+    const std::string& source = attention ? kernels::cuda::attention_source() : kernels::cuda::library_source();
+    const char* what = attention ? "the CUDA attention kernels" : "the CUDA library kernels";
+    lib.module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
   }
   auto it = lib.functions.find(name);
   if (it != lib.functions.end()) return it->second;

@@ -57,6 +57,8 @@ void eval_move(const EvalContext& c);
 // eval_sort_scan.cpp, reached through eval_move.
 void eval_argsort(const EvalContext& c);
 void eval_scan(const EvalContext& c);
+// eval_attention.cpp: Attention and its two gradients.
+void eval_attention(const EvalContext& c);
 
 using ir::dispatch_dtype;  // the evaluators run their typed loops through it
 

@@ -206,6 +206,7 @@ void eval_move(const EvalContext& c) {
     case Op::MatMul: matmul(c); return;
     case Op::ArgSort: eval_argsort(c); return;
     case Op::Scan: eval_scan(c); return;
+    case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV: eval_attention(c); return;
     default: c.fail("not a data-movement op the reference backend knows");
   }
 }

@@ -156,6 +156,82 @@ TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
 
+// The attention kernels are a module of their own (attention_source()):
+// it compiles too, and holds every kernel the planner names for attention.
+std::vector<Fixture> attention_calls() {
+  std::vector<Fixture> all;
+  const ScalarType bf = ScalarType::BFloat16;
+  for (int64_t d : {32, 64, 128})
+    for (int64_t mask : {0, 1}) {
+      const Dims q = dims({2, 70, d}), k = dims({2, 90, d}), rows = dims({2, 70});
+      all.emplace_back(Op::Attention, bf, dims({2 * 70 * (d + 1)}), std::vector{q, k, k}, attrs({mask}), 1);
+      all.emplace_back(Op::AttentionGradQ, bf, q, std::vector{q, k, k, q, rows, rows}, attrs({mask}), 1);
+      all.emplace_back(Op::AttentionGradKV, bf, dims({2, 90, 2 * d}), std::vector{q, k, k, q, rows, rows}, attrs({mask}), 1);
+    }
+  return all;
+}
+
+TEST(CudaAttentionSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
+  Nvrtc nvrtc;
+  if (!nvrtc.usable())
+    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
+                    "the CUDA attention kernels were not compiled";
+  Nvrtc::Program prog = nullptr;
+  ASSERT_EQ(nvrtc.create(&prog, cuda::attention_source().c_str(), "loom_attention.cu", 0, nullptr, nullptr), 0);
+  const char* options[] = {"--gpu-architecture=sm_90", "-std=c++17"};
+  const int compiled = nvrtc.compile(prog, 2, options);
+  size_t log_size = 0;
+  nvrtc.log_size(prog, &log_size);
+  std::string log(log_size, '\0');
+  nvrtc.log(prog, log.data());
+  ASSERT_EQ(compiled, 0) << "NVRTC failed on attention_source():\n" << log;
+  size_t size = 0;
+  ASSERT_EQ(nvrtc.cubin_size(prog, &size), 0);
+  std::string cubin(size, '\0');
+  ASSERT_EQ(nvrtc.cubin(prog, cubin.data()), 0);
+  nvrtc.destroy(&prog);
+  std::set<std::string> names;
+  for (const Fixture& f : attention_calls())
+    for (const cuda::Launch& l : f.plan()) names.insert(l.function);
+  EXPECT_EQ(names.size(), 18u);  // fwd, grad_q, grad_kv x 3 head dims x 2 masks
+  for (const std::string& name : names)
+    EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
+}
+
+TEST(CudaLibraryPlan, AttentionBlocksAndErrors) {
+  namespace ma = ml::attention;
+  const ScalarType bf = ScalarType::BFloat16;
+  Fixture fwd(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{dims({2, 300, 64}), dims({2, 200, 64}), dims({2, 200, 64})},
+              attrs({1}), 1);
+  auto l = fwd.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_attention_fwd_bf16_d64_causal");
+  EXPECT_EQ(l[0].grid[0], 2u);  // one block row per head
+  EXPECT_EQ(l[0].grid[1], 3u);  // 300 query rows in blocks of 128
+  EXPECT_EQ(l[0].block[0], 256u);
+  EXPECT_EQ(l[0].shared_bytes, 55296u);
+  EXPECT_EQ(l[0].meta[ma::kL], 300);
+  EXPECT_EQ(l[0].meta[ma::kS], 200);
+  EXPECT_EQ(l[0].meta[ma::kN], 2);
+  EXPECT_EQ(l[0].meta[ma::kScalarBegin], 3);
+  const Dims q = dims({2, 300, 64}), k = dims({2, 200, 64}), rows = dims({2, 300});
+  Fixture kv(Op::AttentionGradKV, bf, dims({2, 200, 128}), std::vector{q, k, k, q, rows, rows}, attrs({0}), 1);
+  l = kv.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_attention_grad_kv_bf16_d64_none");
+  EXPECT_EQ(l[0].grid[1], 4u);  // 200 keys in blocks of 64
+  EXPECT_EQ(l[0].shared_bytes, 56320u);
+  EXPECT_EQ(l[0].meta[ma::kDelta], 5);
+  // Only bfloat16 with equal head dims of 32, 64 or 128 has kernels.
+  Fixture f32(Op::Attention, ScalarType::Float, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({1}), 1);
+  EXPECT_THROW(f32.plan(), loom::Error);
+  Fixture d48(Op::Attention, bf, dims({2 * 300 * 49}), std::vector{dims({2, 300, 48}), dims({2, 200, 48}), dims({2, 200, 48})},
+              attrs({1}), 1);
+  EXPECT_THROW(d48.plan(), loom::Error);
+  Fixture missing(Op::AttentionGradQ, bf, q, std::vector{q, k, k}, attrs({1}), 1);
+  EXPECT_THROW(missing.plan(), loom::Error);
+}
+
 TEST(CudaLibrarySource, EmbedsPhiloxAndTheMetaLayout) {
   const std::string& s = cuda::library_source();
   EXPECT_NE(s.find("#line 1 \"ir/philox.h\""), std::string::npos);

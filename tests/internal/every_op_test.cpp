@@ -217,6 +217,20 @@ std::vector<Case> cases() {
                    return loom::scatter_reduce(input(dt, dev), 1, index_input(dev, {3, 9}, 37),
                                                input(dt, dev, 1, Domain::Any, {3, 9}), r, std::string(r) != "amin");
                  }});
+  // Attention: the fused op where scaled_dot_product_attention takes it
+  // (a CPU device, or 16-bit inputs on a GPU), and its two gradients.
+  c.push_back({"attention causal", [](ScalarType dt, Device dev) {
+                 return loom::scaled_dot_product_attention(input(dt, dev, 0, Domain::Any, {2, 5, 8}),
+                                                           input(dt, dev, 1, Domain::Any, {2, 7, 8}),
+                                                           input(dt, dev, 2, Domain::Any, {2, 7, 8}), std::nullopt, 0.0, true);
+               }});
+  c.push_back({"attention backward", [](ScalarType dt, Device dev) {
+                 Tensor q = input(dt, dev, 0, Domain::Any, {2, 5, 8}).detach(), k = input(dt, dev, 1, Domain::Any, {2, 7, 8}).detach();
+                 q.requires_grad_();
+                 k.requires_grad_();
+                 loom::scaled_dot_product_attention(q, k, input(dt, dev, 2, Domain::Any, {2, 7, 8}).detach()).sum().backward();
+                 return loom::cat({q.grad().reshape({-1}), k.grad().reshape({-1})}, 0);
+               }});
   c.push_back({"matmul", [](ScalarType dt, Device dev) {
                  return loom::matmul(input(dt, dev), input(dt, dev, 1, Domain::Any, {37, 5}));
                }});

@@ -26,6 +26,7 @@
 
 #include <loom/array_ref.h>
 #include <loom/cuda.h>
+#include <loom/autocast.h>
 #include <loom/autograd.h>
 #include <loom/compile.h>
 #include <loom/data.h>

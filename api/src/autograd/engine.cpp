@@ -11,6 +11,7 @@
 #include <queue>
 #include <vector>
 
+#include "api/src/autocast.h"
 #include "api/src/autograd/node.h"
 #include "api/src/record.h"
 
@@ -166,6 +167,8 @@ struct CallSite {
 };
 
 void run(Task& task, const std::vector<Edge>& roots, variable_list root_grads) {
+  // Gradients run in their forward's dtypes, even when backward() is called inside an autocast region.
+  loom::detail::autocast::Suspend no_autocast;
   const CallSite site(task.loc);
   const std::vector<Node*> nodes = discover(task, roots);
   if (task.restrict) mark_needed(task, nodes);

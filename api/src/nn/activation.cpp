@@ -4,6 +4,7 @@
 #include <loom/nn/activation.h>
 #include <loom/nn/functional.h>
 
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom::nn {
@@ -49,6 +50,7 @@ Tensor celu(const Tensor& x, const CELUFuncOptions& o, SourceLoc loc) {
 
 Tensor softplus(const Tensor& x, const SoftplusFuncOptions& o, SourceLoc loc) {
   detail::impl_of(x, "softplus", loc);
+  if (detail::autocast::wants_float(x)) return softplus(x.to(kFloat, loc), o, loc);
   const Tensor bx = x.mul(o.beta(), loc);
   // exp of a value past the threshold is never taken: the clamp keeps the
   // unused branch (and its gradient) finite.

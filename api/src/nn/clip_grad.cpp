@@ -8,23 +8,18 @@
 
 namespace loom::nn::utils {
 
-double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
-                       bool error_if_nonfinite, SourceLoc loc) {
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool error_if_nonfinite, SourceLoc loc) {
   NoGradGuard no_grad;
-  std::vector<Tensor> grads;
-  for (const Tensor& p : parameters)
-    if (p.defined() && p.grad().defined()) grads.push_back(p.grad().data());
-  if (grads.empty()) return 0.0;
-  Tensor total;
-  if (std::isinf(norm_type)) {
-    std::vector<Tensor> maxima;
-    for (const Tensor& g : grads) maxima.push_back(g.abs(loc).max(loc).to(kFloat, loc));
-    total = maxima.size() == 1 ? maxima[0] : stack(maxima, 0, loc).max(loc);
-  } else {
-    std::vector<Tensor> norms;
-    for (const Tensor& g : grads) norms.push_back(g.norm(norm_type, loc).to(kFloat, loc));
-    total = norms.size() == 1 ? norms[0] : stack(norms, 0, loc).norm(norm_type, loc);
+  std::vector<Tensor> parts;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    const Tensor g = t.data();
+    parts.push_back(std::isinf(norm_type) ? g.abs(loc).max(loc).to(kFloat, loc) : g.norm(norm_type, loc).to(kFloat, loc));
   }
+  if (parts.empty()) return loom::zeros({}, kFloat, loc);
+  Tensor total = parts.size() == 1                ? parts[0]
+                 : std::isinf(norm_type) ? stack(parts, 0, loc).max(loc)
+                                         : stack(parts, 0, loc).norm(norm_type, loc);
   if (error_if_nonfinite) {
     const double n = total.item<double>(loc);
     LOOM_CHECK(std::isfinite(n), "clip_grad_norm_", loc, "the total norm of order ", norm_type,
@@ -32,8 +27,28 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, d
                "), so it cannot be clipped. To disable this error and scale the gradients by the non-finite norm "
                "anyway, set `error_if_nonfinite=false`");
   }
-  const Tensor coef = (max_norm / (total + 1e-6)).clamp(std::nullopt, 1.0, loc);
-  for (Tensor& g : grads) g.mul_(coef.to(g.dtype(), loc), loc);
+  return total;
+}
+
+void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_norm, const Tensor& total_norm,
+                           SourceLoc loc) {
+  NoGradGuard no_grad;
+  const Tensor coef = (max_norm / (total_norm + 1e-6)).clamp(std::nullopt, 1.0, loc);
+  for (const Tensor& p : parameters)
+    if (p.defined() && p.grad().defined()) {
+      Tensor g = p.grad().data();
+      g.mul_(coef.to(g.dtype(), loc), loc);
+    }
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm, double norm_type,
+                       bool error_if_nonfinite, SourceLoc loc) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : parameters)
+    if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  const Tensor total = get_total_norm(grads, norm_type, error_if_nonfinite, loc);
+  clip_grads_with_norm_(parameters, max_norm, total, loc);
   return total.item<double>(loc);
 }
 

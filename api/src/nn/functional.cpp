@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "api/src/nn/shared.h"
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom::nn::functional {
@@ -39,6 +40,7 @@ Tensor dropout(const Tensor& x, const DropoutFuncOptions& o, SourceLoc loc) {
 
 Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& o, SourceLoc loc) {
   detail::impl_of(x, "layer_norm", loc);
+  if (detail::autocast::wants_float(x)) return layer_norm(x.to(kFloat, loc), o, loc);
   const auto& shape = o.normalized_shape();
   const int64_t k = static_cast<int64_t>(shape.size());
   bool ok = k >= 1 && x.dim() >= k;
@@ -113,9 +115,12 @@ Tensor batched(const Tensor& x, const char* op, const SourceLoc& loc) {
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o, SourceLoc loc) {
-  detail::impl_of(input, "conv2d", loc);
-  detail::impl_of(weight, "conv2d", loc);
+Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Conv2dFuncOptions& o_in, SourceLoc loc) {
+  detail::impl_of(input_in, "conv2d", loc);
+  detail::impl_of(weight_in, "conv2d", loc);
+  const Tensor input = detail::autocast::lower(input_in, loc), weight = detail::autocast::lower(weight_in, loc);
+  Conv2dFuncOptions o = o_in;
+  if (o.bias().defined()) o.bias(detail::autocast::lower(o.bias(), loc));
   Tensor x = batched(input, "conv2d", loc);
   LOOM_CHECK(weight.dim() == 4 && weight.size(1) == x.size(1), "conv2d", loc,
              "expected weight [out_channels, in_channels, kH, kW] with in_channels = ", x.size(1), " (input ",

@@ -2,6 +2,7 @@
 // differentiable loom ops.
 #include <loom/nn/functional.h>
 
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom::nn::functional {
@@ -97,18 +98,21 @@ Tensor unrows(const Tensor& loss, const Rows& r, Reduction red, const SourceLoc&
 
 }  // namespace
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& o, SourceLoc loc) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, const MSELossFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   check_pair(input, target, "mse_loss", loc);
   Tensor d = input.sub(target, 1, loc);
   return reduce(d.mul(d, loc), o.reduction(), "mse_loss", loc);
 }
 
-Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& o, SourceLoc loc) {
+Tensor l1_loss(const Tensor& input_in, const Tensor& target_in, const L1LossFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   check_pair(input, target, "l1_loss", loc);
   return reduce(input.sub(target, 1, loc).abs(loc), o.reduction(), "l1_loss", loc);
 }
 
-Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1LossFuncOptions& o, SourceLoc loc) {
+Tensor smooth_l1_loss(const Tensor& input_in, const Tensor& target_in, const SmoothL1LossFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   check_pair(input, target, "smooth_l1_loss", loc);
   LOOM_CHECK(o.beta() >= 0, "smooth_l1_loss", loc, "beta must be non-negative, got ", o.beta());
   Tensor d = input.sub(target, 1, loc).abs(loc);
@@ -117,7 +121,8 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, const SmoothL1L
   return reduce(loss, o.reduction(), "smooth_l1_loss", loc);
 }
 
-Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossFuncOptions& o, SourceLoc loc) {
+Tensor huber_loss(const Tensor& input_in, const Tensor& target_in, const HuberLossFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   check_pair(input, target, "huber_loss", loc);
   LOOM_CHECK(o.delta() > 0, "huber_loss", loc, "delta must be positive, got ", o.delta());
   Tensor d = input.sub(target, 1, loc).abs(loc);
@@ -126,13 +131,15 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossFunc
   return reduce(loss, o.reduction(), "huber_loss", loc);
 }
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& o, SourceLoc loc) {
+Tensor nll_loss(const Tensor& input_in, const Tensor& target_in, const NLLLossFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   Rows r = as_rows(input, target, true, "nll_loss", loc);
   Picked p = pick(r.input, r.target, o.weight(), o.ignore_index(), loc);
   return unrows(reduce_weighted(p, o.reduction(), "nll_loss", loc), r, o.reduction(), loc);
 }
 
-Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyFuncOptions& o, SourceLoc loc) {
+Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const CrossEntropyFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   const double eps = o.label_smoothing();
   LOOM_CHECK(eps >= 0 && eps <= 1, "cross_entropy", loc, "label_smoothing must be between 0.0 and 1.0, got ", eps);
   const bool class_target = !is_floating_point(detail::impl_of(target, "cross_entropy", loc).storage->dtype);
@@ -172,8 +179,9 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Bin
   return reduce(loss, o.reduction(), "binary_cross_entropy", loc);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+Tensor binary_cross_entropy_with_logits(const Tensor& input_in, const Tensor& target_in,
                                         const BinaryCrossEntropyWithLogitsFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   check_pair(input, target, "binary_cross_entropy_with_logits", loc);
   // PyTorch: (1 - t) x - w_pos log sigmoid(x), with log sigmoid(x) =
   // -(max(-x, 0) + log1p(exp(-|x|))) and w_pos = 1 + (pos_weight - 1) t.
@@ -185,7 +193,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   return reduce(loss, o.reduction(), "binary_cross_entropy_with_logits", loc);
 }
 
-Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivFuncOptions& o, SourceLoc loc) {
+Tensor kl_div(const Tensor& input_in, const Tensor& target_in, const KLDivFuncOptions& o, SourceLoc loc) {
+  const Tensor input = detail::autocast::to_float(input_in, loc), target = detail::autocast::to_float(target_in, loc);
   check_pair(input, target, "kl_div", loc);
   Tensor loss;
   if (o.log_target()) {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "api/src/nn/shared.h"
+#include "api/src/autocast.h"
 #include "api/src/record.h"
 
 namespace loom::nn {
@@ -132,6 +133,7 @@ Tensor instance_norm(const Tensor& input, const InstanceNormFuncOptions& o, Sour
 
 Tensor group_norm(const Tensor& input, const GroupNormFuncOptions& o, SourceLoc loc) {
   detail::impl_of(input, "group_norm", loc);
+  if (detail::autocast::wants_float(input)) return group_norm(input.to(kFloat, loc), o, loc);
   LOOM_CHECK(input.dim() >= 2, "group_norm", loc, "expected an input of at least 2 dims [N, C, ...], got ",
              describe(input));
   const int64_t n = input.size(0), c = input.size(1), g = o.num_groups();

@@ -1,5 +1,6 @@
-// loom/nn/transformer.h: attention written out as two products and a
-// softmax; the modules around it.
+// loom/nn/transformer.h: scaled_dot_product_attention (the fused op of
+// api/src/nn/attention.cpp where it applies, else two products and a
+// softmax) and the modules around it.
 #include <loom/autograd.h>
 #include <loom/functions.h>
 #include <loom/nn/functional.h>
@@ -8,6 +9,8 @@
 #include <cmath>
 #include <limits>
 
+#include "api/src/autocast.h"
+#include "api/src/nn/attention.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -25,11 +28,15 @@ Tensor repeat_heads(const Tensor& t, int64_t groups, const SourceLoc& loc) {
 }
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
-                                    const std::optional<Tensor>& attn_mask, double dropout_p, bool is_causal,
+Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in, const Tensor& value_in,
+                                    const std::optional<Tensor>& attn_mask_in, double dropout_p, bool is_causal,
                                     std::optional<double> scale, bool enable_gqa, SourceLoc loc) {
   const char* op = "scaled_dot_product_attention";
-  detail::impl_of(query, op, loc), detail::impl_of(key, op, loc), detail::impl_of(value, op, loc);
+  detail::impl_of(query_in, op, loc), detail::impl_of(key_in, op, loc), detail::impl_of(value_in, op, loc);
+  const Tensor query = detail::autocast::lower(query_in, loc), key = detail::autocast::lower(key_in, loc),
+               value = detail::autocast::lower(value_in, loc);
+  std::optional<Tensor> attn_mask = attn_mask_in;
+  if (attn_mask && attn_mask->defined()) attn_mask = detail::autocast::lower(*attn_mask, loc);
   LOOM_CHECK(query.dim() >= 2 && key.dim() >= 2 && value.dim() >= 2, op, loc,
              "query, key and value need at least 2 dims, got ", describe(query), ", ", describe(key), ", ",
              describe(value));
@@ -47,6 +54,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   }
   const int64_t l = query.size(-2), s = k.size(-2);
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
+  if (dropout_p == 0 && !(attn_mask && attn_mask->defined()) && detail::fused_attention_applies(query, k, v))
+    return detail::fused_attention(query, k, v, is_causal, sc, loc);
   Tensor scores = loom::matmul(query, k.transpose(-2, -1, loc), loc).mul(sc, loc);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {

@@ -1,8 +1,11 @@
 // Attention, as torch's: scaled_dot_product_attention (top level and in
 // nn::functional), MultiheadAttention, TransformerEncoderLayer and
-// TransformerEncoder. Attention here is written out (two products and a
-// softmax, the masks as code: causal positions are compared, not stored);
-// the fused flash-style kernels are a later step of the lowering.
+// TransformerEncoder. scaled_dot_product_attention without a mask tensor
+// and without dropout records one fused attention op (flash-style kernels
+// on every backend: keys in blocks with an online softmax, never the
+// [L, S] scores; the causal mask is code), and its gradient two more;
+// otherwise it is written out as two products and a softmax (the causal
+// mask compared, not stored; a mask tensor added or selected).
 #pragma once
 #include <functional>
 #include <optional>
@@ -25,6 +28,14 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     const std::optional<Tensor>& attn_mask = std::nullopt, double dropout_p = 0.0,
                                     bool is_causal = false, std::optional<double> scale = std::nullopt,
                                     bool enable_gqa = false, LOOM_LOC);
+
+// Whether scaled_dot_product_attention may use the fused attention op (on
+// by default; off, it is always written out), as
+// torch.backends.cuda.enable_flash_sdp, here for every device.
+namespace backends {
+void enable_flash_sdp(bool enabled);
+bool flash_sdp_enabled();
+}  // namespace backends
 
 namespace nn {
 

@@ -22,6 +22,16 @@ double clip_grad_norm_(std::initializer_list<Tensor> parameters, double max_norm
 double clip_grad_norm_(const Tensor& parameter, double max_norm, double norm_type = 2.0,
                        bool error_if_nonfinite = false, LOOM_LOC);
 
+// The two halves of clip_grad_norm_, as PyTorch (2.6 on) names them, for a
+// step that never reads the norm on the host: get_total_norm returns the
+// joint norm_type-norm of `tensors` (usually the gradients) as a 0-d float32
+// tensor, still pending; clip_grads_with_norm_ scales the gradients of
+// `parameters` by max_norm / (total_norm + 1e-6) where that is below 1, as
+// recorded ops, so clipping and the optimizer's update land in one graph.
+Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type = 2.0, bool error_if_nonfinite = false,
+                      LOOM_LOC);
+void clip_grads_with_norm_(const std::vector<Tensor>& parameters, double max_norm, const Tensor& total_norm, LOOM_LOC);
+
 // Clamps every gradient element of `parameters` to [-clip_value, clip_value]
 // in place (recorded: nothing is computed until the next sync).
 void clip_grad_value_(const std::vector<Tensor>& parameters, double clip_value, LOOM_LOC);

@@ -1,0 +1,166 @@
+// The fused attention op: scaled_dot_product_attention's path when there is
+// no mask tensor and no dropout. One Attention node computes the output and
+// each row's logsumexp (one value: out [N, L, Dv], then the logsumexps
+// [N, L], in float32, float64 for float64 inputs); its backward records
+// delta = rowsum(dout * out) as ordinary ops and AttentionGradQ and
+// AttentionGradKV, which recompute the probabilities from the logsumexp
+// (ir/ops.def). The
+// three are library kernels on every backend (runtime/reference/
+// eval_attention.cpp, kernels/cpu/attention.cpp, kernels/cuda/attention.cu).
+#include <loom/autograd.h>
+#include <loom/functions.h>
+#include <loom/nn/transformer.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <limits>
+
+#include "api/src/autograd/node.h"
+#include "api/src/nn/attention.h"
+#include "api/src/record.h"
+#include "runtime/cuda/context.h"
+
+namespace loom {
+
+namespace {
+
+using V = autograd::variable_list;
+
+ir::Dims dims3(int64_t a, int64_t b, int64_t c) {
+  const int64_t d[3] = {a, b, c};
+  return ir::Dims(d, 3);
+}
+
+std::atomic<bool> g_flash{true};
+
+// An attention node over q [N, L, D], k [N, S, D], v [N, S, Dv] (or, with
+// `grad` inputs, one of its gradients), of `shape` in the accumulation dtype.
+Tensor attention_node(ir::Op op, const std::vector<Tensor>& in, ir::Dims shape, ir::AttentionMask mask, double scale,
+                      const SourceLoc& loc) {
+  std::vector<ir::NodePtr> inputs;
+  for (const Tensor& t : in) inputs.push_back(detail::read(t, loc));
+  auto n = detail::new_node(op, ir::attention_acc(in[0].dtype()), in[0].device(), shape, std::move(inputs), loc);
+  n->attr.push_back(static_cast<int64_t>(mask));
+  n->scalar[0] = detail::rt_scalar(Scalar(scale));
+  n->num_scalars = 1;
+  return detail::wrap(std::move(n));
+}
+
+// The written-out gradients, for a backward that is itself differentiated
+// (create_graph): the fused gradient ops have no gradient of their own.
+V written_out_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
+                                   ir::AttentionMask mask, double scale, const SourceLoc& loc) {
+  Tensor s = loom::matmul(q, k.transpose(1, 2, loc), loc).mul(scale, loc);
+  if (mask == ir::AttentionMask::Causal) {
+    const TensorOptions idx = TensorOptions(kLong).device(q.device());
+    const Tensor rows = loom::arange(0, q.size(1), idx, loc).unsqueeze(1, loc);
+    s = loom::where(loom::arange(0, k.size(1), idx, loc).le(rows, loc), s, -std::numeric_limits<double>::infinity(), loc);
+  }
+  const Tensor p = loom::softmax(s, -1, std::nullopt, loc);
+  const Tensor dv = loom::matmul(p.transpose(1, 2, loc), dout, loc);
+  const Tensor dp = loom::matmul(dout, v.transpose(1, 2, loc), loc);
+  const Tensor ds = p.mul(dp.sub(dp.mul(p, loc).sum({-1}, true, std::nullopt, loc), 1, loc), loc).mul(scale, loc);
+  return {loom::matmul(ds, k, loc), loom::matmul(ds.transpose(1, 2, loc), q, loc), dv};
+}
+
+// q [N,L,D], k [N,S,D], v [N,S,Dv] -> out [N,L,Dv]; saved: q, k, v and
+// Attention's value; ints[0]: the mask; scalar: the scale.
+// The two parts of Attention's value: out [N, L, Dv] and the logsumexps [N, L].
+Tensor out_part(const Tensor& packed, int64_t n, int64_t l, int64_t dv, const SourceLoc& loc) {
+  return packed.slice(0, 0, n * l * dv, 1, loc).view({n, l, dv}, loc);
+}
+Tensor lse_part(const Tensor& packed, int64_t n, int64_t l, int64_t dv, const SourceLoc& loc) {
+  return packed.slice(0, n * l * dv, n * l * (dv + 1), 1, loc).view({n, l}, loc);
+}
+
+// q [N,L,D], k [N,S,D], v [N,S,Dv] -> out [..., L, Dv]; saved: q, k, v and
+// Attention's value; ints[0]: the mask; scalar: the scale.
+V attention_b(const detail::OpGrad& node, const Tensor& g) {
+  const SourceLoc loc = SourceLoc::current();
+  const Tensor q = node.saved(0), k = node.saved(1), v = node.saved(2), packed = node.saved(3);
+  const auto mask = static_cast<ir::AttentionMask>(node.ints[0]);
+  const double scale = node.scalar.toDouble();
+  const int64_t n = q.size(0), l = q.size(1), s = k.size(1), d = q.size(2), dv = v.size(2);
+  const Tensor dout = g.reshape({n, l, dv}, loc).to(q.dtype(), loc).contiguous(loc);  // g: the caller's [..., L, Dv]
+  if (GradMode::is_enabled()) return written_out_backward(q, k, v, dout, mask, scale, loc);
+  const Tensor out = out_part(packed, n, l, dv, loc);
+  const Tensor delta = dout.to(out.dtype(), loc).mul(out, loc).sum({-1}, false, std::nullopt, loc);
+  const std::vector<Tensor> in = {q, k, v, dout, lse_part(packed, n, l, dv, loc), delta};
+  Tensor dq, dk, dvv;
+  if (node.needs(0)) dq = attention_node(ir::Op::AttentionGradQ, in, dims3(n, l, d), mask, scale, loc).to(q.dtype(), loc);
+  if (node.needs(1) || node.needs(2)) {
+    const Tensor dkv = attention_node(ir::Op::AttentionGradKV, in, dims3(n, s, d + dv), mask, scale, loc);
+    dk = dkv.slice(2, 0, d, 1, loc).to(k.dtype(), loc);
+    dvv = dkv.slice(2, d, d + dv, 1, loc).to(v.dtype(), loc);
+  }
+  return {dq, dk, dvv};
+}
+
+}  // namespace
+
+namespace backends {
+void enable_flash_sdp(bool enabled) { g_flash.store(enabled, std::memory_order_relaxed); }
+bool flash_sdp_enabled() { return g_flash.load(std::memory_order_relaxed); }
+}  // namespace backends
+
+namespace detail {
+
+namespace {
+// The tensor-core kernels use mma.sync on bfloat16: compute capability 8.0 on.
+bool cuda_attention_kernels_ready(const Device& device) {
+  return runtime::cuda::context(std::max<int>(device.index(), 0)).sm_major >= 8;
+}
+}  // namespace
+
+bool fused_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v) {
+  if (!backends::flash_sdp_enabled()) return false;
+  if (!is_floating_point(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype()) return false;
+  if (q.device() != k.device() || q.device() != v.device() || q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim())
+    return false;
+  for (int64_t d = 0; d + 2 < q.dim(); ++d)
+    if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;  // broadcast batch dims: written out
+  if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
+  // On a GPU the fused kernels are the tensor-core ones (kernels/cuda/
+  // attention.cu): bfloat16 and equal head dims of 32, 64 or 128. Other
+  // dtypes there (float32, float64, float16) are written out on the GEMM kernels.
+  if (q.device().is_cuda())
+    return q.dtype() == kBFloat16 && q.size(-1) == v.size(-1) &&
+           (q.size(-1) == 32 || q.size(-1) == 64 || q.size(-1) == 128) && cuda_attention_kernels_ready(q.device());
+  return true;
+}
+
+Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, bool causal, double scale,
+                       const SourceLoc& loc) {
+  const int64_t l = query.size(-2), s = key.size(-2), d = query.size(-1), dv = value.size(-1);
+  const int64_t n = query.numel() / (l * d);
+  const auto mask = causal ? ir::AttentionMask::Causal : ir::AttentionMask::None;
+  // The kernels read whole [N, rows, D] buffers: a view of a fused qkv
+  // projection is copied here (the copy fuses into the projection's kernel).
+  const Tensor q = query.reshape({n, l, d}, loc).contiguous(loc), k = key.reshape({n, s, d}, loc).contiguous(loc),
+               v = value.reshape({n, s, dv}, loc).contiguous(loc);
+  std::vector<int64_t> out_shape = query.sizes().vec();
+  out_shape.back() = dv;
+  Tensor packed, out;
+  {
+    NoGradGuard no_grad;
+    const int64_t numel = n * l * (dv + 1);
+    packed = attention_node(ir::Op::Attention, {q, k, v}, ir::Dims(&numel, 1), mask, scale, loc);
+    // A tensor of its own, not a view of packed: the gradient rule attaches to it.
+    const Tensor part = out_part(packed, n, l, dv, loc);
+    out = part.dtype() == q.dtype() ? part.clone(loc) : part.to(q.dtype(), loc);
+  }
+  if (GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad()))
+    if (auto node = detail::attach("ScaledDotProductFlashAttentionBackward0", attention_b, {&q, &k, &v}, out, loc)) {
+      node->save(q);
+      node->save(k);
+      node->save(v);
+      node->save(packed);
+      node->ints.push_back(static_cast<int64_t>(mask));
+      node->scalar = Scalar(scale);
+    }
+  return out.view(out_shape, loc);
+}
+
+}  // namespace detail
+}  // namespace loom

@@ -1,0 +1,16 @@
+// The fused attention op's recording (api/src/nn/attention.cpp), for
+// scaled_dot_product_attention.
+#pragma once
+#include <loom/tensor.h>
+
+namespace loom::detail {
+
+// Whether q, k and v can take the fused op: one floating dtype and device,
+// equal batch dims, nothing empty, and backends::flash_sdp_enabled().
+bool fused_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v);
+// softmax(q kᵀ · scale (+ the causal mask)) v as one Attention node, with
+// its gradient rule. q [..., L, D], k [..., S, D], v [..., S, Dv].
+Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                       const SourceLoc& loc);
+
+}  // namespace loom::detail

@@ -1,0 +1,115 @@
+// loom's entry points to the attention kernels (kernels/cuda/attention.cu):
+// Attention, AttentionGradQ and AttentionGradKV as library calls, with the
+// library's parameters (LOOM_ATTENTION_PARAMS: bufs, fs, is, err, meta)
+// and their meta laid out as meta_layout.h's `attention` says. The build
+// embeds bfloat16.cuh, meta_layout.h, attention.cu and this file as one
+// NVRTC source (kAttentionSource), compiled on a GPU the first time an
+// attention op runs there, apart from the other library kernels so that
+// programs without attention never pay for its compile.
+//
+// A call's tensors are whole buffers: q, k, v and dout [N, rows, D] bf16,
+// N = batch * heads taken as the kernels' B with H = 1; the outputs are
+// float32 (kernels' o32 / dq32 / dk32 / dv32): Attention's value is out
+// [N, L, D] then the logsumexps [N, L] (the kernels' lse); AttentionGradKV's
+// rows are [dk | dv], 2D floats a row. delta (rowsum(dout * out)) comes
+// computed by the caller, so the kernels' own preprocess is not used.
+
+#define LOOM_ATTENTION_PARAMS \
+  void *const *bufs, const double *fs, const long long *is, long long *err, const long long *meta
+
+namespace loom_attention_library {
+
+namespace ml = loom::kernels::cuda::meta_layout::attention;
+
+template <class T>
+__device__ __forceinline__ T* buffer(void* const* bufs, const long long* is, long long id, long long offset) {
+  return (T*)bufs[id] + loom::kernels::cuda::meta_layout::element_offset(offset, is);
+}
+
+// The arguments every kernel reads: q, k, v, the sizes and the scale.
+template <int D>
+__device__ __forceinline__ LoomAttnArgs common(void* const* bufs, const double* fs, const long long* is,
+                                               const long long* meta) {
+  LoomAttnArgs a = {};
+  const long long L = meta[ml::kL], S = meta[ml::kS];
+  a.q = buffer<const unsigned short>(bufs, is, meta[ml::kQ], meta[ml::kQOffset]);
+  a.k = buffer<const unsigned short>(bufs, is, meta[ml::kK], meta[ml::kKOffset]);
+  a.v = buffer<const unsigned short>(bufs, is, meta[ml::kV], meta[ml::kVOffset]);
+  a.q_b = L * D, a.q_h = 0, a.q_s = D;
+  a.k_b = S * D, a.k_h = 0, a.k_s = D;
+  a.v_b = S * D, a.v_h = 0, a.v_s = D;
+  a.L = L, a.S = S, a.H = 1;
+  a.scale = (float)fs[meta[ml::kScalarBegin]];
+  return a;
+}
+
+template <int D>
+__device__ __forceinline__ LoomAttnArgs backward(void* const* bufs, const double* fs, const long long* is,
+                                                 const long long* meta) {
+  LoomAttnArgs a = common<D>(bufs, fs, is, meta);
+  a.dout = buffer<const unsigned short>(bufs, is, meta[ml::kDout], meta[ml::kDoutOffset]);
+  a.do_b = a.L * D, a.do_h = 0, a.do_s = D;
+  a.lse = buffer<float>(bufs, is, meta[ml::kLse], meta[ml::kLseOffset]);
+  a.delta = buffer<float>(bufs, is, meta[ml::kDelta], meta[ml::kDeltaOffset]);
+  return a;
+}
+
+template <int D, class Mask>
+__device__ __forceinline__ void fwd(void* const* bufs, const double* fs, const long long* is, const long long* meta) {
+  static_assert(LoomAttnFwd<D, Mask>::BM == ml::kFwdRows && LoomAttnFwd<D, Mask>::THREADS == ml::kFwdThreads &&
+                    LoomAttnFwd<D, Mask>::SMEM_BYTES == ml::fwd_shared_bytes(D),
+                "meta_layout.h's attention tiles differ from LoomAttnFwd's");
+  LoomAttnArgs a = common<D>(bufs, fs, is, meta);
+  float* value = buffer<float>(bufs, is, meta[ml::kOut], 0);
+  a.o32 = value, a.o_b = a.L * D, a.o_h = 0, a.o_s = D;
+  a.lse = value + meta[ml::kN] * a.L * D;
+  LoomAttnFwd<D, Mask>::run(a, Mask{});
+}
+
+template <int D, class Mask>
+__device__ __forceinline__ void grad_q(void* const* bufs, const double* fs, const long long* is, const long long* meta) {
+  static_assert(LoomAttnBwdQ<D, Mask>::BM == ml::kBwdRows && LoomAttnBwdQ<D, Mask>::THREADS == ml::kBwdThreads &&
+                    LoomAttnBwdQ<D, Mask>::SMEM_BYTES == ml::grad_q_shared_bytes(D),
+                "meta_layout.h's attention tiles differ from LoomAttnBwdQ's");
+  LoomAttnArgs a = backward<D>(bufs, fs, is, meta);
+  a.dq32 = buffer<float>(bufs, is, meta[ml::kOut], 0);
+  a.dq_b = a.L * D, a.dq_h = 0, a.dq_s = D;
+  LoomAttnBwdQ<D, Mask>::run(a, Mask{});
+}
+
+template <int D, class Mask>
+__device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, const long long* is, const long long* meta) {
+  static_assert(LoomAttnBwdKV<D, Mask>::BN == ml::kBwdRows && LoomAttnBwdKV<D, Mask>::THREADS == ml::kBwdThreads &&
+                    LoomAttnBwdKV<D, Mask>::SMEM_BYTES == ml::grad_kv_shared_bytes(D),
+                "meta_layout.h's attention tiles differ from LoomAttnBwdKV's");
+  LoomAttnArgs a = backward<D>(bufs, fs, is, meta);
+  float* dkv = buffer<float>(bufs, is, meta[ml::kOut], 0);
+  a.dk32 = dkv, a.dv32 = dkv + D;
+  a.dk_b = a.dv_b = a.S * 2 * D, a.dk_h = a.dv_h = 0, a.dk_s = a.dv_s = 2 * D;
+  LoomAttnBwdKV<D, Mask>::run(a, Mask{});
+}
+
+}  // namespace loom_attention_library
+
+// loom_attention_{fwd,grad_q,grad_kv}_bf16_d<D>_<mask>.
+#define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK)                                                              \
+  extern "C" __global__ void __launch_bounds__(LoomAttnFwd<D, MASK>::THREADS, LoomAttnFwd<D, MASK>::MIN_BLOCKS)    \
+      loom_attention_fwd_bf16_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                                \
+    loom_attention_library::fwd<D, MASK>(bufs, fs, is, meta);                                                      \
+  }                                                                                                                \
+  extern "C" __global__ void __launch_bounds__(LoomAttnBwdQ<D, MASK>::THREADS, LoomAttnBwdQ<D, MASK>::MIN_BLOCKS)  \
+      loom_attention_grad_q_bf16_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                             \
+    loom_attention_library::grad_q<D, MASK>(bufs, fs, is, meta);                                                   \
+  }                                                                                                                \
+  extern "C" __global__ void __launch_bounds__(LoomAttnBwdKV<D, MASK>::THREADS, LoomAttnBwdKV<D, MASK>::MIN_BLOCKS) \
+      loom_attention_grad_kv_bf16_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                            \
+    loom_attention_library::grad_kv<D, MASK>(bufs, fs, is, meta);                                                  \
+  }
+
+LOOM_ATTENTION_LIBRARY_ENTRIES(32, none, LoomAttnNoMask)
+LOOM_ATTENTION_LIBRARY_ENTRIES(32, causal, LoomAttnCausal)
+LOOM_ATTENTION_LIBRARY_ENTRIES(64, none, LoomAttnNoMask)
+LOOM_ATTENTION_LIBRARY_ENTRIES(64, causal, LoomAttnCausal)
+LOOM_ATTENTION_LIBRARY_ENTRIES(128, none, LoomAttnNoMask)
+LOOM_ATTENTION_LIBRARY_ENTRIES(128, causal, LoomAttnCausal)
+#undef LOOM_ATTENTION_LIBRARY_ENTRIES
