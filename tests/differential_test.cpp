@@ -1162,8 +1162,20 @@ class Generator {
             sx + ".var(" + ds + ", unbiased=" + (unbiased ? "true" : "false") + ", " + ks + ")");
         return true;
       }
-      case 7: {  // logsumexp
+      case 7: {  // logsumexp, or (from later_) self-attention over the last two dims
         Tensor f = floating(x, sx);
+        if (r >= 2 && f.numel() > 0 && later_coin()) {
+          // q = k = v = tanh(x): the scores stay within the head dim, and the
+          // output is a weighted mean of values in [-1, 1], whose error is the
+          // dot products' and sums' rounding: a few ulp of 1 per level of each.
+          const bool causal = later_coin();
+          const Tensor q = jitter(f).tanh();
+          Tensor out = loom::scaled_dot_product_attention(q, q, q, std::nullopt, 0.0, causal);
+          add(jitter_absolute(out, 4 * log_sum_ulps(s[r - 2] * s[r - 1])), noisy_op(out.dtype(), x.noise),
+              "scaled_dot_product_attention(tanh(" + sx + "), tanh(" + sx + "), tanh(" + sx + "), {}, 0.0, " +
+                  (causal ? "true" : "false") + ")");
+          return true;
+        }
         Tensor out = jitter(f).logsumexp(dims, keep);
         add(jitter_absolute(out, log_sum_ulps(f.numel() / std::max<int64_t>(out.numel(), 1))), noisy_op(out.dtype(), x.noise),
             sx + ".logsumexp(" + ds + ", " + ks + ")");

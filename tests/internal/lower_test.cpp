@@ -179,7 +179,14 @@ TEST(Lower, CrossEntropysCountStaysOffItsGradientsPath) {
   auto loss = loom::nn::functional::cross_entropy(logits, t);
   loss.backward();
   KernelProgram p = lower_outputs({loss, logits.grad()});
-  EXPECT_EQ(generated(p), 4u) << loom::ir::to_string(p);  // log_softmax; count; loss; gradient
+  // The rows' max and sum of exps; their logsumexp (read by the loss and the
+  // gradient, so stored: [256] floats); count; loss; gradient, recomputed
+  // from the logits. No [256, 10] value is stored but the gradient.
+  EXPECT_EQ(generated(p), 5u) << loom::ir::to_string(p);
+  size_t stored = 0;
+  for (const auto& b : p.buffers)
+    if (b.numel == 2560) ++stored;
+  EXPECT_EQ(stored, 2u) << loom::ir::to_string(p);  // the logits and their gradient
   EXPECT_EQ(p.library_calls.size(), 0u);
 }
 

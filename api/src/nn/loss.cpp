@@ -2,7 +2,11 @@
 // differentiable loom ops.
 #include <loom/nn/functional.h>
 
+#include <loom/autograd.h>
+#include <loom/functions.h>
+
 #include "api/src/autocast.h"
+#include "api/src/autograd/node.h"
 #include "api/src/record.h"
 
 namespace loom::nn::functional {
@@ -43,6 +47,41 @@ Picked pick(const Tensor& log_probs, const Tensor& target, const Tensor& class_w
   Tensor w = valid.to(log_probs.dtype(), loc);
   if (class_weight.defined()) w = w.mul(class_weight.index_select(0, safe, loc), loc);
   return {picked.neg(loc).mul(w, loc), w};
+}
+
+// Class indices without class weights or smoothing, the common case (a
+// language model's loss over its vocabulary): each row's loss is
+// logsumexp(x_i) - x_i[t_i], and its gradient (softmax(x_i) - onehot(t_i))
+// times the row's incoming gradient, one elementwise expression over x
+// recomputed from x and the saved logsumexp. Nothing of x's size is kept
+// between forward and backward but x itself (often a cast of the logits,
+// which the lowering recomputes where it is read): no log-probabilities,
+// no softmax.
+autograd::variable_list rows_from_logits_b(const detail::OpGrad& node, const Tensor& g) {
+  const Tensor x = node.saved(0), lse = node.saved(1), target = node.saved(2);
+  const Tensor classes = arange(x.size(1), TensorOptions(kLong).device(x.device()));
+  const Tensor onehot = classes.unsqueeze(0).eq(target.unsqueeze(1)).to(x.dtype());
+  const Tensor softmax = x.sub(lse.unsqueeze(1)).exp();
+  return {softmax.sub(onehot).mul(g.to(x.dtype()).unsqueeze(1))};
+}
+
+Picked pick_from_logits(const Tensor& x, const Tensor& target, int64_t ignore_index, const SourceLoc& loc) {
+  const Tensor valid = target.ne(ignore_index, loc);
+  const Tensor safe = where(valid, target, Scalar(int64_t{0}), loc);
+  Tensor rows, lse;
+  {
+    NoGradGuard no_grad;
+    lse = x.logsumexp({1}, false, loc);
+    rows = lse.sub(x.gather(1, safe.unsqueeze(1, loc), loc).squeeze(1, loc), 1, loc);
+  }
+  if (GradMode::is_enabled() && x.requires_grad())
+    if (auto node = detail::attach("CrossEntropyLossBackward0", rows_from_logits_b, {&x}, rows, loc)) {
+      node->save(x);
+      node->save(lse);
+      node->save(safe);
+    }
+  const Tensor w = valid.to(x.dtype(), loc);
+  return {rows.mul(w, loc), w};
 }
 
 Tensor reduce_weighted(const Picked& p, Reduction r, const char* op, const SourceLoc& loc) {
@@ -145,6 +184,10 @@ Tensor cross_entropy(const Tensor& input_in, const Tensor& target_in, const Cros
   const bool class_target = !is_floating_point(detail::impl_of(target, "cross_entropy", loc).storage->dtype);
   Rows r = as_rows(input, target, class_target, "cross_entropy", loc);
   const int64_t classes = r.input.size(1);
+  if (class_target && eps == 0 && !o.weight().defined()) {
+    Picked p = pick_from_logits(r.input, r.target, o.ignore_index(), loc);
+    return unrows(reduce_weighted(p, o.reduction(), "cross_entropy", loc), r, o.reduction(), loc);
+  }
   Tensor log_probs = r.input.log_softmax(1, std::nullopt, loc);
   Tensor row_weight = o.weight().defined() ? o.weight().view({1, classes}, loc) : Tensor();
   if (!class_target) {
