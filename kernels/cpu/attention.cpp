@@ -9,11 +9,18 @@
 // Statistics and sums are float32 (float64 for float64 inputs); bfloat16
 // and float16 inputs are widened once per task. The semantics are the
 // reference backend's (runtime/reference/eval_attention.cpp).
+//
+// The inner loops have no reductions: a block's keys are transposed once
+// ([D, keys]), so a row's scores are D multiply-adds across 64 keys at a
+// time, and value rows are added across D; the float32 forms are compiled
+// for AVX-512, AVX2 and the baseline, picked at run time (target_clones).
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -38,12 +45,92 @@ void widen(const T* src, int64_t r0, int64_t r1, int64_t width, std::vector<A>& 
   for (int64_t x = 0; x < (r1 - r0) * width; ++x) dst[static_cast<size_t>(x)] = static_cast<A>(src[r0 * width + x]);
 }
 
+// Rows [r0, r1) of a [rows, width] slab of A (already widened, rows from 0),
+// transposed to [width, r1 - r0].
 template <class A>
-A dot(const A* a, const A* b, int64_t n) {
-  A s = 0;
-  for (int64_t c = 0; c < n; ++c) s += a[c] * b[c];
-  return s;
+void transpose(const A* src, int64_t r0, int64_t r1, int64_t width, std::vector<A>& dst) {
+  const int64_t n = r1 - r0;
+  dst.resize(static_cast<size_t>(width * n));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t e = 0; e < width; ++e) dst[static_cast<size_t>(e * n + r)] = src[(r0 + r) * width + e];
 }
+
+// out[j] = sum_e x[e] * mt[e * n + j], j < n: x against n columns.
+template <class A>
+void dot_columns(const A* __restrict x, const A* __restrict mt, int64_t d, int64_t n, A* __restrict out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = 0;
+  for (int64_t e = 0; e < d; ++e) {
+    const A xe = x[e];
+    const A* row = mt + e * n;
+    for (int64_t j = 0; j < n; ++j) out[j] += xe * row[j];
+  }
+}
+// acc[c] += sum_j w[j] * m[j * width + c]: rows of m weighted into acc.
+template <class A>
+void add_rows(const A* __restrict w, const A* __restrict m, int64_t n, int64_t width, A* __restrict acc) {
+  for (int64_t j = 0; j < n; ++j) {
+    const A wj = w[j];
+    if (wj == 0) continue;
+    const A* row = m + j * width;
+    for (int64_t c = 0; c < width; ++c) acc[c] += wj * row[c];
+  }
+}
+// out[j * width + c] += w[j] * x[c]: a rank-one update of n rows.
+template <class A>
+void add_outer(const A* __restrict w, const A* __restrict x, int64_t n, int64_t width, A* __restrict out) {
+  for (int64_t j = 0; j < n; ++j) {
+    const A wj = w[j];
+    if (wj == 0) continue;
+    A* row = out + j * width;
+    for (int64_t c = 0; c < width; ++c) row[c] += wj * x[c];
+  }
+}
+
+// x[j] = exp(x[j]) for a block, in float32: 2^round(x log2 e) times a
+// degree-6 polynomial of the remainder (within 2 ulp of std::exp), 0 below
+// -87.3 (so -inf, a masked score, gives exactly 0). Branch-free, so the
+// block is vectorized where std::exp is a call per element.
+inline float exp_f32(float x) {
+  const float xc = std::min(std::max(x, -87.3f), 88.0f);
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  const float r = (xc - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, 4);
+  return x < -87.3f ? 0.0f : p * two_n;
+}
+
+#define LOOM_ATTENTION_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+LOOM_ATTENTION_CLONES void exp_block_f32(float* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) x[j] = exp_f32(x[j]);
+}
+LOOM_ATTENTION_CLONES void dot_columns_f32(const float* x, const float* mt, int64_t d, int64_t n, float* out) {
+  dot_columns(x, mt, d, n, out);
+}
+LOOM_ATTENTION_CLONES void add_rows_f32(const float* w, const float* m, int64_t n, int64_t width, float* acc) {
+  add_rows(w, m, n, width, acc);
+}
+LOOM_ATTENTION_CLONES void add_outer_f32(const float* w, const float* x, int64_t n, int64_t width, float* out) {
+  add_outer(w, x, n, width, out);
+}
+#undef LOOM_ATTENTION_CLONES
+void exp_block_any(float* x, int64_t n) { exp_block_f32(x, n); }
+void exp_block_any(double* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) x[j] = std::exp(x[j]);
+}
+void dot_columns_any(const float* x, const float* mt, int64_t d, int64_t n, float* out) { dot_columns_f32(x, mt, d, n, out); }
+void dot_columns_any(const double* x, const double* mt, int64_t d, int64_t n, double* out) { dot_columns(x, mt, d, n, out); }
+void add_rows_any(const float* w, const float* m, int64_t n, int64_t width, float* acc) { add_rows_f32(w, m, n, width, acc); }
+void add_rows_any(const double* w, const double* m, int64_t n, int64_t width, double* acc) { add_rows(w, m, n, width, acc); }
+void add_outer_any(const float* w, const float* x, int64_t n, int64_t width, float* out) { add_outer_f32(w, x, n, width, out); }
+void add_outer_any(const double* w, const double* x, int64_t n, int64_t width, double* out) { add_outer(w, x, n, width, out); }
 
 // The last key (exclusive) any of rows [i0, i1) can see.
 int64_t key_end(ir::AttentionMask mask, int64_t i1, int64_t s) {
@@ -56,7 +143,7 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
   A* const lse_out = out + g.n * g.l * g.dv;
   const A neg_inf = -std::numeric_limits<A>::infinity();
   tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, g.n, 1, 0, (g.l + kRows - 1) / kRows, 1), [&](const auto& r) {
-    std::vector<A> qs, ks, vs, acc, m, l, p(static_cast<size_t>(kKeys));
+    std::vector<A> qs, ks, kt, vs, acc, m, l, p(static_cast<size_t>(kKeys));
     for (int64_t n = r.rows().begin(); n < r.rows().end(); ++n)
       for (int64_t blk = r.cols().begin(); blk < r.cols().end(); ++blk) {
         const int64_t i0 = blk * kRows, i1 = std::min(g.l, i0 + kRows), rows = i1 - i0;
@@ -68,14 +155,15 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
         m.assign(static_cast<size_t>(rows), neg_inf);
         l.assign(static_cast<size_t>(rows), A(0));
         for (int64_t j0 = 0; j0 < s_end; j0 += kKeys) {
-          const int64_t j1 = std::min(s_end, j0 + kKeys);
+          const int64_t j1 = std::min(s_end, j0 + kKeys), nk = j1 - j0;
+          transpose(ks.data(), j0, j1, g.d, kt);
           for (int64_t i = i0; i < i1; ++i) {
             const size_t ri = static_cast<size_t>(i - i0);
-            const A* qi = &qs[ri * static_cast<size_t>(g.d)];
+            dot_columns_any(&qs[ri * static_cast<size_t>(g.d)], kt.data(), g.d, nk, p.data());
             A block_max = neg_inf;
             for (int64_t j = j0; j < j1; ++j) {
-              A sc = ir::attention_visible(mask, i, j) ? dot(qi, &ks[static_cast<size_t>(j * g.d)], g.d) * scale : neg_inf;
-              p[static_cast<size_t>(j - j0)] = sc;
+              A& sc = p[static_cast<size_t>(j - j0)];
+              sc = ir::attention_visible(mask, i, j) ? sc * scale : neg_inf;
               block_max = std::max(block_max, sc);
             }
             if (block_max == neg_inf) continue;  // nothing visible in this block
@@ -83,13 +171,11 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
             const A correction = std::exp(m[ri] - m_new);  // exp(-inf) = 0 on a row's first block
             A* a = &acc[ri * static_cast<size_t>(g.dv)];
             for (int64_t e = 0; e < g.dv; ++e) a[e] *= correction;
+            for (int64_t j = 0; j < nk; ++j) p[static_cast<size_t>(j)] -= m_new;
+            exp_block_any(p.data(), nk);
             A sum = 0;
-            for (int64_t j = j0; j < j1; ++j) {
-              const A pj = std::exp(p[static_cast<size_t>(j - j0)] - m_new);
-              sum += pj;
-              const A* vj = &vs[static_cast<size_t>(j * g.dv)];
-              for (int64_t e = 0; e < g.dv; ++e) a[e] += pj * vj[e];
-            }
+            for (int64_t j = 0; j < nk; ++j) sum += p[static_cast<size_t>(j)];
+            add_rows_any(p.data(), &vs[static_cast<size_t>(j0 * g.dv)], nk, g.dv, a);
             l[ri] = l[ri] * correction + sum;
             m[ri] = m_new;
           }
@@ -106,7 +192,10 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
 }
 
 // dq (grad_q) or [dk | dv] for one task's rows, from the forward's
-// logsumexp and delta = rowsum(dout * out), both [N, L].
+// logsumexp and delta = rowsum(dout * out), both [N, L]. Per query row and
+// block of keys: s = q kᵀ and dp = dout vᵀ against the transposed block,
+// p = exp(s * scale - lse), ds = p (dp - delta) scale; then dq += ds k, or
+// dk += ds q and dv += p dout by rank-one updates of the block's rows.
 template <class T, class A>
 void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in, const A* delta_in, A* out,
               const Dims3& g, A scale, ir::AttentionMask mask, bool grad_q) {
@@ -114,7 +203,7 @@ void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in
   const int64_t width = grad_q ? g.d : g.d + g.dv;
   const A neg_inf = -std::numeric_limits<A>::infinity();
   tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, g.n, 1, 0, (rows_total + kRows - 1) / kRows, 1), [&](const auto& r) {
-    std::vector<A> qs, ks, vs, gos, lse, delta, grad;
+    std::vector<A> qs, ks, vs, kt, vt, gos, grad, dk, dv, s(static_cast<size_t>(kKeys)), dp(static_cast<size_t>(kKeys));
     for (int64_t n = r.rows().begin(); n < r.rows().end(); ++n)
       for (int64_t blk = r.cols().begin(); blk < r.cols().end(); ++blk) {
         const int64_t b0 = blk * kRows, b1 = std::min(rows_total, b0 + kRows);
@@ -127,34 +216,45 @@ void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in
         widen(dout + n * g.l * g.dv, i0, i1, g.dv, gos);
         widen(k + n * g.s * g.d, j0, j1, g.d, ks);
         widen(v + n * g.s * g.dv, j0, j1, g.dv, vs);
-        lse.resize(static_cast<size_t>(i1 - i0));
-        delta.resize(static_cast<size_t>(i1 - i0));
-        for (int64_t i = i0; i < i1; ++i) {
-          lse[static_cast<size_t>(i - i0)] = lse_in[n * g.l + i];
-          delta[static_cast<size_t>(i - i0)] = delta_in[n * g.l + i];
-        }
         grad.assign(static_cast<size_t>((b1 - b0) * width), A(0));
-        for (int64_t i = i0; i < i1; ++i) {
-          const size_t ri = static_cast<size_t>(i - i0);
-          if (lse[ri] == neg_inf) continue;  // a row that saw no key
-          const A* qi = &qs[ri * static_cast<size_t>(g.d)];
-          const A* goi = &gos[ri * static_cast<size_t>(g.dv)];
-          for (int64_t j = j0; j < j1; ++j) {
-            if (!ir::attention_visible(mask, i, j)) continue;
-            const size_t rj = static_cast<size_t>(j - j0);
-            const A* kj = &ks[rj * static_cast<size_t>(g.d)];
-            const A p = std::exp(dot(qi, kj, g.d) * scale - lse[ri]);
-            const A ds = p * (dot(goi, &vs[rj * static_cast<size_t>(g.dv)], g.dv) - delta[ri]) * scale;
+        dk.assign(grad_q ? 0 : static_cast<size_t>((j1 - j0) * g.d), A(0));
+        dv.assign(grad_q ? 0 : static_cast<size_t>((j1 - j0) * g.dv), A(0));
+        for (int64_t c0 = j0; c0 < j1; c0 += kKeys) {
+          const int64_t c1 = std::min(j1, c0 + kKeys), nk = c1 - c0;
+          transpose(ks.data(), c0 - j0, c1 - j0, g.d, kt);
+          transpose(vs.data(), c0 - j0, c1 - j0, g.dv, vt);
+          for (int64_t i = i0; i < i1; ++i) {
+            const size_t ri = static_cast<size_t>(i - i0);
+            const A lse = lse_in[n * g.l + i], delta = delta_in[n * g.l + i];
+            if (lse == neg_inf) continue;  // a row that saw no key
+            const A* qi = &qs[ri * static_cast<size_t>(g.d)];
+            const A* goi = &gos[ri * static_cast<size_t>(g.dv)];
+            dot_columns_any(qi, kt.data(), g.d, nk, s.data());
+            dot_columns_any(goi, vt.data(), g.dv, nk, dp.data());
+            bool any = false;
+            for (int64_t j = 0; j < nk; ++j) {
+              const size_t x = static_cast<size_t>(j);
+              const bool visible = ir::attention_visible(mask, i, c0 + j);
+              s[x] = visible ? s[x] * scale - lse : neg_inf;
+              any = any || visible;
+            }
+            if (!any) continue;
+            exp_block_any(s.data(), nk);  // p
+            for (int64_t j = 0; j < nk; ++j) dp[static_cast<size_t>(j)] = s[static_cast<size_t>(j)] * (dp[static_cast<size_t>(j)] - delta) * scale;  // ds
             if (grad_q) {
-              A* dq = &grad[ri * static_cast<size_t>(width)];
-              for (int64_t e = 0; e < g.d; ++e) dq[e] += ds * kj[e];
+              add_rows_any(dp.data(), &ks[static_cast<size_t>((c0 - j0) * g.d)], nk, g.d,
+                           &grad[ri * static_cast<size_t>(width)]);
             } else {
-              A* dkv = &grad[rj * static_cast<size_t>(width)];
-              for (int64_t e = 0; e < g.d; ++e) dkv[e] += ds * qi[e];
-              for (int64_t e = 0; e < g.dv; ++e) dkv[g.d + e] += p * goi[e];
+              add_outer_any(dp.data(), qi, nk, g.d, &dk[static_cast<size_t>((c0 - j0) * g.d)]);
+              add_outer_any(s.data(), goi, nk, g.dv, &dv[static_cast<size_t>((c0 - j0) * g.dv)]);
             }
           }
         }
+        if (!grad_q)
+          for (int64_t j = 0; j < j1 - j0; ++j) {
+            std::copy_n(&dk[static_cast<size_t>(j * g.d)], g.d, &grad[static_cast<size_t>(j * width)]);
+            std::copy_n(&dv[static_cast<size_t>(j * g.dv)], g.dv, &grad[static_cast<size_t>(j * width + g.d)]);
+          }
         std::copy(grad.begin(), grad.end(), out + (n * rows_total + b0) * width);
       }
   });
