@@ -10,16 +10,26 @@ namespace loom::nn::utils {
 
 Tensor get_total_norm(const std::vector<Tensor>& tensors, double norm_type, bool error_if_nonfinite, SourceLoc loc) {
   NoGradGuard no_grad;
-  std::vector<Tensor> parts;
+  // Each tensor's part (its largest |g|, or its sum of |g|^p) folded into
+  // one 0-d total by a chain of scalar ops, and the root taken once: the
+  // same norm as the norm of the stacked per-tensor norms, without a
+  // concatenation of as many scalars as there are tensors (a copy launch
+  // each on a GPU).
+  Tensor total;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
     const Tensor g = t.data();
-    parts.push_back(std::isinf(norm_type) ? g.abs(loc).max(loc).to(kFloat, loc) : g.norm(norm_type, loc).to(kFloat, loc));
+    Tensor part;
+    if (std::isinf(norm_type)) part = g.abs(loc).max(loc).to(kFloat, loc);
+    else if (norm_type == 2) part = g.to(kFloat, loc).square(loc).sum(loc);
+    else if (norm_type == 1) part = g.to(kFloat, loc).abs(loc).sum(loc);
+    else if (norm_type == 0) part = g.ne(0, loc).to(kFloat, loc).sum(loc);  // how many are nonzero
+    else part = g.to(kFloat, loc).abs(loc).pow(norm_type, loc).sum(loc);
+    total = !total.defined() ? part : std::isinf(norm_type) ? loom::maximum(total, part, loc) : total.add(part, 1, loc);
   }
-  if (parts.empty()) return loom::zeros({}, kFloat, loc);
-  Tensor total = parts.size() == 1                ? parts[0]
-                 : std::isinf(norm_type) ? stack(parts, 0, loc).max(loc)
-                                         : stack(parts, 0, loc).norm(norm_type, loc);
+  if (!total.defined()) return loom::zeros({}, kFloat, loc);
+  if (!std::isinf(norm_type) && norm_type != 1 && norm_type != 0)
+    total = norm_type == 2 ? total.sqrt(loc) : total.pow(1.0 / norm_type, loc);
   if (error_if_nonfinite) {
     const double n = total.item<double>(loc);
     LOOM_CHECK(std::isfinite(n), "clip_grad_norm_", loc, "the total norm of order ", norm_type,
