@@ -23,33 +23,7 @@
 #include <cublas_v2.h>
 #endif
 
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                        \
-    }                                                                                      \
-  } while (0)
-
-// ---------------------------------------------------------------------------
-// Host bfloat16, written differently from the device helpers (choose between
-// the two neighbours by the dropped half) so that one checks the other.
-
-static float bf16_to_float(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-static uint16_t float_to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if (std::isnan(f)) return uint16_t((u >> 16) | 0x40);
-  const uint32_t down = u >> 16, rest = u & 0xffff;
-  const bool up = rest > 0x8000 || (rest == 0x8000 && (down & 1));
-  return uint16_t(down + (up ? 1 : 0));  // a carry into the exponent is the right rounding (up to infinity)
-}
+#include "micro_host.h"
 
 __global__ void convert_kernel(const float* x, uint16_t* h, float* back, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;

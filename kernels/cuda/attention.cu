@@ -349,6 +349,24 @@ __device__ __forceinline__ void loom_attn_store_rows_f32(const float (&c)[D / 8]
   }
 }
 
+// The first query row of this block (blockIdx.y): the last query tiles
+// first, since under a causal mask they have the most keys, and starting
+// them early keeps the tail of the grid short.
+template <int BM>
+__device__ __forceinline__ long long loom_attn_query_block(long long L) {
+  return ((L + BM - 1) / BM - 1 - (long long)blockIdx.y) * BM;
+}
+// The key tiles [t0, t1) of BN keys that query rows [q0, qlast] may see.
+template <int BN, class Mask>
+__device__ __forceinline__ void loom_attn_key_tiles(const Mask& mask, long long q0, long long qlast, long long S,
+                                                    long long& t0, long long& t1) {
+  long long kb = mask.key_begin(q0, qlast), ke = mask.key_end(q0, qlast);
+  kb = kb < 0 ? 0 : kb;
+  ke = ke > S ? S : ke;
+  t0 = kb / BN;
+  t1 = ke > kb ? (ke + BN - 1) / BN : t0;
+}
+
 // What a (query block, key block) pair needs: 0 = nothing (every pair
 // hidden), 1 = a per-element mask test, 2 = no test (every pair visible).
 // [i0, i1] and [j0, j1] inclusive, clipped to L and S.
@@ -443,18 +461,13 @@ struct LoomAttnFwd {
     unsigned short* sV = sK + 2 * KV_ELEMS;
     const long long L = a.L, S = a.S;
     const long long bh = blockIdx.x, b = bh / a.H, h = bh - b * a.H;
-    // Last query tiles first: under a causal mask they have the most keys,
-    // and starting them early keeps the tail of the grid short.
-    const long long q0 = ((L + BM - 1) / BM - 1 - (long long)blockIdx.y) * BM;
-    const long long qlast = (q0 + BM < L ? q0 + BM : L) - 1;
+    const long long q0 = loom_attn_query_block<BM>(L), qlast = (q0 + BM < L ? q0 + BM : L) - 1;
     const Mask mask = mask_all.for_head(b, h);
     const unsigned short* q = a.q + b * a.q_b + h * a.q_h;
     const unsigned short* k = a.k + b * a.k_b + h * a.k_h;
     const unsigned short* v = a.v + b * a.v_b + h * a.v_h;
-    long long kb = mask.key_begin(q0, qlast), ke = mask.key_end(q0, qlast);
-    kb = kb < 0 ? 0 : kb;
-    ke = ke > S ? S : ke;
-    const long long t0 = kb / BN, t1 = ke > kb ? (ke + BN - 1) / BN : t0;
+    long long t0, t1;
+    loom_attn_key_tiles<BN>(mask, q0, qlast, S, t0, t1);
 
     loom_attn_load_rows<BM, D, THREADS>(sQ, q, a.q_s, q0, L);
     if (t0 < t1) loom_attn_load_rows<BN, D, THREADS>(sK, k, a.k_s, t0 * BN, S);
@@ -831,15 +844,12 @@ struct LoomAttnBwdQ {
     unsigned short* sV = sK + 2 * KV_ELEMS;
     const long long L = a.L, S = a.S;
     const long long bh = blockIdx.x, b = bh / a.H, h = bh - b * a.H;
-    const long long q0 = ((L + BM - 1) / BM - 1 - (long long)blockIdx.y) * BM;
-    const long long qlast = (q0 + BM < L ? q0 + BM : L) - 1;
+    const long long q0 = loom_attn_query_block<BM>(L), qlast = (q0 + BM < L ? q0 + BM : L) - 1;
     const Mask mask = mask_all.for_head(b, h);
     const unsigned short* k = a.k + b * a.k_b + h * a.k_h;
     const unsigned short* v = a.v + b * a.v_b + h * a.v_h;
-    long long kb = mask.key_begin(q0, qlast), ke = mask.key_end(q0, qlast);
-    kb = kb < 0 ? 0 : kb;
-    ke = ke > S ? S : ke;
-    const long long t0 = kb / BN, t1 = ke > kb ? (ke + BN - 1) / BN : t0;
+    long long t0, t1;
+    loom_attn_key_tiles<BN>(mask, q0, qlast, S, t0, t1);
 
     loom_attn_load_rows<BM, D, THREADS>(sQ, a.q + b * a.q_b + h * a.q_h, a.q_s, q0, L);
     loom_attn_load_rows<BM, D, THREADS>(sdO, a.dout + b * a.do_b + h * a.do_h, a.do_s, q0, L);

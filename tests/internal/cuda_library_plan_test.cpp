@@ -122,28 +122,44 @@ struct Nvrtc {
   bool usable() const { return create && compile && log_size && log && cubin_size && cubin && destroy; }
 };
 
-TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
-  Nvrtc nvrtc;
-  if (!nvrtc.usable())
-    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
-                    "the CUDA library kernels were not compiled";
+// `source` compiled by NVRTC for sm_90: its cubin, or empty with a test
+// failure saying why (`what` names the source).
+std::string compile_for_sm90(const Nvrtc& nvrtc, const std::string& source, const char* what) {
   Nvrtc::Program prog = nullptr;
-  ASSERT_EQ(nvrtc.create(&prog, cuda::library_source().c_str(), "loom_library.cu", 0, nullptr, nullptr), 0);
+  if (nvrtc.create(&prog, source.c_str(), what, 0, nullptr, nullptr) != 0) {
+    ADD_FAILURE() << "nvrtcCreateProgram failed on " << what;
+    return "";
+  }
   const char* options[] = {"--gpu-architecture=sm_90", "-std=c++17"};
   const int compiled = nvrtc.compile(prog, 2, options);
   size_t log_size = 0;
   nvrtc.log_size(prog, &log_size);
   std::string log(log_size, '\0');
   nvrtc.log(prog, log.data());
-  ASSERT_EQ(compiled, 0) << "NVRTC failed on library_source():\n" << log;
-  if (log.find_first_not_of(std::string(1, '\0') + " \n") != std::string::npos)
-    std::cout << "NVRTC's log for library_source():\n" << log << "\n";  // warnings: worth reading, not failing on
-
-  size_t size = 0;
-  ASSERT_EQ(nvrtc.cubin_size(prog, &size), 0);
-  std::string cubin(size, '\0');
-  ASSERT_EQ(nvrtc.cubin(prog, cubin.data()), 0);
+  std::string cubin;
+  if (compiled != 0) {
+    ADD_FAILURE() << "NVRTC failed on " << what << ":\n" << log;
+  } else {
+    if (log.find_first_not_of(std::string(1, '\0') + " \n") != std::string::npos)
+      std::cout << "NVRTC's log for " << what << ":\n" << log << "\n";  // warnings: worth reading, not failing on
+    size_t size = 0;
+    if (nvrtc.cubin_size(prog, &size) == 0) {
+      cubin.assign(size, '\0');
+      if (nvrtc.cubin(prog, cubin.data()) != 0) cubin.clear();
+    }
+    if (cubin.empty()) ADD_FAILURE() << "no cubin for " << what;
+  }
   nvrtc.destroy(&prog);
+  return cubin;
+}
+
+TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
+  Nvrtc nvrtc;
+  if (!nvrtc.usable())
+    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
+                    "the CUDA library kernels were not compiled";
+  const std::string cubin = compile_for_sm90(nvrtc, cuda::library_source(), "library_source()");
+  ASSERT_FALSE(cubin.empty());
   // Kernel names sit NUL-terminated in the cubin's symbol table.
   std::set<std::string> names;
   for (const Fixture& f : one_of_each())
@@ -176,20 +192,8 @@ TEST(CudaAttentionSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
   if (!nvrtc.usable())
     GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
                     "the CUDA attention kernels were not compiled";
-  Nvrtc::Program prog = nullptr;
-  ASSERT_EQ(nvrtc.create(&prog, cuda::attention_source().c_str(), "loom_attention.cu", 0, nullptr, nullptr), 0);
-  const char* options[] = {"--gpu-architecture=sm_90", "-std=c++17"};
-  const int compiled = nvrtc.compile(prog, 2, options);
-  size_t log_size = 0;
-  nvrtc.log_size(prog, &log_size);
-  std::string log(log_size, '\0');
-  nvrtc.log(prog, log.data());
-  ASSERT_EQ(compiled, 0) << "NVRTC failed on attention_source():\n" << log;
-  size_t size = 0;
-  ASSERT_EQ(nvrtc.cubin_size(prog, &size), 0);
-  std::string cubin(size, '\0');
-  ASSERT_EQ(nvrtc.cubin(prog, cubin.data()), 0);
-  nvrtc.destroy(&prog);
+  const std::string cubin = compile_for_sm90(nvrtc, cuda::attention_source(), "attention_source()");
+  ASSERT_FALSE(cubin.empty());
   std::set<std::string> names;
   for (const Fixture& f : attention_calls())
     for (const cuda::Launch& l : f.plan()) names.insert(l.function);
