@@ -26,10 +26,27 @@ V expand_b(const OpGrad&, const Tensor& g) { return {g}; }
 Tensor zeros_of(const OpGrad& n, const Tensor& g) {
   return zeros(to_ref(n.shape), TensorOptions(g.dtype()).device(g.device()));
 }
+// node.ints: (dim, start, end, step), normalized. A contiguous slice's
+// gradient is g placed back at its positions and zeros elsewhere, written
+// as an elementwise expression (each position gathers g at its index within
+// the slice where it lies inside it): it fuses into what reads it, such as
+// the sum of a split's gradients (one kernel for q, k and v of a fused
+// projection), where zeros and a strided write would be a copy of the whole
+// shape per slice. A strided slice keeps that form.
 V slice_b(const OpGrad& n, const Tensor& g) {
-  Tensor z = zeros_of(n, g);
-  z.slice(n.ints[0], n.ints[1], n.ints[2], n.ints[3]).copy_(g);
-  return {z};
+  const int64_t d = n.ints[0], start = n.ints[1], step = n.ints[3];
+  if (step != 1 || g.numel() == 0) {
+    Tensor z = zeros_of(n, g);
+    z.slice(d, start, n.ints[2], step).copy_(g);
+    return {z};
+  }
+  const int64_t size = n.shape[static_cast<int>(d)], len = g.size(d);
+  std::vector<int64_t> along(static_cast<size_t>(g.dim()), 1);
+  along[static_cast<size_t>(d)] = size;
+  const Tensor pos = arange(size, TensorOptions(kLong).device(g.device())).sub(start).view(along);
+  const Tensor inside = pos.ge(0).logical_and(pos.lt(len));
+  const Tensor gathered = g.gather(d, pos.clamp(0, len - 1).expand(to_ref(n.shape)));
+  return {where(inside, gathered, Scalar(0))};
 }
 V select_b(const OpGrad& n, const Tensor& g) {
   Tensor z = zeros_of(n, g);
