@@ -20,7 +20,7 @@
 #                  under compute-sanitizer memcheck
 #   gptbench.log   (step "gptbench") loom-gpt-bench --device cuda (GPTBENCH_ONLY)
 #   models.log     (step "models") the real-model rows in one process each:
-#                  loom-bench W7, W8, W10 and W6 (MODELS_ONLY), then peers.py's
+#                  loom-bench W6, W7, W7L, W8 and W10 (MODELS_ONLY), then peers.py's
 #                  W8, its W7 and W10 through bench/peer_memory.py (the same
 #                  torch code, with torch.cuda.max_memory_allocated per row),
 #                  and linear_peer.py (cuBLAS's bfloat16 W6); JSON in
@@ -89,7 +89,7 @@ for step in $STEPS; do
       "$bin/loom-gpt-bench" --device cuda --only "${GPTBENCH_ONLY:-K1,G1,S1}" > "$OUT/gptbench.log" 2>&1
       grep -v "^$" "$OUT/gptbench.log" ;;
     models)
-      { for id in ${MODELS_ONLY:-W6 W7 W8 W10}; do "$bin/loom-bench" --device cuda --only "$id" --json "$OUT/models_$id.json"; done
+      { for id in ${MODELS_ONLY:-W6 W7 W7L W8 W10}; do "$bin/loom-bench" --device cuda --only "$id" --json "$OUT/models_$id.json"; done
         python3 $carry/bench-peers/peers.py --device cuda --only W8
         python3 $carry/peer_memory.py $carry/bench-peers/peers.py --only W7,W10
         python3 $carry/linear_peer.py; } > "$OUT/models.log" 2>&1
