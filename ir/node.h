@@ -50,11 +50,28 @@ enum class ScanKind : int64_t { Sum = 0, Prod = 1, ArgMax = 2, ArgMin = 3 };
 
 // Attention's attr[0]: which keys query row i sees, as code rather than a
 // stored [L, S] tensor. Causal is PyTorch's is_causal (the top-left
-// triangle, torch.ones(L, S).tril(): key j <= i). A row that sees no key
-// gives 0 and a logsumexp of -inf; its gradients are 0. Every backend's
-// attention kernels read the mask through attention_visible.
-enum class AttentionMask : int64_t { None = 0, Causal = 1 };
-constexpr bool attention_visible(AttentionMask m, int64_t i, int64_t j) { return m == AttentionMask::None || j <= i; }
+// triangle, torch.ones(L, S).tril(): key j <= i); SlidingWindow is causal
+// over the last `window` keys, i - window < j <= i, the window being the
+// node's int64 runtime scalar 1 (a new width compiles nothing). A row that
+// sees no key gives 0 and a logsumexp of -inf; its gradients are 0. The
+// CPU backends read the mask through AttentionMaskCode; the GPU kernels'
+// functors (kernels/cuda/attention.cu) say the same.
+enum class AttentionMask : int64_t { None = 0, Causal = 1, SlidingWindow = 2 };
+struct AttentionMaskCode {
+  AttentionMask kind = AttentionMask::None;
+  int64_t window = 0;
+  constexpr bool visible(int64_t i, int64_t j) const {
+    return kind == AttentionMask::None || (j <= i && (kind == AttentionMask::Causal || j > i - window));
+  }
+  // The keys any of query rows [i0, i1) can see lie in [key_begin(i0), key_end(i1, s)).
+  constexpr int64_t key_begin(int64_t i0) const {
+    return kind == AttentionMask::SlidingWindow && i0 - window + 1 > 0 ? i0 - window + 1 : 0;
+  }
+  constexpr int64_t key_end(int64_t i1, int64_t s) const { return kind == AttentionMask::None || i1 > s ? s : i1; }
+  constexpr bool known() const {
+    return kind == AttentionMask::None || kind == AttentionMask::Causal || (kind == AttentionMask::SlidingWindow && window >= 1);
+  }
+};
 // The dtype attention's statistics and gradients are kept in: float64 for
 // float64 inputs, float32 otherwise.
 constexpr ScalarType attention_acc(ScalarType t) { return t == kDouble ? kDouble : kFloat; }

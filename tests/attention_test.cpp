@@ -129,6 +129,46 @@ TEST_P(AttentionTest, FusedOpMatchesTheWrittenOutOne) {
   }
 }
 
+// sliding_window_attention: key j seen by query i when i - w < j <= i. The
+// fused op against the same mask written out, values and gradients; a
+// window of 1 is each row's own value; a new width compiles nothing.
+TEST_P(AttentionTest, SlidingWindowIsCodeAndARuntimeScalar) {
+  const loom::ScalarType dt = on_gpu() ? loom::kBFloat16 : loom::kFloat;
+  const int64_t d = on_gpu() ? 64 : 16;
+  for (const int64_t w : {1, 5, 40, 200}) {
+    for (const int64_t s : {100, 130}) {  // S >= L: every row sees a key (a row that sees none gives 0 fused, NaN written out)
+      SCOPED_TRACE(::testing::Message() << "window " << w << ", S " << s);
+      auto leaf = [&](std::vector<int64_t> shape, uint32_t seed) { return input(shape, seed).to(dt).detach().requires_grad_(); };
+      const Tensor q = leaf({2, 2, 100, d}, 11), k = leaf({2, 2, s, d}, 12), v = leaf({2, 2, s, d}, 13);
+      const Tensor go = input({2, 2, 100, d}, 14).to(dt);
+      auto run = [&](bool fused) {
+        loom::backends::enable_flash_sdp(fused);
+        Tensor out = loom::sliding_window_attention(q, k, v, w);
+        loom::backends::enable_flash_sdp(true);
+        if (fused) EXPECT_EQ(out.grad_fn()->next_edge(0).function->name(), "ScaledDotProductFlashAttentionBackward0");
+        auto g = loom::autograd::grad({out}, {q, k, v}, {go});
+        return std::vector<Tensor>{out, g[0], g[1], g[2]};
+      };
+      const std::vector<Tensor> fused = run(true), written = run(false);
+      const double tol = dt == loom::kFloat ? 2e-5 : 3e-2;
+      for (size_t i = 0; i < 4; ++i) {
+        const double scale = std::max(1.0, written[i].abs().max().to(loom::kDouble).item<double>());
+        EXPECT_TRUE(all_close(fused[i].to(loom::kDouble), written[i].to_vector<double>(), 0.0, tol * scale)) << i;
+      }
+      if (w == 1 && s >= 100)  // each query sees only its own key: out is v's row
+        EXPECT_TRUE(all_close(fused[0].to(loom::kDouble), v.slice(2, 0, 100).to(loom::kDouble).to_vector<double>(), 0.0, 1e-6));
+    }
+  }
+  // Another width of the same shapes replays what the first compiled.
+  const Tensor q = input({1, 2, 64, d}, 15).to(dt), k = input({1, 2, 64, d}, 16).to(dt);
+  loom::sync();
+  loom::sliding_window_attention(q, k, k, 3).sum().item<double>();
+  const int64_t compiles = loom::metrics().cache_misses;
+  loom::sliding_window_attention(q, k, k, 9).sum().item<double>();
+  EXPECT_EQ(loom::metrics().cache_misses, compiles);
+  EXPECT_LOOM_ERROR(loom::sliding_window_attention(q, k, k, 0), "sliding_window_attention", "at least 1");
+}
+
 TEST_P(AttentionTest, FusedOpsGradientsAgainstFiniteDifferences) {
   EXPECT_TRUE(gradcheck([](const T& t) { return loom::scaled_dot_product_attention(t[0], t[1], t[2]); },
                         {input({2, 4, 3}, 81), input({2, 6, 3}, 82), input({2, 6, 2}, 83)}));

@@ -132,14 +132,10 @@ void add_rows_any(const double* w, const double* m, int64_t n, int64_t width, do
 void add_outer_any(const float* w, const float* x, int64_t n, int64_t width, float* out) { add_outer_f32(w, x, n, width, out); }
 void add_outer_any(const double* w, const double* x, int64_t n, int64_t width, double* out) { add_outer(w, x, n, width, out); }
 
-// The last key (exclusive) any of rows [i0, i1) can see.
-int64_t key_end(ir::AttentionMask mask, int64_t i1, int64_t s) {
-  return mask == ir::AttentionMask::Causal ? std::min(s, i1) : s;
-}
 
 // out [N,L,Dv], then lse [N,L].
 template <class T, class A>
-void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale, ir::AttentionMask mask) {
+void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale, const ir::AttentionMaskCode& mask) {
   A* const lse_out = out + g.n * g.l * g.dv;
   const A neg_inf = -std::numeric_limits<A>::infinity();
   tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, g.n, 1, 0, (g.l + kRows - 1) / kRows, 1), [&](const auto& r) {
@@ -147,14 +143,14 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
     for (int64_t n = r.rows().begin(); n < r.rows().end(); ++n)
       for (int64_t blk = r.cols().begin(); blk < r.cols().end(); ++blk) {
         const int64_t i0 = blk * kRows, i1 = std::min(g.l, i0 + kRows), rows = i1 - i0;
-        const int64_t s_end = key_end(mask, i1, g.s);
+        const int64_t s_begin = std::min(mask.key_begin(i0), g.s), s_end = mask.key_end(i1, g.s);
         widen(q + n * g.l * g.d, i0, i1, g.d, qs);
-        widen(k + n * g.s * g.d, 0, s_end, g.d, ks);
+        widen(k + n * g.s * g.d, 0, s_end, g.d, ks);  // rows from 0, so a key's row is its index
         widen(v + n * g.s * g.dv, 0, s_end, g.dv, vs);
         acc.assign(static_cast<size_t>(rows * g.dv), A(0));
         m.assign(static_cast<size_t>(rows), neg_inf);
         l.assign(static_cast<size_t>(rows), A(0));
-        for (int64_t j0 = 0; j0 < s_end; j0 += kKeys) {
+        for (int64_t j0 = s_begin / kKeys * kKeys; j0 < s_end; j0 += kKeys) {
           const int64_t j1 = std::min(s_end, j0 + kKeys), nk = j1 - j0;
           transpose(ks.data(), j0, j1, g.d, kt);
           for (int64_t i = i0; i < i1; ++i) {
@@ -163,7 +159,7 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
             A block_max = neg_inf;
             for (int64_t j = j0; j < j1; ++j) {
               A& sc = p[static_cast<size_t>(j - j0)];
-              sc = ir::attention_visible(mask, i, j) ? sc * scale : neg_inf;
+              sc = mask.visible(i, j) ? sc * scale : neg_inf;
               block_max = std::max(block_max, sc);
             }
             if (block_max == neg_inf) continue;  // nothing visible in this block
@@ -198,7 +194,7 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
 // dk += ds q and dv += p dout by rank-one updates of the block's rows.
 template <class T, class A>
 void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in, const A* delta_in, A* out,
-              const Dims3& g, A scale, ir::AttentionMask mask, bool grad_q) {
+              const Dims3& g, A scale, const ir::AttentionMaskCode& mask, bool grad_q) {
   const int64_t rows_total = grad_q ? g.l : g.s;
   const int64_t width = grad_q ? g.d : g.d + g.dv;
   const A neg_inf = -std::numeric_limits<A>::infinity();
@@ -209,9 +205,11 @@ void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in
         const int64_t b0 = blk * kRows, b1 = std::min(rows_total, b0 + kRows);
         // The query rows this task meets: its own block (dq), or every row
         // that can see one of its keys (dk, dv: under causal, rows >= b0).
-        const int64_t i0 = grad_q ? b0 : (mask == ir::AttentionMask::Causal ? std::min(b0, g.l) : 0);
-        const int64_t i1 = grad_q ? b1 : g.l;
-        const int64_t j0 = grad_q ? 0 : b0, j1 = grad_q ? key_end(mask, b1, g.s) : b1;
+        const bool causal = mask.kind != ir::AttentionMask::None;
+        const int64_t i0 = grad_q ? b0 : (causal ? std::min(b0, g.l) : 0);
+        const int64_t i1 = grad_q ? b1 : (mask.kind == ir::AttentionMask::SlidingWindow ? std::min(g.l, b1 + mask.window - 1) : g.l);
+        const int64_t j0 = grad_q ? std::min(mask.key_begin(b0), g.s) : b0;
+        const int64_t j1 = grad_q ? std::max(j0, mask.key_end(b1, g.s)) : b1;
         widen(q + n * g.l * g.d, i0, i1, g.d, qs);
         widen(dout + n * g.l * g.dv, i0, i1, g.dv, gos);
         widen(k + n * g.s * g.d, j0, j1, g.d, ks);
@@ -234,7 +232,7 @@ void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in
             bool any = false;
             for (int64_t j = 0; j < nk; ++j) {
               const size_t x = static_cast<size_t>(j);
-              const bool visible = ir::attention_visible(mask, i, c0 + j);
+              const bool visible = mask.visible(i, c0 + j);
               s[x] = visible ? s[x] * scale - lse : neg_inf;
               any = any || visible;
             }
@@ -262,12 +260,12 @@ void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in
 
 }  // namespace
 
-void attention(const ir::LibraryCall& call, std::span<const View> in, const View& out, double scale) {
+void attention(const ir::LibraryCall& call, std::span<const View> in, const View& out, double scale, int64_t window) {
   if (in.size() < 3 || in[0].shape.n != 3 || in[1].shape.n != 3 || in[2].shape.n != 3)
     throw LibraryError{"attention expects 3-D q, k and v"};
   const Dims3 g{in[0].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2]};
-  const auto mask = static_cast<ir::AttentionMask>(call.attr[0]);
-  if (mask != ir::AttentionMask::None && mask != ir::AttentionMask::Causal) throw LibraryError{"attention: unknown mask kind"};
+  const ir::AttentionMaskCode mask{static_cast<ir::AttentionMask>(call.attr[0]), window};
+  if (!mask.known()) throw LibraryError{"attention: unknown mask kind, or a sliding window under 1"};
   if (call.op != ir::Op::Attention && in.size() != 6) throw LibraryError{"attention's gradients take 6 inputs"};
   if (out.shape.numel() == 0) return;
   ir::dispatch_dtype(in[0].dtype, [&]<class T>() {

@@ -40,9 +40,10 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
                  std::span<const ir::RtScalar> scalars);
 
 // Attention and its two gradients (ir/ops.def: Attention, AttentionGradQ,
-// AttentionGradKV), flash-style over key blocks (attention.cpp); `scale` is
-// the call's runtime scalar.
-void attention(const ir::LibraryCall& call, std::span<const View> inputs, const View& out, double scale);
+// AttentionGradKV), flash-style over key blocks (attention.cpp); `scale` and
+// `window` (a sliding window's width) are the call's runtime scalars.
+void attention(const ir::LibraryCall& call, std::span<const View> inputs, const View& out, double scale,
+               int64_t window);
 
 // [B,M,K] x [B,K,N] -> [B,M,N], all of one integer or bool dtype
 // (matmul.cpp): integers in their own type with wrap-around, bool as an or

@@ -54,6 +54,16 @@ __device__ __forceinline__ LoomAttnArgs backward(void* const* bufs, const double
   return a;
 }
 
+// The call's mask: the window of a sliding one is its int64 runtime scalar 1.
+template <class Mask>
+__device__ __forceinline__ Mask mask_of(const long long*, const long long*) {
+  return Mask{};
+}
+template <>
+__device__ __forceinline__ LoomAttnWindow mask_of<LoomAttnWindow>(const long long* is, const long long* meta) {
+  return LoomAttnWindow{is[meta[ml::kScalarBegin] + 1]};
+}
+
 template <int D, class Mask>
 __device__ __forceinline__ void fwd(void* const* bufs, const double* fs, const long long* is, const long long* meta) {
   static_assert(LoomAttnFwd<D, Mask>::BM == ml::kFwdRows && LoomAttnFwd<D, Mask>::THREADS == ml::kFwdThreads &&
@@ -63,7 +73,7 @@ __device__ __forceinline__ void fwd(void* const* bufs, const double* fs, const l
   float* value = buffer<float>(bufs, is, meta[ml::kOut], 0);
   a.o32 = value, a.o_b = a.L * D, a.o_h = 0, a.o_s = D;
   a.lse = value + meta[ml::kN] * a.L * D;
-  LoomAttnFwd<D, Mask>::run(a, Mask{});
+  LoomAttnFwd<D, Mask>::run(a, mask_of<Mask>(is, meta));
 }
 
 template <int D, class Mask>
@@ -74,7 +84,7 @@ __device__ __forceinline__ void grad_q(void* const* bufs, const double* fs, cons
   LoomAttnArgs a = backward<D>(bufs, fs, is, meta);
   a.dq32 = buffer<float>(bufs, is, meta[ml::kOut], 0);
   a.dq_b = a.L * D, a.dq_h = 0, a.dq_s = D;
-  LoomAttnBwdQ<D, Mask>::run(a, Mask{});
+  LoomAttnBwdQ<D, Mask>::run(a, mask_of<Mask>(is, meta));
 }
 
 template <int D, class Mask>
@@ -86,12 +96,12 @@ __device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, con
   float* dkv = buffer<float>(bufs, is, meta[ml::kOut], 0);
   a.dk32 = dkv, a.dv32 = dkv + D;
   a.dk_b = a.dv_b = a.S * 2 * D, a.dk_h = a.dv_h = 0, a.dk_s = a.dv_s = 2 * D;
-  LoomAttnBwdKV<D, Mask>::run(a, Mask{});
+  LoomAttnBwdKV<D, Mask>::run(a, mask_of<Mask>(is, meta));
 }
 
 }  // namespace loom_attention_library
 
-// loom_attention_{fwd,grad_q,grad_kv}_bf16_d<D>_<mask>.
+// loom_attention_{fwd,grad_q,grad_kv}_bf16_d<D>_<mask>, mask none, causal or window.
 #define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK)                                                              \
   extern "C" __global__ void __launch_bounds__(LoomAttnFwd<D, MASK>::THREADS, LoomAttnFwd<D, MASK>::MIN_BLOCKS)    \
       loom_attention_fwd_bf16_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                                \
@@ -108,8 +118,11 @@ __device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, con
 
 LOOM_ATTENTION_LIBRARY_ENTRIES(32, none, LoomAttnNoMask)
 LOOM_ATTENTION_LIBRARY_ENTRIES(32, causal, LoomAttnCausal)
+LOOM_ATTENTION_LIBRARY_ENTRIES(32, window, LoomAttnWindow)
 LOOM_ATTENTION_LIBRARY_ENTRIES(64, none, LoomAttnNoMask)
 LOOM_ATTENTION_LIBRARY_ENTRIES(64, causal, LoomAttnCausal)
+LOOM_ATTENTION_LIBRARY_ENTRIES(64, window, LoomAttnWindow)
 LOOM_ATTENTION_LIBRARY_ENTRIES(128, none, LoomAttnNoMask)
 LOOM_ATTENTION_LIBRARY_ENTRIES(128, causal, LoomAttnCausal)
+LOOM_ATTENTION_LIBRARY_ENTRIES(128, window, LoomAttnWindow)
 #undef LOOM_ATTENTION_LIBRARY_ENTRIES

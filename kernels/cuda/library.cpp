@@ -316,7 +316,9 @@ Launch attention(const ir::LibraryCall& call, uint32_t call_index) {
                                std::string(to_string(call.input_dtypes[0])) + " with head dims " + std::to_string(d) +
                                " and " + std::to_string(v[2]));
   const auto mask = static_cast<ir::AttentionMask>(call.attr[0]);
-  const char* mask_name = mask == ir::AttentionMask::Causal ? "causal" : "none";
+  const char* mask_name = mask == ir::AttentionMask::Causal          ? "causal"
+                          : mask == ir::AttentionMask::SlidingWindow ? "window"
+                                                                     : "none";
   std::vector<int64_t> m(ma::kCount, 0);
   m[ma::kOut] = call.output;
   const int fields[][2] = {{ma::kQ, ma::kQOffset}, {ma::kK, ma::kKOffset}, {ma::kV, ma::kVOffset},
@@ -406,10 +408,10 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
       if (call.num_scalars < 2) fail(call, call_index, "needs 2 runtime scalars");
       break;
     case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV:
-      if (call.inputs.size() != (call.op == Op::Attention ? 3u : 6u) || call.attr.n != 1 || call.num_scalars != 1 ||
-          (call.attr[0] != static_cast<int64_t>(ir::AttentionMask::None) &&
-           call.attr[0] != static_cast<int64_t>(ir::AttentionMask::Causal)))
-        fail(call, call_index, "expects q, k, v (and dout, logsumexp, delta), a mask kind and its scale");
+      if (call.inputs.size() != (call.op == Op::Attention ? 3u : 6u) || call.attr.n != 1 || call.num_scalars != 2 ||
+          call.attr[0] < static_cast<int64_t>(ir::AttentionMask::None) ||
+          call.attr[0] > static_cast<int64_t>(ir::AttentionMask::SlidingWindow))
+        fail(call, call_index, "expects q, k, v (and dout, logsumexp, delta), a mask kind, its scale and window");
       break;
     default:
       fail(call, call_index, std::string("no CUDA library kernel for ") + ir::op_name(call.op));

@@ -121,7 +121,7 @@ enum : int { kSum = 0, kProd = 1, kArgMax = 2, kArgMin = 3 };
 // then the logsumexps [N,L]); grad_q and grad_kv also read dout (bfloat16),
 // the logsumexps and delta (float32 [N,L]) and write dq [N,L,D] or
 // [N,S,2D] (dk, then dv) in float32. The scale is the double runtime scalar
-// at kScalarBegin. Grid, block and shared memory: launch_* below, which the
+// at kScalarBegin, a sliding window's width the int64 one after it. Grid, block and shared memory: launch_* below, which the
 // kernels' tile sizes are written against.
 namespace attention {
 enum : int {

@@ -30,11 +30,11 @@ Shape shape_of(const EvalContext& c) {
 
 // Scores of query row i against every key (masked: -inf), and their max.
 template <class T>
-double scores(const T* q, const T* k, const Shape& sh, int64_t n, int64_t i, double scale, ir::AttentionMask mask,
+double scores(const T* q, const T* k, const Shape& sh, int64_t n, int64_t i, double scale, const ir::AttentionMaskCode& mask,
               std::vector<double>& s) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < sh.s; ++j) {
-    if (!ir::attention_visible(mask, i, j)) {
+    if (!mask.visible(i, j)) {
       s[static_cast<size_t>(j)] = -std::numeric_limits<double>::infinity();
       continue;
     }
@@ -48,7 +48,7 @@ double scores(const T* q, const T* k, const Shape& sh, int64_t n, int64_t i, dou
 }
 
 template <class T, class A>
-void forward(const EvalContext& c, const Shape& sh, double scale, ir::AttentionMask mask) {
+void forward(const EvalContext& c, const Shape& sh, double scale, const ir::AttentionMaskCode& mask) {
   const T *q = c.in[0]->as<T>(), *k = c.in[1]->as<T>(), *v = c.in[2]->as<T>();
   A* out = static_cast<A*>(c.out);
   A* lse = out + sh.n * sh.l * sh.dv;
@@ -71,7 +71,7 @@ void forward(const EvalContext& c, const Shape& sh, double scale, ir::AttentionM
 }
 
 template <class T, class A>
-void backward(const EvalContext& c, const Shape& sh, double scale, ir::AttentionMask mask, bool grad_q) {
+void backward(const EvalContext& c, const Shape& sh, double scale, const ir::AttentionMaskCode& mask, bool grad_q) {
   const T *q = c.in[0]->as<T>(), *k = c.in[1]->as<T>(), *v = c.in[2]->as<T>(), *dout = c.in[3]->as<T>();
   const A *lse = c.in[4]->as<A>(), *delta = c.in[5]->as<A>();
   const int64_t width = grad_q ? sh.d : sh.d + sh.dv, rows = grad_q ? sh.l : sh.s;
@@ -83,7 +83,7 @@ void backward(const EvalContext& c, const Shape& sh, double scale, ir::Attention
       const T* go = dout + (n * sh.l + i) * sh.dv;
       scores(q, k, sh, n, i, scale, mask, s);
       for (int64_t j = 0; j < sh.s; ++j) {
-        if (!ir::attention_visible(mask, i, j)) continue;
+        if (!mask.visible(i, j)) continue;
         const double p = std::exp(s[static_cast<size_t>(j)] - li);
         double dp = 0;
         for (int64_t e = 0; e < sh.dv; ++e) dp += static_cast<double>(go[e]) * static_cast<double>(v[(n * sh.s + j) * sh.dv + e]);
@@ -107,8 +107,8 @@ void backward(const EvalContext& c, const Shape& sh, double scale, ir::Attention
 void eval_attention(const EvalContext& c) {
   const Shape sh = shape_of(c);
   const double scale = c.scalars.empty() ? 0.0 : c.scalars[0].f;
-  const auto mask = static_cast<ir::AttentionMask>(c.step.attr[0]);
-  if (mask != ir::AttentionMask::None && mask != ir::AttentionMask::Causal) c.fail("attention: unknown mask kind");
+  const ir::AttentionMaskCode mask{static_cast<ir::AttentionMask>(c.step.attr[0]), c.scalars.size() > 1 ? c.scalars[1].i : 0};
+  if (!mask.known()) c.fail("attention: unknown mask kind, or a sliding window under 1");
   dispatch_dtype(c.in[0]->dtype, [&]<class T>() {
     if constexpr (!is_real_v<T>) {
       c.fail("attention needs floating-point q, k and v");

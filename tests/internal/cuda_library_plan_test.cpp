@@ -178,11 +178,11 @@ std::vector<Fixture> attention_calls() {
   std::vector<Fixture> all;
   const ScalarType bf = ScalarType::BFloat16;
   for (int64_t d : {32, 64, 128})
-    for (int64_t mask : {0, 1}) {
+    for (int64_t mask : {0, 1, 2}) {
       const Dims q = dims({2, 70, d}), k = dims({2, 90, d}), rows = dims({2, 70});
-      all.emplace_back(Op::Attention, bf, dims({2 * 70 * (d + 1)}), std::vector{q, k, k}, attrs({mask}), 1);
-      all.emplace_back(Op::AttentionGradQ, bf, q, std::vector{q, k, k, q, rows, rows}, attrs({mask}), 1);
-      all.emplace_back(Op::AttentionGradKV, bf, dims({2, 90, 2 * d}), std::vector{q, k, k, q, rows, rows}, attrs({mask}), 1);
+      all.emplace_back(Op::Attention, bf, dims({2 * 70 * (d + 1)}), std::vector{q, k, k}, attrs({mask}), 2);
+      all.emplace_back(Op::AttentionGradQ, bf, q, std::vector{q, k, k, q, rows, rows}, attrs({mask}), 2);
+      all.emplace_back(Op::AttentionGradKV, bf, dims({2, 90, 2 * d}), std::vector{q, k, k, q, rows, rows}, attrs({mask}), 2);
     }
   return all;
 }
@@ -197,7 +197,7 @@ TEST(CudaAttentionSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
   std::set<std::string> names;
   for (const Fixture& f : attention_calls())
     for (const cuda::Launch& l : f.plan()) names.insert(l.function);
-  EXPECT_EQ(names.size(), 18u);  // fwd, grad_q, grad_kv x 3 head dims x 2 masks
+  EXPECT_EQ(names.size(), 27u);  // fwd, grad_q, grad_kv x 3 head dims x 3 masks
   for (const std::string& name : names)
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
@@ -206,7 +206,7 @@ TEST(CudaLibraryPlan, AttentionBlocksAndErrors) {
   namespace ma = ml::attention;
   const ScalarType bf = ScalarType::BFloat16;
   Fixture fwd(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{dims({2, 300, 64}), dims({2, 200, 64}), dims({2, 200, 64})},
-              attrs({1}), 1);
+              attrs({1}), 2);
   auto l = fwd.plan();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0].function, "loom_attention_fwd_bf16_d64_causal");
@@ -219,21 +219,23 @@ TEST(CudaLibraryPlan, AttentionBlocksAndErrors) {
   EXPECT_EQ(l[0].meta[ma::kN], 2);
   EXPECT_EQ(l[0].meta[ma::kScalarBegin], 3);
   const Dims q = dims({2, 300, 64}), k = dims({2, 200, 64}), rows = dims({2, 300});
-  Fixture kv(Op::AttentionGradKV, bf, dims({2, 200, 128}), std::vector{q, k, k, q, rows, rows}, attrs({0}), 1);
+  Fixture kv(Op::AttentionGradKV, bf, dims({2, 200, 128}), std::vector{q, k, k, q, rows, rows}, attrs({2}), 2);
   l = kv.plan();
   ASSERT_EQ(l.size(), 1u);
-  EXPECT_EQ(l[0].function, "loom_attention_grad_kv_bf16_d64_none");
+  EXPECT_EQ(l[0].function, "loom_attention_grad_kv_bf16_d64_window");
   EXPECT_EQ(l[0].grid[1], 4u);  // 200 keys in blocks of 64
   EXPECT_EQ(l[0].shared_bytes, 56320u);
   EXPECT_EQ(l[0].meta[ma::kDelta], 5);
   // Only bfloat16 with equal head dims of 32, 64 or 128 has kernels.
-  Fixture f32(Op::Attention, ScalarType::Float, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({1}), 1);
+  Fixture f32(Op::Attention, ScalarType::Float, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({1}), 2);
   EXPECT_THROW(f32.plan(), loom::Error);
   Fixture d48(Op::Attention, bf, dims({2 * 300 * 49}), std::vector{dims({2, 300, 48}), dims({2, 200, 48}), dims({2, 200, 48})},
-              attrs({1}), 1);
+              attrs({1}), 2);
   EXPECT_THROW(d48.plan(), loom::Error);
-  Fixture missing(Op::AttentionGradQ, bf, q, std::vector{q, k, k}, attrs({1}), 1);
+  Fixture missing(Op::AttentionGradQ, bf, q, std::vector{q, k, k}, attrs({1}), 2);
   EXPECT_THROW(missing.plan(), loom::Error);
+  Fixture no_window(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({2}), 1);
+  EXPECT_THROW(no_window.plan(), loom::Error);
 }
 
 TEST(CudaLibrarySource, EmbedsPhiloxAndTheMetaLayout) {

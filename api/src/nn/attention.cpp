@@ -16,6 +16,7 @@
 #include <cmath>
 #include <limits>
 
+#include "api/src/autocast.h"
 #include "api/src/autograd/node.h"
 #include "api/src/nn/attention.h"
 #include "api/src/record.h"
@@ -36,27 +37,38 @@ std::atomic<bool> g_flash{true};
 
 // An attention node over q [N, L, D], k [N, S, D], v [N, S, Dv] (or, with
 // `grad` inputs, one of its gradients), of `shape` in the accumulation dtype.
-Tensor attention_node(ir::Op op, const std::vector<Tensor>& in, ir::Dims shape, ir::AttentionMask mask, double scale,
-                      const SourceLoc& loc) {
+// The mask's kind is an attribute (other code); the scale and a sliding
+// window's width are runtime scalars (a new value compiles nothing).
+Tensor attention_node(ir::Op op, const std::vector<Tensor>& in, ir::Dims shape, const ir::AttentionMaskCode& mask,
+                      double scale, const SourceLoc& loc) {
   std::vector<ir::NodePtr> inputs;
   for (const Tensor& t : in) inputs.push_back(detail::read(t, loc));
   auto n = detail::new_node(op, ir::attention_acc(in[0].dtype()), in[0].device(), shape, std::move(inputs), loc);
-  n->attr.push_back(static_cast<int64_t>(mask));
+  n->attr.push_back(static_cast<int64_t>(mask.kind));
   n->scalar[0] = detail::rt_scalar(Scalar(scale));
-  n->num_scalars = 1;
+  n->scalar[1] = detail::rt_scalar(Scalar(mask.window));
+  n->num_scalars = 2;
   return detail::wrap(std::move(n));
+}
+
+// Which keys each query sees, as a [L, S] bool tensor computed from two
+// ranges (for the written-out form; the fused op never makes it).
+Tensor visible_keys(const ir::AttentionMaskCode& mask, int64_t l, int64_t s, Device device, const SourceLoc& loc) {
+  const TensorOptions idx = TensorOptions(kLong).device(device);
+  const Tensor rows = loom::arange(0, l, idx, loc).unsqueeze(1, loc), cols = loom::arange(0, s, idx, loc);
+  Tensor keep = cols.le(rows, loc);
+  if (mask.kind == ir::AttentionMask::SlidingWindow) keep = keep.logical_and(cols.gt(rows.sub(mask.window, 1, loc), loc), loc);
+  return keep;
 }
 
 // The written-out gradients, for a backward that is itself differentiated
 // (create_graph): the fused gradient ops have no gradient of their own.
 V written_out_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                                   ir::AttentionMask mask, double scale, const SourceLoc& loc) {
+                       const ir::AttentionMaskCode& mask, double scale, const SourceLoc& loc) {
   Tensor s = loom::matmul(q, k.transpose(1, 2, loc), loc).mul(scale, loc);
-  if (mask == ir::AttentionMask::Causal) {
-    const TensorOptions idx = TensorOptions(kLong).device(q.device());
-    const Tensor rows = loom::arange(0, q.size(1), idx, loc).unsqueeze(1, loc);
-    s = loom::where(loom::arange(0, k.size(1), idx, loc).le(rows, loc), s, -std::numeric_limits<double>::infinity(), loc);
-  }
+  if (mask.kind != ir::AttentionMask::None)
+    s = loom::where(visible_keys(mask, q.size(1), k.size(1), q.device(), loc), s,
+                    -std::numeric_limits<double>::infinity(), loc);
   const Tensor p = loom::softmax(s, -1, std::nullopt, loc);
   const Tensor dv = loom::matmul(p.transpose(1, 2, loc), dout, loc);
   const Tensor dp = loom::matmul(dout, v.transpose(1, 2, loc), loc);
@@ -64,8 +76,6 @@ V written_out_backward(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return {loom::matmul(ds, k, loc), loom::matmul(ds.transpose(1, 2, loc), q, loc), dv};
 }
 
-// q [N,L,D], k [N,S,D], v [N,S,Dv] -> out [N,L,Dv]; saved: q, k, v and
-// Attention's value; ints[0]: the mask; scalar: the scale.
 // The two parts of Attention's value: out [N, L, Dv] and the logsumexps [N, L].
 Tensor out_part(const Tensor& packed, int64_t n, int64_t l, int64_t dv, const SourceLoc& loc) {
   return packed.slice(0, 0, n * l * dv, 1, loc).view({n, l, dv}, loc);
@@ -75,11 +85,11 @@ Tensor lse_part(const Tensor& packed, int64_t n, int64_t l, int64_t dv, const So
 }
 
 // q [N,L,D], k [N,S,D], v [N,S,Dv] -> out [..., L, Dv]; saved: q, k, v and
-// Attention's value; ints[0]: the mask; scalar: the scale.
+// Attention's value; ints: the mask's kind and window; scalar: the scale.
 V attention_b(const detail::OpGrad& node, const Tensor& g) {
   const SourceLoc loc = SourceLoc::current();
   const Tensor q = node.saved(0), k = node.saved(1), v = node.saved(2), packed = node.saved(3);
-  const auto mask = static_cast<ir::AttentionMask>(node.ints[0]);
+  const ir::AttentionMaskCode mask{static_cast<ir::AttentionMask>(node.ints[0]), node.ints[1]};
   const double scale = node.scalar.toDouble();
   const int64_t n = q.size(0), l = q.size(1), s = k.size(1), d = q.size(2), dv = v.size(2);
   const Tensor dout = g.reshape({n, l, dv}, loc).to(q.dtype(), loc).contiguous(loc);  // g: the caller's [..., L, Dv]
@@ -130,11 +140,10 @@ bool fused_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v) 
   return true;
 }
 
-Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, bool causal, double scale,
-                       const SourceLoc& loc) {
+Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, const ir::AttentionMaskCode& mask,
+                       double scale, const SourceLoc& loc) {
   const int64_t l = query.size(-2), s = key.size(-2), d = query.size(-1), dv = value.size(-1);
   const int64_t n = query.numel() / (l * d);
-  const auto mask = causal ? ir::AttentionMask::Causal : ir::AttentionMask::None;
   // The kernels read whole [N, rows, D] buffers: a view of a fused qkv
   // projection is copied here (the copy fuses into the projection's kernel).
   const Tensor q = query.reshape({n, l, d}, loc).contiguous(loc), k = key.reshape({n, s, d}, loc).contiguous(loc),
@@ -156,11 +165,41 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
       node->save(k);
       node->save(v);
       node->save(packed);
-      node->ints.push_back(static_cast<int64_t>(mask));
+      node->ints.push_back(static_cast<int64_t>(mask.kind));
+      node->ints.push_back(mask.window);
       node->scalar = Scalar(scale);
     }
   return out.view(out_shape, loc);
 }
 
+Tensor written_out_attention(const Tensor& q, const Tensor& k, const Tensor& v, const ir::AttentionMaskCode& mask,
+                             double scale, const SourceLoc& loc) {
+  Tensor scores = loom::matmul(q, k.transpose(-2, -1, loc), loc).mul(scale, loc);
+  if (mask.kind != ir::AttentionMask::None)
+    scores = loom::where(visible_keys(mask, q.size(-2), k.size(-2), q.device(), loc), scores,
+                         -std::numeric_limits<double>::infinity(), loc);
+  return loom::matmul(loom::softmax(scores, -1, std::nullopt, loc), v, loc);
+}
+
 }  // namespace detail
+
+Tensor sliding_window_attention(const Tensor& query_in, const Tensor& key_in, const Tensor& value_in, int64_t window,
+                                std::optional<double> scale, SourceLoc loc) {
+  const char* op = "sliding_window_attention";
+  detail::impl_of(query_in, op, loc), detail::impl_of(key_in, op, loc), detail::impl_of(value_in, op, loc);
+  const Tensor query = detail::autocast::lower(query_in, loc), key = detail::autocast::lower(key_in, loc),
+               value = detail::autocast::lower(value_in, loc);
+  LOOM_CHECK(query.dim() >= 2 && key.dim() == query.dim() && value.dim() == query.dim(), op, loc,
+             "expected query [..., L, E], key [..., S, E] and value [..., S, Ev] of one rank, got ",
+             detail::describe(query), ", ", detail::describe(key), ", ", detail::describe(value));
+  LOOM_CHECK(query.size(-1) == key.size(-1) && key.size(-2) == value.size(-2), op, loc,
+             "expected query [..., L, E], key [..., S, E] and value [..., S, Ev], got ", detail::describe(query), ", ",
+             detail::describe(key), ", ", detail::describe(value));
+  LOOM_CHECK(window >= 1, op, loc, "window must be at least 1 (a query sees itself), got ", window);
+  const ir::AttentionMaskCode mask{ir::AttentionMask::SlidingWindow, window};
+  const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
+  if (detail::fused_attention_applies(query, key, value)) return detail::fused_attention(query, key, value, mask, sc, loc);
+  return detail::written_out_attention(query, key, value, mask, sc, loc);
+}
+
 }  // namespace loom

@@ -55,7 +55,8 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
   const int64_t l = query.size(-2), s = k.size(-2);
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
   if (dropout_p == 0 && !(attn_mask && attn_mask->defined()) && detail::fused_attention_applies(query, k, v))
-    return detail::fused_attention(query, k, v, is_causal, sc, loc);
+    return detail::fused_attention(query, k, v, {is_causal ? ir::AttentionMask::Causal : ir::AttentionMask::None, 0}, sc,
+                                   loc);
   Tensor scores = loom::matmul(query, k.transpose(-2, -1, loc), loc).mul(sc, loc);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {

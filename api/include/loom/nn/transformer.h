@@ -29,6 +29,15 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     bool is_causal = false, std::optional<double> scale = std::nullopt,
                                     bool enable_gqa = false, LOOM_LOC);
 
+// Causal attention over each query's last `window` keys (key j is seen by
+// query i when i - window < j <= i: Mistral's sliding window, FlexAttention's
+// sliding-window mask), with q, k, v as scaled_dot_product_attention's.
+// loom's own: libtorch has no such function. The fused op where it applies
+// (the window is code and a runtime scalar: no mask tensor, and a new width
+// compiles nothing), else written out. window >= 1.
+Tensor sliding_window_attention(const Tensor& query, const Tensor& key, const Tensor& value, int64_t window,
+                                std::optional<double> scale = std::nullopt, LOOM_LOC);
+
 // Whether scaled_dot_product_attention may use the fused attention op (on
 // by default; off, it is always written out), as
 // torch.backends.cuda.enable_flash_sdp, here for every device.
