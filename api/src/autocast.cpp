@@ -38,8 +38,9 @@ int device_index(DeviceType d) { return static_cast<int>(d); }
 
 }  // namespace
 
+// Neither checks `t` when no region is open: the op that calls them does.
 Tensor lower(const Tensor& t, const SourceLoc& loc) {
-  if (!t.defined()) return t;
+  if (!any_region() || !t.defined()) return t;
   const TensorImpl& im = impl_of(t, "autocast", loc);
   const DeviceType dev = im.storage->device.type();
   if (!active(dev)) return t;
@@ -56,7 +57,7 @@ Tensor lower(const Tensor& t, const SourceLoc& loc) {
 }
 
 Tensor to_float(const Tensor& t, const SourceLoc& loc) {
-  if (!t.defined()) return t;
+  if (!any_region() || !t.defined()) return t;
   const TensorImpl& im = impl_of(t, "autocast", loc);
   if (!active(im.storage->device.type()) || !is_reduced_floating_point(im.storage->dtype)) return t;
   return t.to(kFloat, loc);

@@ -26,6 +26,10 @@ struct State {
 };
 inline thread_local State tls_state;
 
+// Whether any region is open on this thread: the one load a recorded op
+// pays when none is.
+inline bool any_region() { return tls_state.enabled[0] || tls_state.enabled[1]; }
+
 inline bool active(DeviceType d) {
   const State& s = tls_state;
   return s.enabled[static_cast<int>(d)] && s.suspended == 0;
@@ -34,7 +38,7 @@ inline bool active(DeviceType d) {
 // An op on the float32 list with a bfloat16 or float16 input, inside a
 // region: the op calls itself again on the input cast to float32.
 inline bool wants_float(const Tensor& t) {
-  return tls_state.enabled[0] + tls_state.enabled[1] != 0 && t.defined() && active(t.device().type()) &&
+  return any_region() && t.defined() && active(t.device().type()) &&
          is_reduced_floating_point(t.dtype());
 }
 

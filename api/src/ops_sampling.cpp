@@ -14,12 +14,15 @@ namespace loom {
 
 using detail::describe;
 
-Tensor detail::checked_where(const Tensor& x, const Tensor& ok, int64_t size, const SourceLoc& loc) {
-  Tensor v = where(ok, x.to(kLong, loc), size, loc);
-  auto n = new_node(ir::Op::IndexCheck, kLong, v.device(), shape_of(v), read(v, loc), loc);
+Tensor detail::checked_index(const Tensor& index, int64_t size, const SourceLoc& loc) {
+  auto n = new_node(ir::Op::IndexCheck, kLong, index.device(), shape_of(index), read(index, loc), loc);
   n->scalar[0] = rt_scalar(size);
   n->num_scalars = 1;
   return wrap(std::move(n));
+}
+
+Tensor detail::checked_where(const Tensor& x, const Tensor& ok, int64_t size, const SourceLoc& loc) {
+  return checked_index(where(ok, x.to(kLong, loc), size, loc), size, loc);
 }
 
 Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement, SourceLoc loc) {

@@ -133,6 +133,11 @@ Tensor wrap(ir::NodePtr n);
 // values (a distribution's weights, a bag's offsets) made where the values
 // are computed, without waiting for them on the host. (api/src/ops_sampling.cpp)
 Tensor checked_where(const Tensor& x, const Tensor& ok, int64_t size, const SourceLoc& loc);
+// An int64 index's values as an IndexCheck node against [0, size): reading
+// the result fails as an index out of range at loc where one is not in it
+// (the kernel that reads it sees 0 there). For a check that must survive
+// the gather it belongs to leaving the graph (a gradient rule's onehot).
+Tensor checked_index(const Tensor& index, int64_t size, const SourceLoc& loc);
 // Writes `value` (the full shape of `self`) into self's storage through its view.
 void write_through(const Tensor& self, ir::NodePtr value, const char* op, const SourceLoc& loc);
 

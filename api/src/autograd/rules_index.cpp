@@ -58,11 +58,7 @@ V gather_b(const OpGrad& n, const Tensor& g) {
   if (one_per_line) {
     // scatter_add checked the index (a gather whose value nobody reads is
     // gone from the graph): index_check keeps that check, in the kernel.
-    const SourceLoc here = SourceLoc::current();
-    auto check = new_node(ir::Op::IndexCheck, kLong, index.device(), shape_of(index), read(index, here), here);
-    check->scalar[0] = rt_scalar(n.shape[d]);
-    check->num_scalars = 1;
-    const Tensor checked = wrap(std::move(check));
+    const Tensor checked = checked_index(index, n.shape[d], SourceLoc::current());
     // Along the last dim the 1-D arange broadcasts as it is (a view of it
     // would be materialized as a kernel of its own).
     Tensor position = arange(n.shape[d], TensorOptions(kLong).device(g.device()));

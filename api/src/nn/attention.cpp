@@ -51,15 +51,21 @@ Tensor attention_node(ir::Op op, const std::vector<Tensor>& in, ir::Dims shape, 
   return detail::wrap(std::move(n));
 }
 
+}  // namespace
+
 // Which keys each query sees, as a [L, S] bool tensor computed from two
 // ranges (for the written-out form; the fused op never makes it).
-Tensor visible_keys(const ir::AttentionMaskCode& mask, int64_t l, int64_t s, Device device, const SourceLoc& loc) {
+Tensor detail::visible_keys(const ir::AttentionMaskCode& mask, int64_t l, int64_t s, Device device, const SourceLoc& loc) {
   const TensorOptions idx = TensorOptions(kLong).device(device);
   const Tensor rows = loom::arange(0, l, idx, loc).unsqueeze(1, loc), cols = loom::arange(0, s, idx, loc);
   Tensor keep = cols.le(rows, loc);
   if (mask.kind == ir::AttentionMask::SlidingWindow) keep = keep.logical_and(cols.gt(rows.sub(mask.window, 1, loc), loc), loc);
   return keep;
 }
+
+namespace {
+
+using detail::visible_keys;
 
 // The written-out gradients, for a backward that is itself differentiated
 // (create_graph): the fused gradient ops have no gradient of their own.

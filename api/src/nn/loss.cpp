@@ -62,12 +62,7 @@ autograd::variable_list rows_from_logits_b(const detail::OpGrad& node, const Ten
   // The forward's gather, which would have found a label out of range, may
   // be gone from the graph (nobody reads the loss): index_check keeps that
   // check in the gradient's kernel, as gather's own rule does.
-  const SourceLoc here = SourceLoc::current();
-  auto check = detail::new_node(ir::Op::IndexCheck, kLong, target.device(), detail::shape_of(target),
-                                {detail::read(target, here)}, here);
-  check->scalar[0] = detail::rt_scalar(x.size(1));
-  check->num_scalars = 1;
-  const Tensor checked = detail::wrap(std::move(check));
+  const Tensor checked = detail::checked_index(target, x.size(1), SourceLoc::current());
   const Tensor classes = arange(x.size(1), TensorOptions(kLong).device(x.device()));
   const Tensor onehot = classes.unsqueeze(0).eq(checked.unsqueeze(1)).to(x.dtype());
   const Tensor softmax = x.sub(lse.unsqueeze(1)).exp();

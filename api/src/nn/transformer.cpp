@@ -60,10 +60,8 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
   Tensor scores = loom::matmul(query, k.transpose(-2, -1, loc), loc).mul(sc, loc);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
-    // j <= i, from two index ranges: the mask is code, not a stored [L, S] tensor.
-    const Tensor rows = loom::arange(0, l, TensorOptions(kLong).device(query.device()), loc).unsqueeze(1, loc);
-    const Tensor cols = loom::arange(0, s, TensorOptions(kLong).device(query.device()), loc);
-    scores = loom::where(cols.le(rows, loc), scores, neg_inf, loc);
+    scores = loom::where(detail::visible_keys({ir::AttentionMask::Causal, 0}, l, s, query.device(), loc), scores, neg_inf,
+                         loc);
   } else if (attn_mask && attn_mask->defined()) {
     scores = attn_mask->dtype() == kBool ? loom::where(*attn_mask, scores, neg_inf, loc)
                                          : scores.add(attn_mask->to(scores.dtype(), loc), 1, loc);
