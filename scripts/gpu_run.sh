@@ -25,6 +25,10 @@
 #                  torch code, with torch.cuda.max_memory_allocated per row),
 #                  and linear_peer.py (cuBLAS's bfloat16 W6); JSON in
 #                  models_loom.json
+#   conv.log       (step "conv") bench/micro/conv_check.cu built with nvcc: the
+#                  implicit-GEMM convolution kernels against a float64 host
+#                  reference in every dtype, the bfloat16 kernels timed on
+#                  ResNet-18's shapes, and the check again under compute-sanitizer
 #   diff<i>.log    (step "diff", not in the default) the differential test on
 #                  cuda over DIFF_PROCS processes of DIFF_PER seeds each from
 #                  DIFF_FIRST (default 14 x 200 from 100001)
@@ -88,6 +92,11 @@ for step in $STEPS; do
     gptbench)
       "$bin/loom-gpt-bench" --device cuda --only "${GPTBENCH_ONLY:-K1,G1,S1}" > "$OUT/gptbench.log" 2>&1
       grep -v "^$" "$OUT/gptbench.log" ;;
+    conv)
+      # From the repository root's sources (the run's working tree).
+      { nvcc -O3 -std=c++17 -arch=sm_90a -I. -o /tmp/conv_check bench/micro/conv_check.cu &&
+          /tmp/conv_check && compute-sanitizer --print-limit 20 /tmp/conv_check --quick | tail -3; } > "$OUT/conv.log" 2>&1
+      grep -v "^PASS" "$OUT/conv.log" | tail -50 ;;
     models)
       { for id in ${MODELS_ONLY:-W6 W7 W7L W8 W10}; do "$bin/loom-bench" --device cuda --only "$id" --json "$OUT/models_$id.json"; done
         python3 $carry/bench-peers/peers.py --device cuda --only W8

@@ -7,7 +7,7 @@
 // huge integers) and 3-25 random ops over the public API: unary and binary
 // pointwise ops (scalars on either side, broadcasting), casts, views,
 // in-place writes through views, reductions (also of row-normalized values),
-// softmax, matmul/linear/addmm, cat/stack, gathers and scatters, factories,
+// softmax, matmul/linear/addmm, conv2d, cat/stack, gathers and scatters, factories,
 // mid-program syncs and automatic graph cuts. Several values stay alive as
 // outputs, so one sync computes several (multi-output and horizontally fused
 // kernels). The llvm run first records the program with other scalars and
@@ -1347,9 +1347,55 @@ class Generator {
     return true;
   }
 
+  // conv2d (from later_) of tanh(x), x viewed as [N, C, H, W], against a
+  // weight of sines: groups, stride, padding and dilation drawn from the
+  // shapes, so every backend's implicit GEMM meets ragged edges.
+  bool op_conv(const Var& a) {
+    std::string sx;
+    Tensor x = floating(a, sx).tanh();
+    sx = "tanh(" + sx + ")";
+    if (x.dim() == 3) {
+      x = x.unsqueeze(0);
+      sx += ".unsqueeze(0)";
+    }
+    const int64_t c = x.size(1), h = x.size(2), w = x.size(3);
+    if (x.numel() == 0) return false;
+    std::vector<int64_t> divisors;
+    for (int64_t d = 1; d <= c; ++d)
+      if (c % d == 0) divisors.push_back(d);
+    const int64_t groups = divisors[static_cast<size_t>(uniform(0, static_cast<int64_t>(divisors.size()) - 1))];
+    const int64_t o = groups * uniform(1, 3), pad_h = uniform(0, 1), pad_w = uniform(0, 1);
+    const int64_t dil_h = uniform(1, 2), dil_w = uniform(1, 2), stride_h = uniform(1, 2), stride_w = uniform(1, 2);
+    const int64_t kh = uniform(1, 3), kw = uniform(1, 3);
+    if (dil_h * (kh - 1) + 1 > h + 2 * pad_h || dil_w * (kw - 1) + 1 > w + 2 * pad_w) return false;
+    const int64_t oh = (h + 2 * pad_h - dil_h * (kh - 1) - 1) / stride_h + 1, ow = (w + 2 * pad_w - dil_w * (kw - 1) - 1) / stride_w + 1;
+    if (x.size(0) * o * oh * ow > max_numel_) return false;
+    const int64_t wn = o * (c / groups) * kh * kw;
+    const Tensor weight = loom::arange(0, wn).to(x.dtype()).mul(0.37).sin().reshape({o, c / groups, kh, kw});
+    const std::string sw = "arange(0, " + std::to_string(wn) + ").to(" + dt_name(x.dtype()) + ").mul(0.37).sin().reshape({" +
+                           std::to_string(o) + ", " + std::to_string(c / groups) + ", " + std::to_string(kh) + ", " +
+                           std::to_string(kw) + "})";
+    const auto opts = loom::nn::functional::Conv2dFuncOptions()
+                          .stride({stride_h, stride_w})
+                          .padding({pad_h, pad_w})
+                          .dilation({dil_h, dil_w})
+                          .groups(groups);
+    // The CPU's fused kernels (asked for) or im2col and a product, each half the time.
+    const bool fused = later_coin();
+    loom::backends::enable_fused_conv_on_cpu(fused);
+    Tensor v = loom::nn::functional::conv2d(jitter(x), jitter(weight), opts);
+    loom::backends::enable_fused_conv_on_cpu(false);
+    add(jitter(v), noisy_op(v.dtype(), a.noise),
+        "conv2d(" + sx + ", " + sw + ", stride {" + std::to_string(stride_h) + ", " + std::to_string(stride_w) +
+            "}, padding {" + std::to_string(pad_h) + ", " + std::to_string(pad_w) + "}, dilation {" +
+            std::to_string(dil_h) + ", " + std::to_string(dil_w) + "}, groups " + std::to_string(groups) + ")");
+    return true;
+  }
+
   bool op_matmul() {
     const Var a = any_var();
     if (a.dtype() == kBool || a.t.dim() == 0) return false;
+    if (a.t.dim() >= 3 && a.t.dim() <= 4 && later_coin()) return op_conv(a);
     const Shape sa = a.shape();
     if (sa.size() == 2 && coin(0.3)) return linear_or_addmm(a);
     auto c = vars_where([&](const Var& v) {

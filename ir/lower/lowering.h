@@ -28,6 +28,7 @@ inline bool is_library(Op op) {
   switch (op) {
     case Op::MatMul: case Op::Concat: case Op::IndexSelect: case Op::Gather: case Op::ScatterAdd: case Op::ScatterReduce:
     case Op::ArgSort: case Op::Scan: case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV:
+    case Op::Conv2d: case Op::Conv2dGradInput: case Op::Conv2dGradWeight:
     case Op::ScatterStrided: case Op::ToDevice: case Op::RandUniform: case Op::RandNormal: case Op::Linspace:
       return true;
     default:

@@ -511,6 +511,10 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
     case Op::AttentionGradKV:
       if (scalars.size() < 2) throw LibraryError{std::string(ir::op_name(call.op)) + " needs its scale and window"};
       return attention(call, inputs, out, scalars[0].f, scalars[1].i);
+    case Op::Conv2d:
+    case Op::Conv2dGradInput:
+    case Op::Conv2dGradWeight:
+      return conv(call, inputs, out);
     case Op::ScatterReduce:
       if (call.attr.n < 2 || call.attr[1] < 0 || call.attr[1] > 3) throw LibraryError{"scatter_reduce: unknown kind"};
       return with_type(out.dtype, [&]<class T>() {

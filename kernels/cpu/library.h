@@ -1,7 +1,7 @@
 // Precompiled CPU kernels for the ops the code generator does not emit
 // (ir::LibraryCall, see ir/kernel.h): integer matmul, cat, gathers and scatters,
 // strided writes, copies, random numbers, linspace, sorting (argsort),
-// scans (cumsum, cumprod, cummax, cummin) and attention.
+// scans (cumsum, cumprod, cummax, cummin), attention and convolution.
 //
 // Each kernel reads whole contiguous buffers and writes one. The semantics
 // are those of the reference backend (runtime/reference/eval_move.cpp,
@@ -44,6 +44,10 @@ void run_library(const ir::LibraryCall& call, std::span<const View> inputs, cons
 // `window` (a sliding window's width) are the call's runtime scalars.
 void attention(const ir::LibraryCall& call, std::span<const View> inputs, const View& out, double scale,
                int64_t window);
+
+// Conv2d and its two gradients (ir/conv.h) as sums of small GEMMs over a
+// sample and group, the input under the kernel built a band at a time (conv.cpp).
+void conv(const ir::LibraryCall& call, std::span<const View> inputs, const View& out);
 
 // [B,M,K] x [B,K,N] -> [B,M,N], all of one integer or bool dtype
 // (matmul.cpp): integers in their own type with wrap-around, bool as an or

@@ -10,6 +10,7 @@
 #include <array>
 #include <utility>
 
+#include "ir/conv.h"
 #include "kernels/cuda/meta_layout.h"
 
 namespace loom::kernels::cuda {
@@ -19,6 +20,7 @@ namespace detail {
 // written at build time by embed_source.cmake.
 extern const char kLibrarySource[];
 extern const char kAttentionSource[];
+extern const char kConvSource[];
 }  // namespace detail
 
 const std::string& library_source() {
@@ -28,6 +30,11 @@ const std::string& library_source() {
 
 const std::string& attention_source() {
   static const std::string source(detail::kAttentionSource);
+  return source;
+}
+
+const std::string& conv_source() {
+  static const std::string source(detail::kConvSource);
   return source;
 }
 
@@ -350,6 +357,46 @@ Launch attention(const ir::LibraryCall& call, uint32_t call_index) {
   return launch;
 }
 
+// Conv2d and its gradients: the implicit-GEMM kernels of conv.cu, one per
+// op and floating dtype; the GEMM's rows and columns (ir/conv.h, meta_layout.h)
+// in tiles, groups * splits along z.
+Launch conv(const ir::LibraryCall& call, uint32_t call_index) {
+  namespace mc = ml::conv;
+  ir::ConvGeometry g;
+  const std::string why = ir::conv_geometry(call.op, call.input_shapes[0], call.input_shapes[1], call.shape, call.attr, &g);
+  if (!why.empty()) fail(call, call_index, why);
+  const ScalarType t = call.input_dtypes[0];
+  if (!is_floating_point(t) || call.input_dtypes[1] != t)
+    fail(call, call_index, "has kernels for two inputs of one floating dtype, got " + std::string(to_string(t)) + " and " +
+                               std::string(to_string(call.input_dtypes[1])));
+  std::vector<int64_t> m(mc::kCount, 0);
+  m[mc::kOut] = call.output;
+  m[mc::kA] = call.inputs[0], m[mc::kAOffset] = input_offset_field(call, 0);
+  m[mc::kB] = call.inputs[1], m[mc::kBOffset] = input_offset_field(call, 1);
+  m[mc::kN] = g.n, m[mc::kC] = g.c, m[mc::kH] = g.h, m[mc::kW] = g.w, m[mc::kO] = g.o, m[mc::kOH] = g.oh,
+  m[mc::kOW] = g.ow, m[mc::kKH] = g.kh, m[mc::kKW] = g.kw;
+  m[mc::kStrideH] = g.stride_h, m[mc::kStrideW] = g.stride_w, m[mc::kPadH] = g.pad_h, m[mc::kPadW] = g.pad_w;
+  m[mc::kDilH] = g.dil_h, m[mc::kDilW] = g.dil_w, m[mc::kGroups] = g.groups, m[mc::kSplits] = g.splits;
+  const char* kind = call.op == Op::Conv2d ? "fwd" : call.op == Op::Conv2dGradInput ? "grad_input" : "grad_weight";
+  const int64_t rows = call.op == Op::Conv2d            ? g.n * g.oh * g.ow
+                       : call.op == Op::Conv2dGradInput ? g.n * g.h * g.w
+                                                        : g.cg() * g.kh * g.kw;
+  const int64_t cols = call.op == Op::Conv2dGradInput ? g.cg() : g.og();
+  const int64_t tiles_m = (rows + mc::kTileM - 1) / mc::kTileM, tiles_n = (cols + mc::kTileN - 1) / mc::kTileN;
+  if (tiles_m > kMaxGridX || tiles_n > 65535 || g.groups * g.splits > 65535)
+    fail(call, call_index, "is too large for one launch (" + std::to_string(rows) + " x " + std::to_string(cols) +
+                               " outputs in " + std::to_string(g.groups * g.splits) + " groups and splits)");
+  Launch l;
+  l.function = std::string("loom_conv2d_") + kind + "_" +
+               (t == ScalarType::BFloat16 ? "bf16" : t == ScalarType::Half ? "f16" : t == ScalarType::Double ? "f64" : "f32");
+  l.grid[0] = static_cast<uint32_t>(tiles_m);
+  l.grid[1] = static_cast<uint32_t>(tiles_n);
+  l.grid[2] = static_cast<uint32_t>(g.groups * g.splits);
+  l.block[0] = mc::kThreads;
+  l.meta = std::move(m);
+  return l;
+}
+
 // Checks index input 1 against dim_size, writing nothing.
 Launch check_index(const ir::LibraryCall& call, int64_t dim_size) {
   std::vector<int64_t> m(ml::check_index::kCount);
@@ -413,6 +460,9 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
           call.attr[0] > static_cast<int64_t>(ir::AttentionMask::SlidingWindow))
         fail(call, call_index, "expects q, k, v (and dout, logsumexp, delta), a mask kind, its scale and window");
       break;
+    case Op::Conv2d: case Op::Conv2dGradInput: case Op::Conv2dGradWeight:
+      if (call.inputs.size() != 2) fail(call, call_index, "expects two inputs");
+      break;
     default:
       fail(call, call_index, std::string("no CUDA library kernel for ") + ir::op_name(call.op));
   }
@@ -454,6 +504,7 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
     case Op::ArgSort: return {argsort(call)};
     case Op::Scan: return {scan(call)};
     case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV: return {attention(call, call_index)};
+    case Op::Conv2d: case Op::Conv2dGradInput: case Op::Conv2dGradWeight: return {conv(call, call_index)};
     case Op::Linspace: return {leaf(call, "loom_linspace_")};
     case Op::RandUniform: return {leaf(call, "loom_rand_uniform_")};
     case Op::RandNormal: return {leaf(call, "loom_rand_normal_")};

@@ -138,6 +138,30 @@ LOOM_HOST_DEVICE constexpr int grad_kv_shared_bytes(int d) { return 2 * (2 * 64 
 LOOM_HOST_DEVICE constexpr int grad_q_shared_bytes(int d) { return 2 * (2 * 64 * (d + 8) + 4 * 64 * (d + 8)); }
 }  // namespace attention
 
+// loom_conv2d_{fwd,grad_input,grad_weight}_{f32,f64,bf16,f16}
+// (kernels/cuda/conv.cu): Conv2d and its two gradients (ir/ops.def) as
+// implicit GEMMs: the operands are read where they lie in x, w and dout,
+// never copied into an im2col buffer. Tensors are whole contiguous buffers
+// of the call's dtype: x [N,C,H,W], w [O,C/G,KH,KW], dout [N,O,OH,OW].
+//   fwd:         a = x, b = w        -> out [N,O,OH,OW] in the dtype
+//   grad_input:  a = dout, b = w     -> out [N,C,H,W] in the dtype
+//   grad_weight: a = x, b = dout     -> out [S,O,C/G,KH,KW] in float32
+//                (float64 for f64): split s sums the samples
+//                n in [s*N/S, (s+1)*N/S) (integer division)
+// Sums are float32 (float64 for f64); bfloat16 and float16 run on the tensor
+// cores and round once. Every kernel: block kThreads, grid (ceil(M/kTileM),
+// ceil(cols/kTileN), G*S) with z = g + G*s (S = 1 but for grad_weight), where
+//   fwd:         M = N*OH*OW,       cols = O/G, K = (C/G)*KH*KW
+//   grad_input:  M = N*H*W,         cols = C/G, K = (O/G)*KH*KW
+//   grad_weight: M = (C/G)*KH*KW,   cols = O/G, K = (samples of the split)*OH*OW
+namespace conv {
+enum : int {
+  kOut, kA, kAOffset, kB, kBOffset,
+  kN, kC, kH, kW, kO, kOH, kOW, kKH, kKW, kStrideH, kStrideW, kPadH, kPadW, kDilH, kDilW, kGroups, kSplits, kCount
+};
+constexpr int kTileM = 128, kTileN = 64, kThreads = 256;
+}  // namespace conv
+
 // loom_linspace_<dtype>, loom_rand_uniform_<dtype>, loom_rand_normal_<dtype>:
 // numel elements of out from the call's two runtime scalars at
 // scalar_begin (linspace: start, end; rand: seed, offset).

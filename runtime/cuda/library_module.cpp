@@ -129,15 +129,27 @@ struct Library {
 }  // namespace
 
 CUfunction library_function(int device, const std::string& name) {
-  // Two modules a device: the library kernels, and the attention kernels
-  // (kernels/cuda/library.h), each compiled when first needed.
-  static auto* libraries = new std::array<Library, 32>;  // leaked: functions live in replayed graphs
-  const bool attention = name.rfind("loom_attention_", 0) == 0;
-  Library& lib = (*libraries)[2 * device + (attention ? 1 : 0)];
+  // Three modules a device: the library kernels, the attention kernels and
+  // the convolution kernels (kernels/cuda/library.h), each compiled when
+  // first needed, picked by the function's name.
+  struct Module {
+    const char* prefix;
+    const std::string& (*source)();
+    const char* what;
+  };
+  static const Module modules[] = {{"", kernels::cuda::library_source, "the CUDA library kernels"},
+                                   {"loom_attention_", kernels::cuda::attention_source, "the CUDA attention kernels"},
+                                   {"loom_conv2d_", kernels::cuda::conv_source, "the CUDA convolution kernels"}};
+  constexpr int kModules = 3;
+  static auto* libraries = new std::array<Library, 16 * kModules>;  // leaked: functions live in replayed graphs
+  int which = 0;
+  for (int i = 1; i < kModules; ++i)
+    if (name.rfind(modules[i].prefix, 0) == 0) which = i;
+  Library& lib = (*libraries)[kModules * device + which];
   std::lock_guard lock(lib.mu);
   if (!lib.module) {
-    const std::string& source = attention ? kernels::cuda::attention_source() : kernels::cuda::library_source();
-    const char* what = attention ? "the CUDA attention kernels" : "the CUDA library kernels";
+    const std::string& source = modules[which].source();
+    const char* what = modules[which].what;
     lib.module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
   }
   auto it = lib.functions.find(name);

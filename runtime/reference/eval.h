@@ -59,6 +59,8 @@ void eval_argsort(const EvalContext& c);
 void eval_scan(const EvalContext& c);
 // eval_attention.cpp: Attention and its two gradients.
 void eval_attention(const EvalContext& c);
+// eval_conv.cpp: Conv2d and its two gradients.
+void eval_conv(const EvalContext& c);
 
 using ir::dispatch_dtype;  // the evaluators run their typed loops through it
 

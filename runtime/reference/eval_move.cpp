@@ -207,6 +207,7 @@ void eval_move(const EvalContext& c) {
     case Op::ArgSort: eval_argsort(c); return;
     case Op::Scan: eval_scan(c); return;
     case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV: eval_attention(c); return;
+    case Op::Conv2d: case Op::Conv2dGradInput: case Op::Conv2dGradWeight: eval_conv(c); return;
     default: c.fail("not a data-movement op the reference backend knows");
   }
 }

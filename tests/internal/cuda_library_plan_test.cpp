@@ -202,6 +202,76 @@ TEST(CudaAttentionSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
 
+// The convolution kernels are a module of their own (conv_source()): every
+// op in every floating dtype, 12 kernels.
+std::vector<Fixture> conv_calls() {
+  std::vector<Fixture> all;
+  // x [2, 6, 9, 7], w [4, 3, 3, 3], groups 2, stride 2, padding 1: out [2, 4, 5, 4].
+  const Dims x = dims({2, 6, 9, 7}), w = dims({4, 3, 3, 3}), out = dims({2, 4, 5, 4});
+  const Attrs a = attrs({2, 2, 1, 1, 1, 1, 2, 1}), split = attrs({2, 2, 1, 1, 1, 1, 2, 2});
+  for (ScalarType t : {ScalarType::Float, ScalarType::Double, ScalarType::BFloat16, ScalarType::Half}) {
+    all.emplace_back(Op::Conv2d, t, out, std::vector{x, w}, a);
+    all.emplace_back(Op::Conv2dGradInput, t, x, std::vector{out, w}, a);
+    all.emplace_back(Op::Conv2dGradWeight, t, dims({2, 4, 3, 3, 3}), std::vector{x, out}, split);
+  }
+  return all;
+}
+
+TEST(CudaConvSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
+  Nvrtc nvrtc;
+  if (!nvrtc.usable())
+    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
+                    "the CUDA convolution kernels were not compiled";
+  const std::string cubin = compile_for_sm90(nvrtc, cuda::conv_source(), "conv_source()");
+  ASSERT_FALSE(cubin.empty());
+  std::set<std::string> names;
+  for (const Fixture& f : conv_calls())
+    for (const cuda::Launch& l : f.plan()) names.insert(l.function);
+  EXPECT_EQ(names.size(), 12u);  // fwd, grad_input, grad_weight x 4 dtypes
+  for (const std::string& name : names)
+    EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
+}
+
+// The GEMM each kernel computes, in tiles: rows x columns, groups x splits along z.
+TEST(CudaLibraryPlan, ConvTilesAndErrors) {
+  namespace mc = ml::conv;
+  const Dims x = dims({2, 6, 9, 7}), w = dims({4, 3, 3, 3}), out = dims({2, 4, 5, 4});
+  Fixture fwd(Op::Conv2d, ScalarType::BFloat16, out, std::vector{x, w}, attrs({2, 2, 1, 1, 1, 1, 2, 1}));
+  auto l = fwd.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_conv2d_fwd_bf16");
+  EXPECT_EQ(l[0].grid[0], 1u);  // 2 * 5 * 4 = 40 rows
+  EXPECT_EQ(l[0].grid[1], 1u);  // 2 output channels a group
+  EXPECT_EQ(l[0].grid[2], 2u);  // 2 groups
+  EXPECT_EQ(l[0].block[0], static_cast<uint32_t>(mc::kThreads));
+  EXPECT_EQ(l[0].meta[mc::kGroups], 2);
+  EXPECT_EQ(l[0].meta[mc::kOH], 5);
+  EXPECT_EQ(l[0].meta[mc::kA], 0);
+  EXPECT_EQ(l[0].meta[mc::kB], 1);
+  EXPECT_EQ(l[0].meta[mc::kOut], 2);
+  const Dims big_x = dims({128, 64, 32, 32}), big_w = dims({64, 64, 3, 3}), big_out = dims({128, 64, 32, 32});
+  Fixture gi(Op::Conv2dGradInput, ScalarType::Float, big_x, std::vector{big_out, big_w}, attrs({1, 1, 1, 1, 1, 1, 1, 1}));
+  l = gi.plan();
+  EXPECT_EQ(l[0].function, "loom_conv2d_grad_input_f32");
+  EXPECT_EQ(l[0].grid[0], 128u * 32 * 32 / mc::kTileM);
+  Fixture gw(Op::Conv2dGradWeight, ScalarType::Half, dims({16, 64, 64, 3, 3}), std::vector{big_x, big_out},
+             attrs({1, 1, 1, 1, 1, 1, 1, 16}));
+  l = gw.plan();
+  EXPECT_EQ(l[0].function, "loom_conv2d_grad_weight_f16");
+  EXPECT_EQ(l[0].grid[0], 5u);   // 64 * 9 = 576 rows (c, r, s)
+  EXPECT_EQ(l[0].grid[1], 1u);   // 64 output channels
+  EXPECT_EQ(l[0].grid[2], 16u);  // 16 splits of 8 samples
+  // Shapes that do not follow from the attributes, a split count above N,
+  // and integer inputs are planning errors naming the node.
+  Fixture bad_plane(Op::Conv2d, ScalarType::Float, dims({2, 4, 6, 4}), std::vector{x, w}, attrs({2, 2, 1, 1, 1, 1, 2, 1}));
+  EXPECT_THROW(bad_plane.plan(), loom::Error);
+  Fixture bad_split(Op::Conv2dGradWeight, ScalarType::Float, dims({3, 4, 3, 3, 3}), std::vector{x, out},
+                    attrs({2, 2, 1, 1, 1, 1, 2, 3}));
+  EXPECT_THROW(bad_split.plan(), loom::Error);
+  Fixture ints(Op::Conv2d, ScalarType::Int, out, std::vector{x, w}, attrs({2, 2, 1, 1, 1, 1, 2, 1}));
+  EXPECT_THROW(ints.plan(), loom::Error);
+}
+
 TEST(CudaLibraryPlan, AttentionBlocksAndErrors) {
   namespace ma = ml::attention;
   const ScalarType bf = ScalarType::BFloat16;

@@ -231,6 +231,26 @@ std::vector<Case> cases() {
                  loom::scaled_dot_product_attention(q, k, input(dt, dev, 2, Domain::Any, {2, 7, 8}).detach()).sum().backward();
                  return loom::cat({q.grad().reshape({-1}), k.grad().reshape({-1})}, 0);
                }});
+  // Convolution: the fused Conv2d op (stride, padding, groups) and both of
+  // its gradients (asked for on the CPU, where it is not the default).
+  struct FusedConvOnCpu {
+    FusedConvOnCpu() { loom::backends::enable_fused_conv_on_cpu(true); }
+    ~FusedConvOnCpu() { loom::backends::enable_fused_conv_on_cpu(false); }
+  };
+  c.push_back({"conv2d", [](ScalarType dt, Device dev) {
+                 FusedConvOnCpu fused;
+                 return loom::nn::functional::conv2d(
+                     input(dt, dev, 0, Domain::Any, {2, 4, 6, 5}), input(dt, dev, 1, Domain::Any, {6, 2, 3, 2}),
+                     loom::nn::functional::Conv2dFuncOptions().stride({2, 1}).padding(1).groups(2));
+               }});
+  c.push_back({"conv2d backward", [](ScalarType dt, Device dev) {
+                 FusedConvOnCpu fused;
+                 Tensor x = input(dt, dev, 0, Domain::Any, {2, 3, 5, 5}).detach(), w = input(dt, dev, 1, Domain::Any, {4, 3, 3, 3}).detach();
+                 x.requires_grad_();
+                 w.requires_grad_();
+                 loom::nn::functional::conv2d(x, w, loom::nn::functional::Conv2dFuncOptions().padding(1)).sum().backward();
+                 return loom::cat({x.grad().reshape({-1}), w.grad().reshape({-1})}, 0);
+               }});
   c.push_back({"matmul", [](ScalarType dt, Device dev) {
                  return loom::matmul(input(dt, dev), input(dt, dev, 1, Domain::Any, {37, 5}));
                }});

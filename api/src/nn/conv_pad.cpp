@@ -24,7 +24,8 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions
                         .bias(o.bias())
                         .stride(Pair({1, o.stride()}))
                         .padding(Pair({0, o.padding()}))
-                        .dilation(Pair({1, o.dilation()})),
+                        .dilation(Pair({1, o.dilation()}))
+                        .groups(o.groups()),
                     loc)
                  .squeeze(2, loc);
   return input.dim() == 2 ? y.squeeze(0, loc) : y;
@@ -108,8 +109,11 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTra
   LOOM_CHECK(input.dim() == 3 || input.dim() == 4, "conv_transpose2d", loc,
              "expected a 3-D [C, H, W] or 4-D [N, C, H, W] input, got ", detail::describe(input));
   const Tensor x = input.dim() == 3 ? input.unsqueeze(0, loc) : input;
+  const int64_t groups = o.groups();
+  LOOM_CHECK(groups >= 1 && x.size(1) % groups == 0, "conv_transpose2d", loc,
+             "groups must be positive and divide the input's ", x.size(1), " channels, got ", groups);
   LOOM_CHECK(weight.dim() == 4 && weight.size(0) == x.size(1), "conv_transpose2d", loc,
-             "expected a weight [", x.size(1), ", O, kH, kW], got ", detail::describe(weight));
+             "expected a weight [", x.size(1), ", O / groups, kH, kW], got ", detail::describe(weight));
   const Pair s = o.stride(), p = o.padding(), op = o.output_padding(), d = o.dilation();
   LOOM_CHECK(s.h > 0 && s.w > 0 && d.h > 0 && d.w > 0 && p.h >= 0 && p.w >= 0, "conv_transpose2d", loc,
              "stride and dilation must be positive and padding non-negative");
@@ -119,15 +123,25 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTra
   Tensor z = spread(spread(x, 2, s.h, loc), 3, s.w, loc);
   const int64_t ph = d.h * (kh - 1) - p.h, pw = d.w * (kw - 1) - p.w;
   z = pad(z, PadFuncOptions({pw, pw + op.w, ph, ph + op.h}), loc);
-  Tensor y = conv2d(z, weight.flip({2, 3}, loc).transpose(0, 1, loc), Conv2dFuncOptions().bias(o.bias()).dilation(d), loc);
+  // The equivalent convolution's weight [O, C / groups, kH, kW]: each
+  // group's [C / G, O / G] block transposed, the kernel flipped.
+  const int64_t c = weight.size(0), og = weight.size(1);
+  const Tensor w = weight.flip({2, 3}, loc)
+                       .reshape({groups, c / groups, og, kh, kw}, loc)
+                       .transpose(1, 2, loc)
+                       .reshape({groups * og, c / groups, kh, kw}, loc);
+  Tensor y = conv2d(z, w, Conv2dFuncOptions().bias(o.bias()).dilation(d).groups(groups), loc);
   return input.dim() == 3 ? y.squeeze(0, loc) : y;
 }
 
 }  // namespace functional
 
 ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o) : options(o) {
+  LOOM_CHECK(o.groups() > 0 && o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0,
+             "ConvTranspose2d", SourceLoc::current(), "in_channels (", o.in_channels(), ") and out_channels (",
+             o.out_channels(), ") must be divisible by groups (", o.groups(), ")");
   weight = register_parameter(
-      "weight", loom::empty({o.in_channels(), o.out_channels(), o.kernel_size().h, o.kernel_size().w}));
+      "weight", loom::empty({o.in_channels(), o.out_channels() / o.groups(), o.kernel_size().h, o.kernel_size().w}));
   if (o.bias()) bias = register_parameter("bias", loom::empty({o.out_channels()}));
   reset_parameters();
 }
@@ -135,7 +149,8 @@ ConvTranspose2dImpl::ConvTranspose2dImpl(const ConvTranspose2dOptions& o) : opti
 void ConvTranspose2dImpl::reset_parameters() {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias.defined()) {
-    const double fan_in = static_cast<double>(options.out_channels() * options.kernel_size().h * options.kernel_size().w);
+    const double fan_in = static_cast<double>(options.out_channels() / options.groups() * options.kernel_size().h *
+                                              options.kernel_size().w);
     const double bound = fan_in > 0 ? 1 / std::sqrt(fan_in) : 0;
     init::uniform_(bias, -bound, bound);
   }
@@ -148,7 +163,8 @@ Tensor ConvTranspose2dImpl::forward(const Tensor& input, SourceLoc loc) {
                                           .stride(options.stride())
                                           .padding(options.padding())
                                           .output_padding(options.output_padding())
-                                          .dilation(options.dilation()),
+                                          .dilation(options.dilation())
+                                          .groups(options.groups()),
                                       loc);
 }
 
@@ -157,7 +173,10 @@ void ConvTranspose2dImpl::pretty_print(std::ostream& os) const {
 }
 
 Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : options(o) {
-  weight = register_parameter("weight", loom::empty({o.out_channels(), o.in_channels(), o.kernel_size()}));
+  LOOM_CHECK(o.groups() > 0 && o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0, "Conv1d",
+             SourceLoc::current(), "in_channels (", o.in_channels(), ") and out_channels (", o.out_channels(),
+             ") must be divisible by groups (", o.groups(), ")");
+  weight = register_parameter("weight", loom::empty({o.out_channels(), o.in_channels() / o.groups(), o.kernel_size()}));
   if (o.bias()) bias = register_parameter("bias", loom::empty({o.out_channels()}));
   reset_parameters();
 }
@@ -165,7 +184,7 @@ Conv1dImpl::Conv1dImpl(const Conv1dOptions& o) : options(o) {
 void Conv1dImpl::reset_parameters() {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias.defined()) {
-    const double fan_in = static_cast<double>(options.in_channels() * options.kernel_size());
+    const double fan_in = static_cast<double>(options.in_channels() / options.groups() * options.kernel_size());
     const double bound = fan_in > 0 ? 1 / std::sqrt(fan_in) : 0;
     init::uniform_(bias, -bound, bound);
   }
@@ -177,7 +196,8 @@ Tensor Conv1dImpl::forward(const Tensor& input, SourceLoc loc) {
                                 .bias(bias)
                                 .stride(options.stride())
                                 .padding(options.padding())
-                                .dilation(options.dilation()),
+                                .dilation(options.dilation())
+                                .groups(options.groups()),
                             loc);
 }
 

@@ -1,13 +1,15 @@
-// nn::functional: activations, dropout, layer_norm, conv2d (im2col + one
-// matrix product) and max_pool2d (a max over the window's shifted views).
-// All are compositions of differentiable loom ops: their gradients come
-// from the ops' rules.
+// nn::functional: activations, dropout, layer_norm, conv2d (the fused
+// Conv2d op of api/src/nn/conv.cpp, or im2col and a product) and max_pool2d
+// (a max over the window's shifted views). All but the fused convolution
+// are compositions of differentiable loom ops: their gradients come from the
+// ops' rules.
 #include <loom/nn/functional.h>
 
 #include <limits>
 
 #include "api/src/nn/shared.h"
 #include "api/src/autocast.h"
+#include "api/src/nn/conv.h"
 #include "api/src/record.h"
 
 namespace loom::nn::functional {
@@ -115,6 +117,21 @@ Tensor batched(const Tensor& x, const char* op, const SourceLoc& loc) {
 
 }  // namespace
 
+namespace {
+// conv2d as im2col and one product a group: [N, G, Cg*kH*kW, L] columns
+// against the weight as [G, Og, Cg*kH*kW]. The path where the fused op does
+// not apply (backends::fused_conv_enabled() off, or mixed dtypes).
+Tensor written_out_conv2d(const Tensor& x, const Tensor& weight, const Conv2dFuncOptions& o, const SourceLoc& loc) {
+  const int64_t n = x.size(0), c = x.size(1), out_c = weight.size(0), groups = o.groups();
+  const Pair kernel{weight.size(2), weight.size(3)};
+  Windows win = windows(pad2d(x, o.padding(), 0.0, loc), kernel, o.stride(), o.dilation(), "conv2d", loc);
+  const int64_t l = win.out_h * win.out_w;
+  Tensor cols = stack(win.views, 2, loc).reshape({n, groups, c / groups * kernel.h * kernel.w, l}, loc);
+  Tensor out = matmul(weight.reshape({groups, out_c / groups, -1}, loc), cols, loc);  // [N, G, Og, L]
+  return out.reshape({n, out_c, win.out_h, win.out_w}, loc);
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Conv2dFuncOptions& o_in, SourceLoc loc) {
   detail::impl_of(input_in, "conv2d", loc);
   detail::impl_of(weight_in, "conv2d", loc);
@@ -122,21 +139,31 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Conv2dFuncO
   Conv2dFuncOptions o = o_in;
   if (o.bias().defined()) o.bias(detail::autocast::lower(o.bias(), loc));
   Tensor x = batched(input, "conv2d", loc);
-  LOOM_CHECK(weight.dim() == 4 && weight.size(1) == x.size(1), "conv2d", loc,
-             "expected weight [out_channels, in_channels, kH, kW] with in_channels = ", x.size(1), " (input ",
-             describe(input), "), got ", describe(weight));
+  const int64_t groups = o.groups();
+  LOOM_CHECK(groups >= 1 && x.size(1) % groups == 0, "conv2d", loc, "groups must be positive and divide the input's ",
+             x.size(1), " channels, got ", groups);
+  LOOM_CHECK(weight.dim() == 4 && weight.size(1) * groups == x.size(1) && weight.size(0) % groups == 0, "conv2d", loc,
+             "expected weight [out_channels, in_channels / groups, kH, kW] with in_channels = ", x.size(1), " (input ",
+             describe(input), ") and ", groups, " group(s), got ", describe(weight));
   check_pair(o.stride(), 1, "stride", "conv2d", loc);
   check_pair(o.dilation(), 1, "dilation", "conv2d", loc);
   check_pair(o.padding(), 0, "padding", "conv2d", loc);
-  const int64_t n = x.size(0), c = x.size(1), out_c = weight.size(0);
-  const Pair kernel{weight.size(2), weight.size(3)};
-  Windows win = windows(pad2d(x, o.padding(), 0.0, loc), kernel, o.stride(), o.dilation(), "conv2d", loc);
-  // im2col: [N, C, kH*kW, L] -> [N, C*kH*kW, L]; the weight as [O, C*kH*kW].
-  const int64_t l = win.out_h * win.out_w;
-  Tensor cols = stack(win.views, 2, loc).reshape({n, c * kernel.h * kernel.w, l}, loc);
-  Tensor out = matmul(weight.reshape({out_c, -1}, loc), cols, loc);  // [N, O, L]
-  if (o.bias().defined()) out = out.add(o.bias().view({1, out_c, 1}, loc), 1, loc);
-  out = out.view({n, out_c, win.out_h, win.out_w}, loc);
+  const Pair kernel{weight.size(2), weight.size(3)}, pad = o.padding(), dil = o.dilation();
+  const int64_t span_h = dil.h * (kernel.h - 1) + 1, span_w = dil.w * (kernel.w - 1) + 1;
+  LOOM_CHECK(x.size(2) + 2 * pad.h >= span_h && x.size(3) + 2 * pad.w >= span_w, "conv2d", loc, "the kernel (",
+             kernel.h, "x", kernel.w, ", dilation ", dil.h, "x", dil.w, ") is larger than the padded input (",
+             x.size(2) + 2 * pad.h, "x", x.size(3) + 2 * pad.w, ")");
+  const int64_t out_c = weight.size(0);
+  Tensor out;
+  if (detail::fused_conv_applies(x, weight)) {
+    ir::ConvGeometry g;
+    g.stride_h = o.stride().h, g.stride_w = o.stride().w, g.pad_h = pad.h, g.pad_w = pad.w, g.dil_h = dil.h,
+    g.dil_w = dil.w, g.groups = groups;
+    out = detail::fused_conv2d(x, weight, g, loc);
+  } else {
+    out = written_out_conv2d(x, weight, o, loc);
+  }
+  if (o.bias().defined()) out = out.add(o.bias().view({1, out_c, 1, 1}, loc), 1, loc);
   return input.dim() == 3 ? out.squeeze(0, loc) : out;
 }
 

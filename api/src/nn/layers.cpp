@@ -113,14 +113,19 @@ void EmbeddingImpl::pretty_print(std::ostream& os) const {
 
 // ---------------------------------------------------------------- Conv2d, pooling, flatten
 Conv2dImpl::Conv2dImpl(const Conv2dOptions& o) : options(o) {
-  weight = register_parameter("weight", loom::empty({o.out_channels(), o.in_channels(), o.kernel_size().h, o.kernel_size().w}));
+  LOOM_CHECK(o.groups() > 0 && o.in_channels() % o.groups() == 0 && o.out_channels() % o.groups() == 0, "Conv2d",
+             SourceLoc::current(), "in_channels (", o.in_channels(), ") and out_channels (", o.out_channels(),
+             ") must be divisible by groups (", o.groups(), ")");
+  weight = register_parameter(
+      "weight", loom::empty({o.out_channels(), o.in_channels() / o.groups(), o.kernel_size().h, o.kernel_size().w}));
   if (o.bias()) bias = register_parameter("bias", loom::empty({o.out_channels()}));
   reset_parameters();
 }
 void Conv2dImpl::reset_parameters() {
   init::kaiming_uniform_(weight, std::sqrt(5.0));
   if (bias.defined()) {
-    const double fan_in = static_cast<double>(options.in_channels() * options.kernel_size().h * options.kernel_size().w);
+    const double fan_in =
+        static_cast<double>(options.in_channels() / options.groups() * options.kernel_size().h * options.kernel_size().w);
     const double bound = fan_in > 0 ? 1 / std::sqrt(fan_in) : 0;
     init::uniform_(bias, -bound, bound);
   }
@@ -131,12 +136,15 @@ Tensor Conv2dImpl::forward(const Tensor& input, SourceLoc loc) {
                                 .bias(bias)
                                 .stride(options.stride())
                                 .padding(options.padding())
-                                .dilation(options.dilation()),
+                                .dilation(options.dilation())
+                                .groups(options.groups()),
                             loc);
 }
 void Conv2dImpl::pretty_print(std::ostream& os) const {
   os << "Conv2d(" << options.in_channels() << ", " << options.out_channels() << ", kernel_size=" << options.kernel_size()
-     << ", stride=" << options.stride() << ", padding=" << options.padding() << ")";
+     << ", stride=" << options.stride() << ", padding=" << options.padding();
+  if (options.groups() != 1) os << ", groups=" << options.groups();
+  os << ")";
 }
 
 void MaxPool2dImpl::pretty_print(std::ostream& os) const {

@@ -29,6 +29,7 @@ struct Conv1dOptions {
   LOOM_ARG(Conv1dOptions, int64_t, stride, 1)
   LOOM_ARG(Conv1dOptions, int64_t, padding, 0)
   LOOM_ARG(Conv1dOptions, int64_t, dilation, 1)
+  LOOM_ARG(Conv1dOptions, int64_t, groups, 1)
   LOOM_ARG(Conv1dOptions, bool, bias, true)
 };
 
@@ -38,8 +39,9 @@ struct Conv1dFuncOptions {
   LOOM_ARG(Conv1dFuncOptions, int64_t, stride, 1)
   LOOM_ARG(Conv1dFuncOptions, int64_t, padding, 0)
   LOOM_ARG(Conv1dFuncOptions, int64_t, dilation, 1)
+  LOOM_ARG(Conv1dFuncOptions, int64_t, groups, 1)
 };
-// input [N, C, L] (or [C, L]), weight [O, C, k].
+// input [N, C, L] (or [C, L]), weight [O, C / groups, k].
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& options = {}, LOOM_LOC);
 
 struct PadFuncOptions {
@@ -64,6 +66,7 @@ struct ConvTranspose2dOptions {
   LOOM_ARG(ConvTranspose2dOptions, Pair, padding, 0)
   LOOM_ARG(ConvTranspose2dOptions, Pair, output_padding, 0)
   LOOM_ARG(ConvTranspose2dOptions, Pair, dilation, 1)
+  LOOM_ARG(ConvTranspose2dOptions, int64_t, groups, 1)
   LOOM_ARG(ConvTranspose2dOptions, bool, bias, true)
 };
 
@@ -74,8 +77,9 @@ struct ConvTranspose2dFuncOptions {
   LOOM_ARG(ConvTranspose2dFuncOptions, Pair, padding, 0)
   LOOM_ARG(ConvTranspose2dFuncOptions, Pair, output_padding, 0)
   LOOM_ARG(ConvTranspose2dFuncOptions, Pair, dilation, 1)
+  LOOM_ARG(ConvTranspose2dFuncOptions, int64_t, groups, 1)
 };
-// input [N, C, H, W] (or [C, H, W]), weight [C, O, kH, kW]; output height
+// input [N, C, H, W] (or [C, H, W]), weight [C, O / groups, kH, kW]; output height
 // (H - 1) stride - 2 padding + dilation (kH - 1) + output_padding + 1.
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const ConvTranspose2dFuncOptions& options = {},
                         LOOM_LOC);

@@ -8,6 +8,18 @@
 #include <loom/nn/options.h>
 
 #pragma GCC visibility push(default)
+// Whether conv2d (and conv1d, conv_transpose2d, the Conv modules) records
+// the fused Conv2d op (on by default) or im2col and a product, the role of
+// torch.backends.cudnn.enabled. On the CPU the fused op also needs
+// enable_fused_conv_on_cpu(true): off by default, because im2col and the
+// generated GEMM kernels measure faster there today.
+namespace loom::backends {
+void enable_fused_conv(bool enabled);
+bool fused_conv_enabled();
+void enable_fused_conv_on_cpu(bool enabled);
+bool fused_conv_on_cpu_enabled();
+}  // namespace loom::backends
+
 namespace loom::nn::functional {
 
 Tensor relu(const Tensor& x, LOOM_LOC);
@@ -27,8 +39,9 @@ Tensor embedding(const Tensor& indices, const Tensor& weight, LOOM_LOC);
 Tensor dropout(const Tensor& x, const DropoutFuncOptions& options = {}, LOOM_LOC);
 // Over the trailing normalized_shape dims: mean and biased variance.
 Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& options, LOOM_LOC);
-// input [N, C, H, W] (or [C, H, W]), weight [O, C, kH, kW]: im2col + one
-// matrix product for now.
+// input [N, C, H, W] (or [C, H, W]), weight [O, C / groups, kH, kW]: one
+// fused Conv2d op (an implicit GEMM on every backend, no im2col tensor)
+// where backends::fused_conv_enabled(), else im2col and one product.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& options = {}, LOOM_LOC);
 Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& options, LOOM_LOC);
 // The pooled values and, for each, the flat index (row * W + column) of

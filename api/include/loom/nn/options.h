@@ -78,6 +78,7 @@ struct Conv2dOptions {
   LOOM_ARG(Conv2dOptions, Pair, stride, 1)
   LOOM_ARG(Conv2dOptions, Pair, padding, 0)
   LOOM_ARG(Conv2dOptions, Pair, dilation, 1)
+  LOOM_ARG(Conv2dOptions, int64_t, groups, 1)
   LOOM_ARG(Conv2dOptions, bool, bias, true)
 };
 
@@ -188,6 +189,7 @@ struct Conv2dFuncOptions {
   LOOM_ARG(Conv2dFuncOptions, Pair, stride, 1)
   LOOM_ARG(Conv2dFuncOptions, Pair, padding, 0)
   LOOM_ARG(Conv2dFuncOptions, Pair, dilation, 1)
+  LOOM_ARG(Conv2dFuncOptions, int64_t, groups, 1)
 };
 using MaxPool2dFuncOptions = MaxPool2dOptions;
 using AvgPool2dFuncOptions = AvgPool2dOptions;
