@@ -64,6 +64,22 @@ TEST_P(ReduceTest, SumOverDimsListsNegativeDimsAndKeepdim) {
   EXPECT_THROW(x.sum({0, -3}), loom::Error);  // the same dim twice
 }
 
+// A sum over a dim of size 1 is each element itself, also for many rows
+// fused with what follows (a GPU gives such a row one thread: ragged
+// counts of rows and a consumer in the same kernel).
+TEST_P(ReduceTest, SumOverADimOfSizeOneKeepsEveryElement) {
+  for (int64_t n : {255, 256, 4099, 300001}) {
+    SCOPED_TRACE(n);
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<double>(i % 97) - 48.5;
+    const Tensor x = loom::tensor(v).to(loom::kFloat).reshape({1, n, 1});
+    V want(v.size());
+    for (size_t i = 0; i < v.size(); ++i) want[i] = v[i] * 2 - 1;
+    EXPECT_TRUE(all_close(x.sum({0}).mul(2).sub(1).reshape({-1}), want, 0, 0));
+    EXPECT_TRUE(all_close(x.sum({0, 2}).mul(2).sub(1), want, 0, 0));
+  }
+}
+
 TEST_P(ReduceTest, IntegerAndBoolSumsAreInt64) {
   Tensor i = loom::tensor({1, 2, 3, 4}, loom::kInt).reshape({2, 2});
   EXPECT_EQ(i.sum().dtype(), loom::kLong);

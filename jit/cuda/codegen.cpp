@@ -79,7 +79,12 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
   // kColumnMinRows rows that is too few blocks: the usual groups, up to
   // 1024 threads a row, measured faster there (H100, [8192, 64].sum(0):
   // 12.4 against 13.6-15.2 us).
-  p.columns = !arg && k.loop[k.outer - 1] >= 32 && p.rows >= kColumnMinRows && ir::rows_lie_across_memory(k);
+  // A row of one element (a sum over a dim of size 1, as a weight
+  // gradient's one batch split) is one thread's: a warp per row would leave
+  // 31 of its 32 threads idle (W10 on an H200: three such kernels over
+  // layer 4's 2.4M weights took 375 us each, the update they carry 4).
+  p.columns = !arg && k.loop[k.outer - 1] >= 32 && p.rows >= kColumnMinRows &&
+              (p.row_length == 1 || ir::rows_lie_across_memory(k));
   if (p.columns) {
     p.group = static_cast<int>(std::clamp<int64_t>(pow2_at_least((steps + kColumnSteps - 1) / kColumnSteps), 1, 32));
     p.rows_per_block = std::max(32, 256 / p.group);
