@@ -369,6 +369,9 @@ Launch conv(const ir::LibraryCall& call, uint32_t call_index) {
   if (!is_floating_point(t) || call.input_dtypes[1] != t)
     fail(call, call_index, "has kernels for two inputs of one floating dtype, got " + std::string(to_string(t)) + " and " +
                                std::string(to_string(call.input_dtypes[1])));
+  if (g.c * g.h * g.w >= mc::kMaxPerSample || g.o * g.oh * g.ow >= mc::kMaxPerSample ||
+      g.o * g.cg() * g.kh * g.kw >= mc::kMaxPerSample)
+    fail(call, call_index, "has a sample or weight of 2^31 elements or more, past the kernels' 32-bit offsets");
   std::vector<int64_t> m(mc::kCount, 0);
   m[mc::kOut] = call.output;
   m[mc::kA] = call.inputs[0], m[mc::kAOffset] = input_offset_field(call, 0);

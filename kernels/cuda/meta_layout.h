@@ -160,6 +160,9 @@ enum : int {
   kN, kC, kH, kW, kO, kOH, kOW, kKH, kKW, kStrideH, kStrideW, kPadH, kPadW, kDilH, kDilW, kGroups, kSplits, kCount
 };
 constexpr int kTileM = 128, kTileN = 64, kThreads = 256;
+// The kernels index within one sample of x or dout (C*H*W, O*OH*OW
+// elements) and within the weight in 32 bits: each must stay below this.
+constexpr long long kMaxPerSample = 2147483647LL;
 }  // namespace conv
 
 // loom_linspace_<dtype>, loom_rand_uniform_<dtype>, loom_rand_normal_<dtype>:

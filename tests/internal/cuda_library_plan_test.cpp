@@ -270,6 +270,10 @@ TEST(CudaLibraryPlan, ConvTilesAndErrors) {
   EXPECT_THROW(bad_split.plan(), loom::Error);
   Fixture ints(Op::Conv2d, ScalarType::Int, out, std::vector{x, w}, attrs({2, 2, 1, 1, 1, 1, 2, 1}));
   EXPECT_THROW(ints.plan(), loom::Error);
+  // A sample of 2^31 elements is past the kernels' 32-bit offsets.
+  Fixture huge(Op::Conv2d, ScalarType::Float, dims({1, 1, 65536, 32768}),
+               std::vector{dims({1, 1, 65536, 32768}), dims({1, 1, 1, 1})}, attrs({1, 1, 0, 0, 1, 1, 1, 1}));
+  EXPECT_THROW(huge.plan(), loom::Error);
 }
 
 TEST(CudaLibraryPlan, AttentionBlocksAndErrors) {

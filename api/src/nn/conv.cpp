@@ -166,7 +166,15 @@ bool fused_conv_applies(const Tensor& x, const Tensor& w) {
   if (!backends::fused_conv_enabled()) return false;
   if (!is_floating_point(x.dtype()) || w.dtype() != x.dtype() || w.device() != x.device()) return false;
   if (x.device().is_cpu() && !backends::fused_conv_on_cpu_enabled()) return false;
-  if (x.device().is_cuda() && is_reduced_floating_point(x.dtype())) return cuda_tensor_cores(x.device());
+  if (x.device().is_cuda()) {
+    // The GPU kernels index within a sample and the weight in 32 bits
+    // (kernels/cuda/meta_layout.h, conv::kMaxPerSample): larger ones are written out.
+    constexpr int64_t kMax = 2147483647;
+    const int64_t per_sample = x.dim() == 4 ? x.numel() / std::max<int64_t>(x.size(0), 1) : x.numel();
+    if (per_sample >= kMax || w.numel() >= kMax || per_sample * std::max<int64_t>(w.size(0), 1) / std::max<int64_t>(x.size(1), 1) >= kMax)
+      return false;
+    if (is_reduced_floating_point(x.dtype())) return cuda_tensor_cores(x.device());
+  }
   return true;
 }
 
