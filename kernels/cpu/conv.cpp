@@ -1,12 +1,15 @@
 // Conv2d and its two gradients on the CPU (ir/conv.h has what each takes
-// and gives). Each is a sum of small GEMMs over one sample and group:
-//   forward      out[n,g] [Og, L]   = W_g [Og, K] . col [K, L]
-//   grad input   dcol [K, L]        = W_g^T [K, Og] . dout[n,g] [Og, L], added back into dx (col2im)
-//   grad weight  dw[t,g] [Og, K]   += dout[n,g] [Og, L] . col^T [L, K]   for each sample n of split t
-// with K = Cg * KH * KW and L = OH * OW. `col` is the input under each
-// kernel position (im2col), built a band of columns at a time in a task's
-// own buffer (a few hundred KB, kept in cache), never for the whole tensor.
-// Tasks are (sample, group, band) for the first two and (split, group) for
+// and gives). Each is a sum of small GEMMs over bands of output positions
+// of one group:
+//   forward      out[g] [Og, band]   = W_g [Og, K] . col [K, band]
+//   grad input   dcol [K, band]      = W_g^T [K, Og] . dout[n,g] [Og, band], added back into dx (col2im)
+//   grad weight  dw[t,g] [Og, K]    += dout[g] [Og, band] . col^T [band, K]   over the bands of split t
+// with K = Cg * KH * KW. `col` is the input under each kernel position
+// (im2col), built a band of 256 positions at a time in a task's own buffer
+// (a band of the forward and the weight gradient may cross from one sample
+// into the next), never for the whole tensor. The weights are packed once
+// per call. Tasks are (group, band) for the forward, (sample, group) for the
+// input gradient (its bands add into one sample's dx) and (split, group) for
 // the weight gradient, so no two tasks write one element and the sums run
 // in the same order at any thread count. Sums are float32 (float64 for
 // float64); bfloat16 and float16 are widened into the task's buffers and
@@ -16,7 +19,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 #include "ir/conv.h"
@@ -41,7 +43,13 @@ Isa isa() {
                                                                                            : Isa::Baseline;
   return i;
 }
-int tile_rows() { return isa() == Isa::Avx512 ? 8 : isa() == Isa::Avx2 ? 6 : 4; }
+// Rows x columns of each ISA's register tile: what pack() lays a's panels
+// out for and what product() instantiates, so the two cannot disagree.
+struct TileShape {
+  int mr, nr;
+};
+constexpr TileShape kAvx512Tile{8, 32}, kAvx2Tile{6, 16}, kBaselineTile{4, 8};
+int tile_rows() { return isa() == Isa::Avx512 ? kAvx512Tile.mr : isa() == Isa::Avx2 ? kAvx2Tile.mr : kBaselineTile.mr; }
 
 // The left operand of a product, a [m, k] at a(i, p) = a[i * rs + p * cs],
 // packed once: for each slice of
@@ -134,19 +142,19 @@ template <class A, class T>
 __attribute__((target("avx512f,avx512vl,avx2,fma"))) void product_avx512(const Packed<A>& a, const T* b, int64_t brs,
                                                                           int64_t bcs, int64_t n, A* c, int64_t ldc,
                                                                           bool accumulate) {
-  product_tiles<A, T, 8, 32>(a, b, brs, bcs, n, c, ldc, accumulate);
+  product_tiles<A, T, kAvx512Tile.mr, kAvx512Tile.nr>(a, b, brs, bcs, n, c, ldc, accumulate);
 }
 template <class A, class T>
 __attribute__((target("avx2,fma"))) void product_avx2(const Packed<A>& a, const T* b, int64_t brs, int64_t bcs, int64_t n,
                                                       A* c, int64_t ldc, bool accumulate) {
-  product_tiles<A, T, 6, 16>(a, b, brs, bcs, n, c, ldc, accumulate);
+  product_tiles<A, T, kAvx2Tile.mr, kAvx2Tile.nr>(a, b, brs, bcs, n, c, ldc, accumulate);
 }
 template <class A, class T>
 void product(const Packed<A>& a, const T* b, int64_t brs, int64_t bcs, int64_t n, A* c, int64_t ldc, bool accumulate) {
   switch (isa()) {
     case Isa::Avx512: return product_avx512(a, b, brs, bcs, n, c, ldc, accumulate);
     case Isa::Avx2: return product_avx2(a, b, brs, bcs, n, c, ldc, accumulate);
-    case Isa::Baseline: return product_tiles<A, T, 4, 8>(a, b, brs, bcs, n, c, ldc, accumulate);
+    case Isa::Baseline: return product_tiles<A, T, kBaselineTile.mr, kBaselineTile.nr>(a, b, brs, bcs, n, c, ldc, accumulate);
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "api/src/autograd/node.h"
 #include "api/src/record.h"
+#include "kernels/cuda/meta_layout.h"
 #include "runtime/cuda/context.h"
 
 namespace loom {
@@ -62,7 +63,9 @@ int64_t weight_splits(const ir::ConvGeometry& g, Device device) {
   int64_t want = 1;
   if (device.is_cuda()) {
     const int sms = runtime::cuda::context(std::max<int>(device.index(), 0)).multiprocessors;
-    const int64_t tiles = (g.cg() * g.kh * g.kw + 127) / 128 * ((g.og() + 63) / 64) * g.groups;
+    namespace mc = kernels::cuda::meta_layout::conv;
+    const int64_t tiles =
+        (g.cg() * g.kh * g.kw + mc::kTileM - 1) / mc::kTileM * ((g.og() + mc::kTileN - 1) / mc::kTileN) * g.groups;
     want = (2 * std::max(sms, 1) + tiles - 1) / tiles;
   } else {
     want = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
@@ -87,7 +90,7 @@ ir::ConvGeometry geometry_of(const OpGrad& node, const Tensor& x_like, const Ten
   return g;
 }
 
-// saved: x, w. 
+// saved: x, w.
 V forward_b(const OpGrad& node, const Tensor& dy) {
   const SourceLoc loc = SourceLoc::current();
   const Tensor x = node.saved(0), w = node.saved(1);
@@ -162,32 +165,38 @@ bool cuda_tensor_cores(const Device& device) {
 
 }  // namespace
 
-bool fused_conv_applies(const Tensor& x, const Tensor& w) {
-  if (!backends::fused_conv_enabled()) return false;
-  if (!is_floating_point(x.dtype()) || w.dtype() != x.dtype() || w.device() != x.device()) return false;
-  if (x.device().is_cpu() && !backends::fused_conv_on_cpu_enabled()) return false;
-  if (x.device().is_cuda()) {
-    // The GPU kernels index within a sample and the weight in 32 bits
-    // (kernels/cuda/meta_layout.h, conv::kMaxPerSample): larger ones are written out.
-    constexpr int64_t kMax = 2147483647;
-    const int64_t per_sample = x.dim() == 4 ? x.numel() / std::max<int64_t>(x.size(0), 1) : x.numel();
-    if (per_sample >= kMax || w.numel() >= kMax || per_sample * std::max<int64_t>(w.size(0), 1) / std::max<int64_t>(x.size(1), 1) >= kMax)
-      return false;
-    if (is_reduced_floating_point(x.dtype())) return cuda_tensor_cores(x.device());
-  }
-  return true;
-}
-
-Tensor fused_conv2d(const Tensor& x_in, const Tensor& w_in, const ir::ConvGeometry& geometry, const SourceLoc& loc) {
-  // The kernels read whole contiguous buffers (a view is copied here).
-  const Tensor x = x_in.contiguous(loc), w = w_in.contiguous(loc);
-  ir::ConvGeometry g = geometry;
+namespace {
+// attrs with the sizes of x and w and the output plane they give.
+ir::ConvGeometry sized(const Tensor& x, const Tensor& w, const ir::ConvGeometry& attrs) {
+  ir::ConvGeometry g = attrs;
   g.n = x.size(0), g.c = x.size(1), g.h = x.size(2), g.w = x.size(3);
   g.o = w.size(0), g.kh = w.size(2), g.kw = w.size(3);
   g.oh = ir::ConvGeometry::out_size(g.h, g.pad_h, g.dil_h, g.kh, g.stride_h);
   g.ow = ir::ConvGeometry::out_size(g.w, g.pad_w, g.dil_w, g.kw, g.stride_w);
   g.splits = 1;
-  return forward(x, w, g, loc);
+  return g;
+}
+}  // namespace
+
+bool fused_conv_applies(const Tensor& x, const Tensor& w, const ir::ConvGeometry& attrs) {
+  if (!backends::fused_conv_enabled()) return false;
+  if (!is_floating_point(x.dtype()) || w.dtype() != x.dtype() || w.device() != x.device()) return false;
+  if (x.device().is_cpu() && !backends::fused_conv_on_cpu_enabled()) return false;
+  if (x.device().is_cuda()) {
+    // The GPU kernels index within a sample and the weight in 32 bits: larger
+    // ones are written out (the planner would refuse them).
+    const ir::ConvGeometry g = sized(x, w, attrs);
+    const int64_t limit = kernels::cuda::meta_layout::conv::kMaxPerSample;
+    if (g.c * g.h * g.w >= limit || g.o * g.oh * g.ow >= limit || w.numel() >= limit) return false;
+    if (is_reduced_floating_point(x.dtype())) return cuda_tensor_cores(x.device());
+  }
+  return true;
+}
+
+Tensor fused_conv2d(const Tensor& x_in, const Tensor& w_in, const ir::ConvGeometry& attrs, const SourceLoc& loc) {
+  // The kernels read whole contiguous buffers (a view is copied here).
+  const Tensor x = x_in.contiguous(loc), w = w_in.contiguous(loc);
+  return forward(x, w, sized(x, w, attrs), loc);
 }
 
 }  // namespace detail

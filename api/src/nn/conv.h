@@ -12,11 +12,11 @@ namespace loom::detail {
 // GPU, bfloat16 and float16 also need compute capability 8.0 (mma.sync); on
 // the CPU, backends::fused_conv_on_cpu_enabled() (off by default: slower
 // there today than im2col and the generated GEMM).
-bool fused_conv_applies(const Tensor& x, const Tensor& w);
-// One Conv2d node (stride, padding, dilation and groups from `g`; its sizes
-// are taken from x and w) with its gradient rule: the three conv ops are
+// `attrs`: stride, padding, dilation and groups; the sizes come from x and w.
+bool fused_conv_applies(const Tensor& x, const Tensor& w, const ir::ConvGeometry& attrs);
+// One Conv2d node (attributes from `attrs`, sizes from x and w) with its gradient rule: the three conv ops are
 // bilinear and each one's gradient is made of the other two, so a backward
 // is itself differentiable (create_graph) to any order.
-Tensor fused_conv2d(const Tensor& x, const Tensor& w, const ir::ConvGeometry& g, const SourceLoc& loc);
+Tensor fused_conv2d(const Tensor& x, const Tensor& w, const ir::ConvGeometry& attrs, const SourceLoc& loc);
 
 }  // namespace loom::detail

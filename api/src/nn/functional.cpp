@@ -154,15 +154,11 @@ Tensor conv2d(const Tensor& input_in, const Tensor& weight_in, const Conv2dFuncO
              kernel.h, "x", kernel.w, ", dilation ", dil.h, "x", dil.w, ") is larger than the padded input (",
              x.size(2) + 2 * pad.h, "x", x.size(3) + 2 * pad.w, ")");
   const int64_t out_c = weight.size(0);
-  Tensor out;
-  if (detail::fused_conv_applies(x, weight)) {
-    ir::ConvGeometry g;
-    g.stride_h = o.stride().h, g.stride_w = o.stride().w, g.pad_h = pad.h, g.pad_w = pad.w, g.dil_h = dil.h,
-    g.dil_w = dil.w, g.groups = groups;
-    out = detail::fused_conv2d(x, weight, g, loc);
-  } else {
-    out = written_out_conv2d(x, weight, o, loc);
-  }
+  ir::ConvGeometry attrs;
+  attrs.stride_h = o.stride().h, attrs.stride_w = o.stride().w, attrs.pad_h = pad.h, attrs.pad_w = pad.w;
+  attrs.dil_h = dil.h, attrs.dil_w = dil.w, attrs.groups = groups;
+  Tensor out = detail::fused_conv_applies(x, weight, attrs) ? detail::fused_conv2d(x, weight, attrs, loc)
+                                                            : written_out_conv2d(x, weight, o, loc);
   if (o.bias().defined()) out = out.add(o.bias().view({1, out_c, 1, 1}, loc), 1, loc);
   return input.dim() == 3 ? out.squeeze(0, loc) : out;
 }
