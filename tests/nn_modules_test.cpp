@@ -98,6 +98,30 @@ TEST_P(NnModulesTest, NormalizationGradients) {
                         {input({2, 2, 3, 2}, 7)}));
   EXPECT_TRUE(gradcheck([](const T& v) { return F::rms_norm(v[0], F::RMSNormFuncOptions({3}).weight(v[1])); },
                         {input({2, 3}, 8), input({3}, 9)}));
+  // Affine instance norm (one weight per channel, normalized per sample) and
+  // layer norm over two trailing dims (a weight that varies along them):
+  // the two forms of the norms' one backward rule (api/src/nn/normalize.cpp).
+  EXPECT_TRUE(gradcheck(
+      [](const T& v) { return F::instance_norm(v[0], F::InstanceNormFuncOptions().weight(v[1]).bias(v[2])); },
+      {input({2, 2, 3, 2}, 12), input({2}, 13), input({2}, 14)}));
+  EXPECT_TRUE(gradcheck(
+      [](const T& v) { return F::layer_norm(v[0], F::LayerNormFuncOptions({2, 3}).weight(v[1]).bias(v[2])); },
+      {input({4, 2, 3}, 15), input({2, 3}, 16), input({2, 3}, 17)}));
+  // A backward that is itself differentiated (create_graph) recomputes the
+  // statistics with their history.
+  EXPECT_TRUE(loom_test::gradgradcheck(
+      [](const T& v) {
+        return F::batch_norm(v[0], Tensor(), Tensor(), F::BatchNormFuncOptions().weight(v[1]).bias(v[2]).training(true));
+      },
+      {input({3, 2, 2, 2}, 18), input({2}, 19), input({2}, 20)}));
+  EXPECT_TRUE(loom_test::gradgradcheck(
+      [](const T& v) { return F::layer_norm(v[0], F::LayerNormFuncOptions({3}).weight(v[1]).bias(v[2])); },
+      {input({2, 3}, 21), input({3}, 22), input({3}, 23)}));
+  // One node for the whole normalization, named as libtorch's.
+  const Tensor x = input({3, 2, 2, 2}, 24).requires_grad_(), w = input({2}, 25).requires_grad_();
+  EXPECT_EQ(F::batch_norm(x, Tensor(), Tensor(), F::BatchNormFuncOptions().weight(w).training(true)).grad_fn()->name(),
+            "NativeBatchNormBackward0");
+  EXPECT_EQ(F::layer_norm(input({2, 3}, 26).requires_grad_(), F::LayerNormFuncOptions({3})).grad_fn()->name(), "NativeLayerNormBackward0");
 }
 
 TEST_P(NnModulesTest, GroupInstanceAndRmsNormFollowTheirFormulas) {

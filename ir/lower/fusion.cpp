@@ -126,10 +126,19 @@ std::vector<NeedsBuffer> Lowering::recompute_check() {
   return out;
 }
 
+// The cost of computing one element of node i, its stored inputs free. An
+// input with fewer elements than i (a per-channel value broadcast over a
+// batch: a norm's 1/sqrt(var + eps)) counts in proportion, once per its
+// own element: the alternative to recomputing it is storing i, which costs
+// per element of i.
 double Lowering::subtree_cost(uint32_t i) const {
   if (!reason_[i].empty()) return 0;
   double c = op_cost(node(i).op);
-  for (uint32_t in : g_.inputs_of(i)) c += subtree_cost(in);
+  const double numel = static_cast<double>(std::max<int64_t>(node(i).numel(), 1));
+  for (uint32_t in : g_.inputs_of(i)) {
+    const double share = std::min(1.0, static_cast<double>(node(in).numel()) / numel);
+    c += share * subtree_cost(in);
+  }
   return c;
 }
 

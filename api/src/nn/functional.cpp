@@ -58,10 +58,7 @@ Tensor layer_norm(const Tensor& x, const LayerNormFuncOptions& o, SourceLoc loc)
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < k; ++i) dims.push_back(x.dim() - k + i);
   // Mean and biased variance, as PyTorch: y = (x - mean) / sqrt(var + eps) * weight + bias.
-  Tensor y = shared::normalize(x, dims, o.eps(), loc).y;
-  if (o.weight().defined()) y = y.mul(o.weight(), loc);
-  if (o.bias().defined()) y = y.add(o.bias(), 1, loc);
-  return y;
+  return shared::normalize(x, dims, o.eps(), o.weight(), o.bias(), "NativeLayerNormBackward0", loc).y;
 }
 
 namespace {

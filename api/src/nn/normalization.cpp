@@ -27,9 +27,16 @@ Tensor per_channel(const Tensor& v, int64_t dims, const SourceLoc& loc) {
   return v.reshape(shape, loc);
 }
 
+// A per-channel weight or bias as [1, C, 1, ...] in x's dtype (undefined
+// stays undefined).
+Tensor channel_param(const Tensor& v, const Tensor& x, const SourceLoc& loc) {
+  return v.defined() ? per_channel(v.to(x.dtype(), loc), x.dim(), loc) : Tensor();
+}
+
+// y * weight + bias, both [1, C, 1, ...] or undefined.
 Tensor affine(Tensor y, const Tensor& weight, const Tensor& bias, const SourceLoc& loc) {
-  if (weight.defined()) y = y.mul(per_channel(weight, y.dim(), loc), loc);
-  if (bias.defined()) y = y.add(per_channel(bias, y.dim(), loc), 1, loc);
+  if (weight.defined()) y = y.mul(weight, loc);
+  if (bias.defined()) y = y.add(bias, 1, loc);
   return y;
 }
 
@@ -76,7 +83,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     const int64_t n = x.numel() / std::max<int64_t>(c, 1);
     LOOM_CHECK(n > 1, "batch_norm", loc, "expected more than 1 value per channel when training, got input ",
                describe(input));
-    const auto [normalized, mean, var] = shared::normalize(x, dims, o.eps(), loc);
+    const auto [normalized, mean, var] =
+        shared::normalize(x, dims, o.eps(), channel_param(o.weight(), x, loc), channel_param(o.bias(), x, loc),
+                          "NativeBatchNormBackward0", loc);
     y = normalized;
     if (running_mean.defined()) {
       LOOM_CHECK(o.momentum().has_value(), "batch_norm", loc, "momentum must be set to update the running statistics");
@@ -89,10 +98,9 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
       rv.mul_(1 - m, loc).add_(batch_var.to(running_var.dtype(), loc).mul(m, loc), 1, loc);
     }
   } else {
-    y = with_running_stats(x, running_mean, running_var, o.eps(), loc);
+    y = affine(with_running_stats(x, running_mean, running_var, o.eps(), loc), channel_param(o.weight(), x, loc),
+               channel_param(o.bias(), x, loc), loc);
   }
-  y = affine(y, o.weight().defined() ? o.weight().to(y.dtype(), loc) : Tensor(),
-             o.bias().defined() ? o.bias().to(y.dtype(), loc) : Tensor(), loc);
   return low_precision(input) ? y.to(input.dtype(), loc) : y;
 }
 
@@ -108,7 +116,9 @@ Tensor instance_norm(const Tensor& input, const InstanceNormFuncOptions& o, Sour
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   Tensor y;
   if (o.use_input_stats()) {
-    const auto [normalized, mean, var] = shared::normalize(x, dims, o.eps(), loc);
+    const auto [normalized, mean, var] =
+        shared::normalize(x, dims, o.eps(), channel_param(o.weight(), x, loc), channel_param(o.bias(), x, loc),
+                          "NativeBatchNormBackward0", loc);
     y = normalized;
     if (o.running_mean().defined()) {
       // The running statistics follow the batch's average of the per-instance
@@ -125,9 +135,9 @@ Tensor instance_norm(const Tensor& input, const InstanceNormFuncOptions& o, Sour
   } else {
     LOOM_CHECK(o.running_mean().defined() && o.running_var().defined(), "instance_norm", loc,
                "running_mean and running_var must be defined when use_input_stats is false");
-    y = with_running_stats(x, o.running_mean(), o.running_var(), o.eps(), loc);
+    y = affine(with_running_stats(x, o.running_mean(), o.running_var(), o.eps(), loc), channel_param(o.weight(), x, loc),
+               channel_param(o.bias(), x, loc), loc);
   }
-  y = affine(y, o.weight(), o.bias(), loc);
   return low_precision(input) ? y.to(input.dtype(), loc) : y;
 }
 
@@ -142,8 +152,10 @@ Tensor group_norm(const Tensor& input, const GroupNormFuncOptions& o, SourceLoc 
   check_channels(o.weight(), c, "weight", "group_norm", loc);
   check_channels(o.bias(), c, "bias", "group_norm", loc);
   const Tensor x = low_precision(input) ? input.to(kFloat, loc) : input;
-  Tensor y = shared::normalize(x.reshape({n, g, -1}, loc), {2}, o.eps(), loc).y.reshape(x.sizes(), loc);
-  y = affine(y, o.weight(), o.bias(), loc);
+  Tensor y = shared::normalize(x.reshape({n, g, -1}, loc), {2}, o.eps(), Tensor(), Tensor(), "NativeGroupNormBackward0",
+                               loc)
+                 .y.reshape(x.sizes(), loc);
+  y = affine(y, channel_param(o.weight(), y, loc), channel_param(o.bias(), y, loc), loc);
   return low_precision(input) ? y.to(input.dtype(), loc) : y;
 }
 

@@ -5,17 +5,20 @@
 
 namespace loom::nn::shared {
 
-// (x - mean) / sqrt(var + eps) with the mean and biased variance of x over
-// `dims` (kept as size-1 dims): layer, batch, instance and group norm.
+// y = (x - mean) / sqrt(var + eps) * weight + bias, with the mean and
+// biased variance of x over `dims` (kept as size-1 dims): layer, batch,
+// instance and group norm. weight and bias may be undefined; defined, they
+// broadcast against x (a channel's [1, C, 1, 1], or a layer norm's trailing
+// shape). One backward node, `grad_name` (libtorch's NativeBatchNormBackward0,
+// NativeLayerNormBackward0, ...): it saves x, the mean and 1/sqrt(var + eps),
+// and gives dx, dweight and dbias from two sums over `dims` (see
+// api/src/nn/normalize.cpp), never the normalized x itself, which the
+// forward then does not have to store.
 struct Normalized {
-  Tensor y, mean, var;
+  Tensor y, mean, var;  // mean and var without history
 };
-inline Normalized normalize(const Tensor& x, IntArrayRef dims, double eps, const SourceLoc& loc) {
-  Tensor mean = x.mean(dims, true, loc);
-  const Tensor centered = x.sub(mean, 1, loc);
-  Tensor var = centered.mul(centered, loc).mean(dims, true, loc);
-  return {centered.mul(var.add(eps, 1, loc).rsqrt(loc), loc), mean, var};
-}
+Normalized normalize(const Tensor& x, IntArrayRef dims, double eps, const Tensor& weight, const Tensor& bias,
+                     const char* grad_name, const SourceLoc& loc);
 
 inline const char* yes(bool b) { return b ? "true" : "false"; }
 
