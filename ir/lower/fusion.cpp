@@ -123,7 +123,51 @@ std::vector<NeedsBuffer> Lowering::recompute_check() {
     else if (subtree_cost(i) > kMaxRecomputeCost)
       out.push_back({i, "used by " + std::to_string(by.size()) + " kernels and costlier to recompute than to store"});
   }
+  // By bytes, from the last node back: a stored value's own inlined
+  // operands are then computed once, in its kernel, and need no buffer.
+  std::vector<bool> covered(n_, false);
+  for (const NeedsBuffer& nb : out) covered[nb.node] = true;
+  for (uint32_t i = n_; i-- > 0;) {
+    if (covered[i] || inlined_by_[i].size() < 2 || !rereads_cost_more(i, inlined_by_[i].size())) continue;
+    out.push_back({i, "used by " + std::to_string(inlined_by_[i].size()) +
+                          " kernels, each rereading more bytes to recompute it than storing it moves"});
+    cover_inlined(i, covered);
+  }
   return out;
+}
+
+void Lowering::cover_inlined(uint32_t i, std::vector<bool>& covered) const {
+  for (uint32_t in : g_.inputs_of(i))
+    if (!covered[in] && reason_[in].empty()) covered[in] = true, cover_inlined(in, covered);
+}
+
+// A value that is cheap to compute can still be dear to recompute when it
+// gathers many stored tensors (a residual network's gradient: each block's
+// ReLU mask and its skip connection's gradient, seven tensors deep by the
+// last block, read again by each of a batch norm's three backward
+// kernels). Recomputed by k kernels, each reads L bytes an element;
+// stored, one kernel reads L and writes S, and the k readers read S.
+bool Lowering::rereads_cost_more(uint32_t i, size_t readers) const {
+  if (node(i).numel() < kMinBytesCheckElements) return false;
+  std::vector<uint32_t> seen;
+  const double load = subtree_load_bytes(i, static_cast<double>(node(i).numel()), seen);
+  const double store = static_cast<double>(element_size(node(i).dtype));
+  const double k = static_cast<double>(readers);
+  return (k + 1) * store < (k - 1) * load;
+}
+
+double Lowering::subtree_load_bytes(uint32_t i, double root_numel, std::vector<uint32_t>& seen) const {
+  double bytes = 0;
+  for (uint32_t in : g_.inputs_of(i)) {
+    if (std::find(seen.begin(), seen.end(), in) != seen.end()) continue;
+    seen.push_back(in);
+    if (reason_[in].empty() && node(in).op != Op::Input)
+      bytes += subtree_load_bytes(in, root_numel, seen);
+    else  // stored: an input broadcast from fewer elements counts in proportion
+      bytes += static_cast<double>(element_size(node(in).dtype)) *
+               std::min(1.0, static_cast<double>(node(in).numel()) / root_numel);
+  }
+  return bytes;
 }
 
 // The cost of computing one element of node i, its stored inputs free. An

@@ -185,6 +185,13 @@ class Lowering {
   std::vector<NeedsBuffer> recompute_check();
   double subtree_cost(uint32_t i) const;
   static constexpr double kMaxRecomputeCost = 12;
+  // Bytes one element of `root` reads from stored values when recomputed.
+  double subtree_load_bytes(uint32_t i, double root_numel, std::vector<uint32_t>& seen) const;
+  bool rereads_cost_more(uint32_t i, size_t readers) const;
+  void cover_inlined(uint32_t i, std::vector<bool>& covered) const;
+  // From this many elements on, memory traffic decides too (below it, an
+  // extra kernel costs more than the bytes it saves).
+  static constexpr int64_t kMinBytesCheckElements = int64_t{1} << 20;
 
   // ---------------------------------------------------------------- vertical (fusion.cpp)
   void vertical();

@@ -215,6 +215,24 @@ TEST(Lower, ASharedRowValueIsStoredByItsFirstReader) {
   EXPECT_TRUE(loom_test::all_close(z, want_z, 1e-4, 1e-5));
 }
 
+// A cheap value gathered from many stored tensors and read by several
+// kernels (a residual network's gradient, read by a batch norm's backward
+// kernels) is stored once from 2^20 elements on: recomputed, each reader
+// would read all seven tensors again. Smaller, it stays inlined (an extra
+// kernel would cost more than the bytes).
+TEST(Lower, AValueReadFromManyTensorsBySeveralKernelsIsStored) {
+  for (const int64_t side : {1024, 256}) {
+    std::vector<loom::Tensor> x;
+    for (int i = 0; i < 7; ++i) x.push_back(loom::randn({side, side}));
+    loom::sync();
+    const auto g = (((x[0] + x[1]) * x[2] + x[3]) * x[4] + x[5]) - x[6];
+    KernelProgram p = lower_outputs({g.sum({1}), (g * g).sum({0}), g.exp()});
+    size_t rereading = 0;
+    for (const auto& b : p.boundaries) rereading += b.reason.find("rereading") != std::string::npos;
+    EXPECT_EQ(rereading, side == 1024 ? 1u : 0u) << loom::ir::to_string(p);
+  }
+}
+
 TEST(Lower, ReductionOverLeadingDimIsItsOwnKernel) {
   auto x = loom::randn({32, 16});
   loom::sync();
