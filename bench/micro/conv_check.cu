@@ -386,7 +386,7 @@ static double spot_check(const Shape& s, int kind, int S, const std::vector<doub
   return worst;
 }
 
-static bool time_shapes() {
+static bool time_shapes(int sms) {
   const Shape shapes[] = {
       {128, 3, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},    {128, 64, 32, 32, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1},
       {128, 64, 32, 32, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1},  {128, 64, 32, 32, 128, 1, 1, 2, 2, 0, 0, 1, 1, 1},
@@ -417,8 +417,10 @@ static bool time_shapes() {
       long long M, cols;
       gemm_dims(s, kind, 1, M, cols);
       if (kind == GRAD_WEIGHT) {
-        const long long blocks = ((M + cm::kTileM - 1) / cm::kTileM) * ((cols + cm::kTileN - 1) / cm::kTileN) * s.G;
-        S = int(std::min<long long>(s.N, (264 + blocks - 1) / blocks));
+        // As the API chooses (api/src/nn/conv.cpp weight_splits): two blocks an SM.
+        const long long tiles = ((M + cm::kTileM - 1) / cm::kTileM) * ((cols + cm::kTileN - 1) / cm::kTileN) * s.G;
+        S = int(cm::weight_splits(s.N, std::min<long long>(s.N, 65535 / s.G), tiles, (long long)s.OH() * s.OW(),
+                                  4.0 * s.w_numel(), 2LL * sms));
       }
       const int out_dtype = kind == GRAD_WEIGHT ? F32 : BF16;
       const long long out_numel = kind == FWD ? s.y_numel() : kind == GRAD_INPUT ? s.x_numel() : S * s.w_numel();
@@ -510,6 +512,17 @@ int main(int argc, char** argv) {
       {{2, 128, 5, 6, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 0, 0, 0, false},   // grad_weight rows tap-major
       {{1, 256, 4, 5, 70, 3, 3, 2, 1, 1, 0, 1, 2, 2}, 0, 0, 0, false},   // the same, groups 2, odd sizes
       {{1, 3, 4, 4, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3}, 0, 0, 0, false},      // 1x1 with padding, depthwise
+      // grad_weight 8 k at a time (unit stride along W, OW % 8 == 0): tap-major, the
+      // input a column or three off its granules (x offset 1, 3), dilation,
+      // stride 2 along H only, groups, a 1x1 kernel, rows that straddle a
+      // granule at the tensor's ends; dout misaligned (offset 4): element by element
+      {{2, 128, 8, 8, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 1, 0, 0, false},
+      {{2, 16, 16, 16, 16, 3, 3, 1, 1, 2, 2, 2, 2, 1}, 3, 0, 0, false},
+      {{2, 16, 9, 16, 24, 3, 3, 2, 1, 1, 1, 1, 1, 1}, 0, 0, 0, false},
+      {{2, 32, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1, 2}, 5, 0, 0, false},
+      {{2, 64, 8, 16, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1}, 7, 0, 0, false},
+      {{1, 5, 3, 6, 3, 3, 3, 1, 1, 1, 2, 1, 1, 1}, 1, 0, 0, false},
+      {{2, 16, 8, 8, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1}, 0, 0, 4, false},
   };
 
   double* d_fs = nullptr;
@@ -526,7 +539,7 @@ int main(int argc, char** argv) {
     }
   CHECK(cudaFree(d_fs));
   CHECK(cudaFree(d_err));
-  if (timing) ok = time_shapes() && ok;
+  if (timing) ok = time_shapes(prop.multiProcessorCount) && ok;
   if (!ok) {
     std::printf("conv_check: FAILED\n");
     return 1;

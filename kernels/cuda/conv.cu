@@ -49,7 +49,12 @@
 // share of A (BK x 128) and B (BK x 64) from global memory into registers
 // while the block multiplies the previous slice from shared memory (two
 // shared buffers, one barrier a slice; no cp.async: the operands are
-// gathered element by element, 16-bit values two to a register).
+// gathered, 16-bit values two to a register). grad_weight on the tensor
+// cores with unit stride along W and OW % 8 == 0 takes A (x) in chunks of 8
+// consecutive elements of one row (vec_a: one or two aligned 16-byte loads,
+// shifted into place and masked where the padding falls) and B (dout) in
+// aligned 16-byte chunks, as fwd takes its weight rows (vec_b); the rest
+// go element by element.
 //
 // The gather. The k digits of a slice ((channel, r, s), or (sample, oh, ow)
 // for grad_weight) go, one slice ahead, into a small shared table built by
@@ -104,8 +109,8 @@
 // and for rows in phase or tap order, an element at a time, a warp's 32
 // lanes on 32 rows of one column).
 //
-// Resources (ptxas under NVRTC, sm_90): bf16/f16 128 registers, no spills
-// (launch bounds: 256 threads, 2 blocks an SM); f32 about 150 and f64
+// Resources (ptxas under NVRTC, sm_90): bf16/f16 128 registers (launch
+// bounds: 256 threads, 2 blocks an SM; no spills); f32 about 150 and f64
 // about 190-210 registers, one block an SM; 34-38 KB of static shared
 // memory. The module (12 kernels) takes about 7 s to compile.
 
@@ -168,6 +173,28 @@ __device__ __forceinline__ const T* loom_conv_opaque(const T* p) {
 __device__ __forceinline__ long long loom_conv_div(long long a, long long b) {
   if ((unsigned long long)(a | b) <= 0xffffffffull) return (long long)((unsigned)a / (unsigned)b);
   return a / b;
+}
+
+// Eight consecutive 16-bit values from p, which may be 2-byte aligned only:
+// the one or two aligned 16-byte granules that hold them, shifted into
+// place (a run of 2-byte loads costs eight load instructions instead).
+// Every byte of both granules must be readable.
+__device__ __forceinline__ uint4 loom_conv_ld8_any(const unsigned short* p) {
+  const unsigned long long a = (unsigned long long)p;
+  const uint4* q = reinterpret_cast<const uint4*>(a & ~15ull);
+  const int sh = (int)(a & 15) >> 1;  // p's element within the first granule
+  const uint4 lo = __ldg(q);
+  if (sh == 0) return lo;
+  const uint4 hi = __ldg(q + 1);
+  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  const int k = sh >> 1;  // the word holding element sh
+  unsigned s[5];
+#pragma unroll
+  for (int j = 0; j < 5; ++j) s[j] = k == 0 ? w[j] : k == 1 ? w[j + 1] : k == 2 ? w[j + 2] : w[j + 3];
+  if (sh & 1)  // each result word straddles two: the high half of one, the low half of the next
+    return make_uint4(__byte_perm(s[0], s[1], 0x5432), __byte_perm(s[1], s[2], 0x5432),
+                      __byte_perm(s[2], s[3], 0x5432), __byte_perm(s[3], s[4], 0x5432));
+  return make_uint4(s[0], s[1], s[2], s[3]);
 }
 
 __device__ __forceinline__ float loom_conv_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
@@ -443,7 +470,11 @@ __device__ __forceinline__ void loom_conv_run(void* const* bufs, const long long
   typedef LoomConvTiles<Tr, KIND> L;
   typedef LoomConvOut<Tr, KIND> Out;
   enum : int { BM = L::BM, BN = L::BN, NT = L::NT, BK = L::BK, P = L::P, MT = L::MT, KT = L::KT };
-  enum : int { VEC_B = L::MMA && KIND == kLoomConvFwd };  // B may come as 16-byte chunks (vec_b)
+  // B may come as 16-byte chunks (vec_b), and grad_weight's A too.
+  enum : int {
+    VEC_B = L::MMA && (KIND == kLoomConvFwd || KIND == kLoomConvGradWeight),
+    VEC_A = L::MMA && KIND == kLoomConvGradWeight
+  };
   static_assert(BM == cm::kTileM && BN == cm::kTileN && NT == cm::kThreads, "meta_layout.h's conv tiles differ");
 
   __shared__ __align__(16) unsigned char smem[L::SMEM_BYTES];
@@ -511,7 +542,23 @@ __device__ __forceinline__ void loom_conv_run(void* const* bufs, const long long
   // LOOM_CONV_FWD_BLOCKED to 1 reverses the choice, to time the two). Else
   // k = (channel, r, s), tested element by element.
   const bool blocked_ok = KIND != kLoomConvGradWeight && (KIND == kLoomConvFwd ? Cg : Og) % BK == 0;
-  const bool vec_b = VEC_B && K % 8 == 0 && ((unsigned long long)Bp & 15) == 0 && !(LOOM_CONV_FWD_BLOCKED && blocked_ok);
+  // grad_weight on the tensor cores with unit stride along W and output rows
+  // of a multiple of 8 (ResNet's 32, 16, 8) takes both operands 8 k at a
+  // time: a chunk of 8 consecutive k is 8 consecutive ow of one (n, oh),
+  // 16 aligned bytes of dout and 8 consecutive elements of one row of x
+  // (loom_conv_ld8_any, masked where the row's padding falls in), instead
+  // of 24 two-byte loads a thread a slice.
+  const bool vec_b = KIND == kLoomConvGradWeight
+                         ? VEC_B && sW == 1 && OW % 8 == 0 && ((unsigned long long)Bp & 15) == 0
+                         : VEC_B && K % 8 == 0 && ((unsigned long long)Bp & 15) == 0 &&
+                               !(LOOM_CONV_FWD_BLOCKED && blocked_ok);
+  // vec_a: grad_weight's A in chunks of 8 consecutive k, 8 consecutive
+  // elements of one row of x (loom_conv_ld8_any, masked where the row's
+  // padding falls in), where vec_b holds. (The same chunks along m for fwd
+  // and grad_input, 8 consecutive ow of one (n, oh), measured slower: 80
+  // against 92 TFLOP/s on ResNet-18's first 3x3 layer, H200; their element
+  // loads along m are already coalesced, a chunk's granules are read twice.)
+  const bool vec_a = VEC_A && vec_b;
   const bool blocked = blocked_ok && !vec_b;
   // grad_input with a stride: a row (h, w) only sums the taps with r dH = h
   // + pH and s dW = w + pW modulo the strides (its phase). Blocked, the rows
@@ -685,6 +732,43 @@ __device__ __forceinline__ void loom_conv_run(void* const* bufs, const long long
   LoomConvRegs<T, L::AJ> ra;
   LoomConvRegs<T, L::BJ> rb;  // with vec_b, rb.v holds the chunk
   const int kq = tid % KT;    // this thread's k group (A along k, B): k = P kq + i
+  // grad_weight's A with vec_a, two chunks of 8 a thread: rows tid / 4 and
+  // 64 + tid / 4, k 8 (tid % 4) on. A chunk's 8 k are one (n, oh): its row
+  // of x exists or not as a whole, and its columns iw0 .. iw0 + 7 are
+  // consecutive; where the chunk's granules might leave x (its first and
+  // last elements), an element at a time.
+  static_assert(!VEC_A || (L::AJ == 16 && BM == 128 && BK == 32 && NT == 256), "two chunks of 8 a thread");
+  const T* const a_end = Ap + N * C * (long long)HW;
+  auto load8 = [&](const T* p, int iw0, unsigned (&q)[4]) {
+    const unsigned long long pa = (unsigned long long)p & ~15ull;
+    if (pa >= (unsigned long long)Ap && pa + 32 <= (unsigned long long)a_end) {
+      const uint4 v = loom_conv_ld8_any(reinterpret_cast<const unsigned short*>(p));
+      q[0] = v.x, q[1] = v.y, q[2] = v.z, q[3] = v.w;
+      if (iw0 < 0 || iw0 + 8 > LW)  // the row's padding: zeros
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          q[i] &= ((unsigned)(iw0 + 2 * i) < (unsigned)LW ? 0xffffu : 0u) |
+                  ((unsigned)(iw0 + 2 * i + 1) < (unsigned)LW ? 0xffff0000u : 0u);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        if ((unsigned)(iw0 + i) < (unsigned)LW)
+          q[i / 2] |= (unsigned)reinterpret_cast<const unsigned short*>(p)[i] << (16 * (i % 2));
+    }
+  };
+  auto gather_a_chunks = [&](int buf) {
+    if constexpr (!VEC_A) return;
+    const int kc = (tid % 4) * 8;
+    const int4 e = ktab[buf][kc];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      unsigned q[4] = {0, 0, 0, 0};
+      const int4 me = mtab[tid / 4 + 64 * j];
+      if ((unsigned)me.y - (unsigned)e.y < (unsigned)LH) load8(abase + ktab_a[buf][kc] + me.x, me.z - e.z, q);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ra.v[4 * j + i] = q[i];
+    }
+  };
   auto gather = [&](int kt, int buf) {
     if constexpr (!L::A_ALONG_K) {
       if (blocked) {  // one tap for the whole slice: one test a row
@@ -713,6 +797,8 @@ __device__ __forceinline__ void loom_conv_run(void* const* bufs, const long long
           }
         }
       }
+    } else if (VEC_A && vec_a) {
+      gather_a_chunks(buf);
     } else {
       int4 e[P];
       const T* ak[P];
@@ -749,7 +835,9 @@ __device__ __forceinline__ void loom_conv_run(void* const* bufs, const long long
         static_assert(sizeof(rb.v) == 16, "one 16-byte chunk of B a thread");
         const int cl = tid / 4, kc = (tid % 4) * 8;
         uint4 q = make_uint4(0, 0, 0, 0);
-        if (cl < cols_left && kb + kc < K) q = __ldg(reinterpret_cast<const uint4*>(bbase + cl * K + kb + kc));
+        if (cl < cols_left && kb + kc < K)
+          q = __ldg(reinterpret_cast<const uint4*>(KIND == kLoomConvGradWeight ? bbase + cl * bstride + ktab_b[buf][kc]
+                                                                               : bbase + cl * K + kb + kc));
         rb.v[0] = q.x, rb.v[1] = q.y, rb.v[2] = q.z, rb.v[3] = q.w;
         return;
       }
@@ -782,7 +870,14 @@ __device__ __forceinline__ void loom_conv_run(void* const* bufs, const long long
   auto store = [&](int buf) {
     T* As = As0 + buf * L::A_ELEMS;
     T* Bs = Bs0 + buf * L::B_ELEMS;
-    if constexpr (!L::A_ALONG_K) {
+    if (VEC_A && vec_a) {
+      if constexpr (VEC_A) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j)  // m-major [BM][LDA]
+          *reinterpret_cast<uint4*>(As + (tid / 4 + 64 * j) * L::LDA + (tid % 4) * 8) =
+              make_uint4(ra.v[4 * j], ra.v[4 * j + 1], ra.v[4 * j + 2], ra.v[4 * j + 3]);
+      }
+    } else if constexpr (!L::A_ALONG_K) {
 #pragma unroll
       for (int j = 0; j < L::AJ / P; ++j) ra.put(As + (tid / MT + (NT / MT) * j) * L::LDA + P * mq, j);
     } else {

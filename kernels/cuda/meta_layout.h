@@ -163,6 +163,30 @@ constexpr int kTileM = 128, kTileN = 64, kThreads = 256;
 // The kernels index within one sample of x or dout (C*H*W, O*OH*OW
 // elements) and within the weight in 32 bits: each must stay below this.
 constexpr long long kMaxPerSample = 2147483647LL;
+// How many sample splits (1..most) a weight gradient takes: the count that
+// finishes soonest by a model of the kernel. Its blocks (`tiles` output
+// tiles a split, times the splits) run in waves of `slots` (the blocks
+// resident at once), a wave as long as its largest split, each of whose
+// samples costs `positions` output positions at kNsPerPosition; every
+// split writes `partial_bytes` of partial gradient that the sum reads back,
+// at kPartialBytesPerNs. A count whose last wave holds a block or two
+// doubles the time (ResNet-18's 64-channel 3x3 layer on an H200: 53
+// splits of 5 tiles, 265 blocks for 264 slots, 0.196 ms). The constants
+// are an H200's (bfloat16, 128 x 64 tiles); only the choice, never a
+// result, depends on them.
+constexpr double kNsPerPosition = 38, kPartialBytesPerNs = 3000;
+LOOM_HOST_DEVICE inline long long weight_splits(long long n, long long most, long long tiles, long long positions,
+                                                double partial_bytes, long long slots) {
+  long long best = 1;
+  double best_ns = 0;
+  for (long long s = 1; s <= most && s <= n; ++s) {
+    const long long waves = (tiles * s + slots - 1) / slots, per_split = (n + s - 1) / s;
+    const double ns = (double)(waves * per_split) * (double)positions * kNsPerPosition +
+                      (double)s * 2.0 * partial_bytes / kPartialBytesPerNs;
+    if (s == 1 || ns < best_ns) best = s, best_ns = ns;
+  }
+  return best;
+}
 }  // namespace conv
 
 // loom_linspace_<dtype>, loom_rand_uniform_<dtype>, loom_rand_normal_<dtype>:

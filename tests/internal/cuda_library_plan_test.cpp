@@ -232,6 +232,23 @@ TEST(CudaConvSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
 
+// The weight gradient's split count: one wave of blocks rather than one
+// block past it (ResNet-18's 64-channel 3x3 layer on 132 SMs: 5 tiles a
+// split, 264 slots; 53 splits would leave one block for a second wave),
+// more than one split where the tiles alone overfill the GPU (its 4x4
+// 512-channel layer), never more splits than samples.
+TEST(CudaLibraryPlan, ConvWeightSplitsFillWholeWaves) {
+  namespace mc = ml::conv;
+  const long long l1 = mc::weight_splits(128, 128, 5, 32 * 32, 4.0 * 64 * 64 * 9, 264);
+  EXPECT_LE(5 * l1, 264);
+  EXPECT_GE(l1, 40);
+  const long long l4 = mc::weight_splits(128, 128, 288, 4 * 4, 4.0 * 512 * 512 * 9, 264);
+  EXPECT_GT(l4, 1);
+  EXPECT_LE(l4, 8);
+  EXPECT_EQ(mc::weight_splits(1, 1, 5, 1024, 1e6, 264), 1);
+  EXPECT_LE(mc::weight_splits(3, 3, 1, 1024, 1e3, 264), 3);
+}
+
 // The GEMM each kernel computes, in tiles: rows x columns, groups x splits along z.
 TEST(CudaLibraryPlan, ConvTilesAndErrors) {
   namespace mc = ml::conv;

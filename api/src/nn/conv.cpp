@@ -54,24 +54,24 @@ Tensor conv_node(ir::Op op, const Tensor& a, const Tensor& b, ScalarType dtype, 
   return detail::wrap(std::move(n));
 }
 
-// How many sample splits the weight gradient takes: on a GPU enough to
-// give about two blocks per multiprocessor (a 64-channel layer has only a
-// handful of 128 x 64 output tiles), on the CPU one per core. Each split
-// keeps at least one sample.
-int64_t weight_splits(const ir::ConvGeometry& g, Device device) {
+// How many sample splits the weight gradient takes: on the CPU one per
+// core; on a GPU the count that finishes soonest by meta_layout.h's model
+// of the kernel (conv::weight_splits), two resident blocks a
+// multiprocessor for the 16-bit kernels, one for float32 and float64.
+int64_t weight_splits(const ir::ConvGeometry& g, ScalarType dtype, Device device) {
   if (g.n <= 1) return 1;
-  int64_t want = 1;
-  if (device.is_cuda()) {
-    const int sms = runtime::cuda::context(std::max<int>(device.index(), 0)).multiprocessors;
-    namespace mc = kernels::cuda::meta_layout::conv;
-    const int64_t tiles =
-        (g.cg() * g.kh * g.kw + mc::kTileM - 1) / mc::kTileM * ((g.og() + mc::kTileN - 1) / mc::kTileN) * g.groups;
-    want = (2 * std::max(sms, 1) + tiles - 1) / tiles;
-  } else {
-    want = static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency()));
-  }
   // The kernels' grid holds groups * splits in one dim of at most 65535.
-  return std::clamp<int64_t>(want, 1, std::min<int64_t>(g.n, 65535 / g.groups));
+  const int64_t most = std::min<int64_t>(g.n, 65535 / g.groups);
+  if (!device.is_cuda())
+    return std::clamp<int64_t>(static_cast<int64_t>(std::max(1u, std::thread::hardware_concurrency())), 1, most);
+  namespace mc = kernels::cuda::meta_layout::conv;
+  const int sms = std::max(runtime::cuda::context(std::max<int>(device.index(), 0)).multiprocessors, 1);
+  const int64_t tiles =
+      (g.cg() * g.kh * g.kw + mc::kTileM - 1) / mc::kTileM * ((g.og() + mc::kTileN - 1) / mc::kTileN) * g.groups;
+  const double partial_bytes =
+      static_cast<double>(g.o * g.cg() * g.kh * g.kw) * static_cast<double>(element_size(ir::conv_acc(dtype)));
+  return mc::weight_splits(g.n, most, tiles, g.oh * g.ow, partial_bytes,
+                           int64_t{sms} * (is_reduced_floating_point(dtype) ? 2 : 1));
 }
 
 Tensor forward(const Tensor& x, const Tensor& w, const ir::ConvGeometry& g, const SourceLoc& loc);
@@ -144,7 +144,7 @@ Tensor grad_input(const Tensor& dy, const Tensor& w, const ir::ConvGeometry& g, 
 
 Tensor grad_weight(const Tensor& x, const Tensor& dy, const ir::ConvGeometry& g_in, const SourceLoc& loc) {
   ir::ConvGeometry g = g_in;
-  g.splits = weight_splits(g, x.device());
+  g.splits = weight_splits(g, x.dtype(), x.device());
   Tensor dw;
   {
     NoGradGuard no_grad;
