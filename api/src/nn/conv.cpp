@@ -113,11 +113,16 @@ V grad_weight_b(const OpGrad& node, const Tensor& v_in) {
   return {node.needs(0) ? grad_input(dy, v, g, loc) : Tensor(), node.needs(1) ? forward(x, v, g, loc) : Tensor()};
 }
 
-void keep(const std::shared_ptr<OpGrad>& node, const Tensor& a, const Tensor& b, const ir::ConvGeometry& g) {
-  if (!node) return;
-  node->save(a);
-  node->save(b);
-  node->ints = g.attrs();
+// Gives out (one of the three ops of a and b) the rule `vjp`, which reads
+// a, b and the geometry's attrs.
+void attach_rule(const char* name, detail::Vjp vjp, const Tensor& a, const Tensor& b, const Tensor& out,
+                 const ir::ConvGeometry& g, const SourceLoc& loc) {
+  if (!GradMode::is_enabled() || !(a.requires_grad() || b.requires_grad())) return;
+  if (auto node = detail::attach(name, vjp, {&a, &b}, out, loc)) {
+    node->save(a);
+    node->save(b);
+    node->ints = g.attrs();
+  }
 }
 
 Tensor forward(const Tensor& x, const Tensor& w, const ir::ConvGeometry& g, const SourceLoc& loc) {
@@ -126,8 +131,7 @@ Tensor forward(const Tensor& x, const Tensor& w, const ir::ConvGeometry& g, cons
     NoGradGuard no_grad;
     y = conv_node(ir::Op::Conv2d, x, w, x.dtype(), dims({g.n, g.o, g.oh, g.ow}), g, loc);
   }
-  if (GradMode::is_enabled() && (x.requires_grad() || w.requires_grad()))
-    keep(detail::attach("ConvolutionBackward0", forward_b, {&x, &w}, y, loc), x, w, g);
+  attach_rule("ConvolutionBackward0", forward_b, x, w, y, g, loc);
   return y;
 }
 
@@ -137,8 +141,7 @@ Tensor grad_input(const Tensor& dy, const Tensor& w, const ir::ConvGeometry& g, 
     NoGradGuard no_grad;
     dx = conv_node(ir::Op::Conv2dGradInput, dy, w, dy.dtype(), dims({g.n, g.c, g.h, g.w}), g, loc);
   }
-  if (GradMode::is_enabled() && (dy.requires_grad() || w.requires_grad()))
-    keep(detail::attach("ConvolutionBackwardBackward0", grad_input_b, {&dy, &w}, dx, loc), dy, w, g);
+  attach_rule("ConvolutionBackwardBackward0", grad_input_b, dy, w, dx, g, loc);
   return dx;
 }
 
@@ -153,8 +156,7 @@ Tensor grad_weight(const Tensor& x, const Tensor& dy, const ir::ConvGeometry& g_
     dw = parts.sum({0}, false, std::nullopt, loc).to(x.dtype(), loc);
   }
   g.splits = 1;
-  if (GradMode::is_enabled() && (x.requires_grad() || dy.requires_grad()))
-    keep(detail::attach("ConvolutionBackwardBackward1", grad_weight_b, {&x, &dy}, dw, loc), x, dy, g);
+  attach_rule("ConvolutionBackwardBackward1", grad_weight_b, x, dy, dw, g, loc);
   return dw;
 }
 

@@ -28,14 +28,17 @@ namespace {
 
 using V = autograd::variable_list;
 
+// The mean and biased variance over dims (kept), x - mean, 1/sqrt(var + eps).
 struct Stats {
-  Tensor mean, rstd;
+  Tensor mean, var, centered, rstd;
 };
 Stats statistics(const Tensor& x, IntArrayRef dims, double eps, const SourceLoc& loc) {
-  const Tensor mean = x.mean(dims, true, loc);
-  const Tensor centered = x.sub(mean, 1, loc);
-  const Tensor var = centered.mul(centered, loc).mean(dims, true, loc);
-  return {mean, var.add(eps, 1, loc).rsqrt(loc)};
+  Stats st;
+  st.mean = x.mean(dims, true, loc);
+  st.centered = x.sub(st.mean, 1, loc);
+  st.var = st.centered.mul(st.centered, loc).mean(dims, true, loc);
+  st.rstd = st.var.add(eps, 1, loc).rsqrt(loc);
+  return st;
 }
 
 // Whether t (defined) has size 1 along every one of `dims`.
@@ -53,7 +56,8 @@ V normalize_b(const detail::OpGrad& node, const Tensor& g) {
   const SourceLoc loc = SourceLoc::current();
   const Tensor x = node.saved(0), w = node.saved(3);
   const std::vector<int64_t> dims(node.ints.begin(), node.ints.end());
-  Stats st{node.saved(1), node.saved(2)};
+  Stats st;
+  st.mean = node.saved(1), st.rstd = node.saved(2);
   if (GradMode::is_enabled()) st = statistics(x, dims, node.scalar.toDouble(), loc);  // with history
   int64_t n = 1;
   for (int64_t d : dims) n *= x.size(d);
@@ -89,14 +93,10 @@ Normalized normalize(const Tensor& x, IntArrayRef dims, double eps, const Tensor
                      const char* grad_name, const SourceLoc& loc) {
   Tensor y;
   Stats st;
-  Tensor var;
   {
     NoGradGuard no_grad;
-    st.mean = x.mean(dims, true, loc);
-    const Tensor centered = x.sub(st.mean, 1, loc);
-    var = centered.mul(centered, loc).mean(dims, true, loc);
-    st.rstd = var.add(eps, 1, loc).rsqrt(loc);
-    y = centered.mul(st.rstd, loc);
+    st = statistics(x, dims, eps, loc);
+    y = st.centered.mul(st.rstd, loc);
     if (weight.defined()) y = y.mul(weight, loc);
     if (bias.defined()) y = y.add(bias, 1, loc);
   }
@@ -108,7 +108,7 @@ Normalized normalize(const Tensor& x, IntArrayRef dims, double eps, const Tensor
     for (int64_t d : dims) node->ints.push_back(d < 0 ? d + x.dim() : d);
     node->scalar = Scalar(eps);
   }
-  return {y, st.mean, var};
+  return {y, st.mean, st.var};
 }
 
 }  // namespace loom::nn::shared
