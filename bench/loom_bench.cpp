@@ -580,22 +580,42 @@ void w7_loss(const std::string&) {
 void w8(const std::string& peer) {
   const bool big = g_dev.is_cuda();
   const int64_t B = big ? 8 : 2, H = big ? 12 : 4, T = big ? 1024 : 256, D = big ? 64 : 32;
-  const loom::ScalarType dt = big ? loom::kBFloat16 : loom::kFloat;
-  auto make = [&] { return input({B, H, T, D}).to(dt).detach().requires_grad_(); };
-  loom::Tensor q = make(), k = make(), v = make();
-  const loom::Tensor go = input({B, H, T, D}).to(dt);
-  finish();
   const double flop = 3.5 * 2 * 2 * static_cast<double>(B * H) * T * T * D / 2;
-  const double t = median_time(
-      [&] {
-        q.mutable_grad() = loom::Tensor();
-        k.mutable_grad() = loom::Tensor();
-        v.mutable_grad() = loom::Tensor();
-        loom::scaled_dot_product_attention(q, k, v, {}, 0.0, true).backward(go);
-        finish();
-      },
-      model_repeats());
+  // The median time of attend(q, k, v).backward(go), the gradients cleared each call.
+  auto time_step = [&](loom::ScalarType dt, const std::function<loom::Tensor(const loom::Tensor&, const loom::Tensor&,
+                                                                             const loom::Tensor&)>& attend) {
+    auto make = [&] { return input({B, H, T, D}).to(dt).detach().requires_grad_(); };
+    loom::Tensor q = make(), k = make(), v = make();
+    const loom::Tensor go = input({B, H, T, D}).to(dt);
+    finish();
+    return median_time(
+        [&] {
+          for (loom::Tensor* t : {&q, &k, &v}) t->mutable_grad() = loom::Tensor();
+          attend(q, k, v).backward(go);
+          finish();
+        },
+        model_repeats());
+  };
+  const loom::ScalarType dt = big ? loom::kBFloat16 : loom::kFloat;
+  const double t = time_step(dt, [](const loom::Tensor& q, const loom::Tensor& k, const loom::Tensor& v) {
+    return loom::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+  });
   row_ms("W8 causal-attention-fwd-bwd", peer, t, "GFLOP/s", flop / t / 1e9);
+  // The same causal mask as a FlexAttention mask_mod: a bool [T, T] tensor
+  // beside the code, which the kernels read to find the tiles to skip.
+  namespace A = loom::nn::attention;
+  auto causal = [](const loom::Tensor&, const loom::Tensor&, const loom::Tensor& qi, const loom::Tensor& kj) {
+    return kj.le(qi);
+  };
+  const double tm = time_step(dt, [&](const loom::Tensor& q, const loom::Tensor& k, const loom::Tensor& v) {
+    return A::flex_attention(q, k, v, A::create_block_mask(causal, std::nullopt, std::nullopt, T, T, g_dev));
+  });
+  row_ms("W8m causal-as-mask-tensor", "loom", tm, "GFLOP/s", flop / tm / 1e9);
+  if (!big) return;
+  const double th = time_step(loom::kHalf, [](const loom::Tensor& q, const loom::Tensor& k, const loom::Tensor& v) {
+    return loom::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+  });
+  row_ms("W8h causal f16", "loom", th, "GFLOP/s", flop / th / 1e9);
 }
 
 void w10(const std::string& peer) {

@@ -72,6 +72,25 @@ struct AttentionMaskCode {
     return kind == AttentionMask::None || kind == AttentionMask::Causal || (kind == AttentionMask::SlidingWindow && window >= 1);
   }
 };
+// Attention's optional mask tensor, besides the code: where attr[1] (the
+// batch divisor) is above 0, the op's last input is a bool [P, R, S] tensor,
+// true where query i may see key j, and batch n (of N = batch * heads) reads
+// plane (n / attr[1]) % P, row i (R = L) or row 0 (R = 1: the same for every
+// query, as a key padding mask). So a [B, 1, 1, S] padding mask serves
+// [B, H, L, S] scores without being expanded: P = B, R = 1, divisor H. A
+// pair is visible when the code and the tensor both say so.
+struct AttentionMaskPlanes {
+  const uint8_t* data = nullptr;  // null: no mask tensor
+  int64_t planes = 1, rows = 1, s = 0, divisor = 1;
+  const uint8_t* plane(int64_t n) const { return data ? data + ((n / divisor) % planes) * rows * s : nullptr; }
+  // Row i of plane p (from plane()); null p: every key visible.
+  const uint8_t* row(const uint8_t* p, int64_t i) const { return p ? p + (rows == 1 ? 0 : i * s) : nullptr; }
+};
+// The attr index of the batch divisor, and the mask tensor's position among
+// the inputs (after q, k, v, or after the gradients' six).
+inline constexpr size_t kAttentionMaskDivisorAttr = 1;
+inline constexpr size_t attention_mask_input(bool forward) { return forward ? 3 : 6; }
+
 // The dtype attention's statistics and gradients are kept in: float64 for
 // float64 inputs, float32 otherwise.
 constexpr ScalarType attention_acc(ScalarType t) { return t == kDouble ? kDouble : kFloat; }

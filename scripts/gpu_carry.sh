@@ -16,5 +16,5 @@ for lib in libtbb.so.12 libxxhash.so.0 libtinfo.so.6; do cp -L "/lib/x86_64-linu
 cp "$build/tests/loom_tests" "$build/bench/loom-bench" "$build/bench/loom-gpt-bench" "$carry/bin/"
 for s in quickstart tiny_gpt train_gpt2 resnet; do [ -x "$build/samples/$s" ] && cp "$build/samples/$s" "$carry/bin/"; done
 cp -r "$root/../shared/bench-peers" "$carry/bench-peers"
-cp "$root/scripts/gpu_run.sh" "$root/bench/linear_peer.py" "$root/bench/peer_memory.py" "$carry/"
+cp "$root/scripts/gpu_run.sh" "$root/bench/linear_peer.py" "$root/bench/peer_memory.py" "$root/bench/attention_mask_peer.py" "$carry/"
 du -sh "$carry"

@@ -1,11 +1,15 @@
 // scaled_dot_product_attention against softmax(q kᵀ s + mask) v written out
-// in float64, MultiheadAttention against its projections done by hand,
-// the encoder layers against their definition; gradients; train/eval.
+// in float64, the fused op against the written-out one (masks as code and
+// as bool tensors, FlexAttention's mask_mods), MultiheadAttention against
+// its projections done by hand, the encoder layers against their
+// definition; gradients; train/eval.
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "gradcheck.h"
@@ -46,6 +50,34 @@ V attention_reference(const V& q, const V& k, const V& v, int64_t l, int64_t s, 
     }
   }
   return out;
+}
+
+// `attend(q, k, v)` with the fused op on and then off (written out:
+// backends::enable_flash_sdp(false)): the values and the three gradients
+// against `go` agree within the dtype's tolerance, scaled by the largest
+// written-out value. Returns the fused run's out, dq, dk, dv.
+using Attend = std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)>;
+std::vector<Tensor> fused_matches_written(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& go,
+                                          const Attend& attend) {
+  auto run = [&](bool fused) {
+    loom::backends::enable_flash_sdp(fused);
+    Tensor out = attend(q, k, v);
+    loom::backends::enable_flash_sdp(true);
+    if (fused)  // the fused op's rule, under the view back to [B, H, L, Dv]
+      EXPECT_EQ(out.grad_fn()->next_edge(0).function->name(), "ScaledDotProductFlashAttentionBackward0");
+    auto g = loom::autograd::grad({out}, {q, k, v}, {go});
+    return std::vector<Tensor>{out, g[0], g[1], g[2]};
+  };
+  const std::vector<Tensor> fused = run(true), written = run(false);
+  const loom::ScalarType dt = q.dtype();
+  const double tol = dt == loom::kDouble ? 1e-11 : dt == loom::kFloat ? 2e-5 : dt == loom::kHalf ? 1e-2 : 3e-2;
+  const char* what[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < 4; ++i) {
+    const double scale = std::max(1.0, written[i].abs().max().to(loom::kDouble).item<double>());
+    EXPECT_FALSE(written[i].isnan().any().item<bool>()) << what[i];
+    EXPECT_TRUE(all_close(fused[i].to(loom::kDouble), written[i].to_vector<double>(), 0.0, tol * scale)) << what[i];
+  }
+  return fused;
 }
 
 TEST_P(AttentionTest, ScaledDotProductAttentionFollowsItsFormula) {
@@ -93,9 +125,9 @@ TEST_P(AttentionTest, FusedOpMatchesTheWrittenOutOne) {
     bool causal;
   };
   const std::vector<loom::ScalarType> dtypes =
-      on_gpu() ? std::vector<loom::ScalarType>{loom::kBFloat16}
-               : std::vector<loom::ScalarType>{loom::kDouble, loom::kFloat, loom::kBFloat16};
-  // On a GPU the fused op takes bfloat16 with equal head dims of 32, 64 or 128.
+      on_gpu() ? std::vector<loom::ScalarType>{loom::kBFloat16, loom::kHalf}
+               : std::vector<loom::ScalarType>{loom::kDouble, loom::kFloat, loom::kBFloat16, loom::kHalf};
+  // On a GPU the fused op takes bfloat16 or float16 with equal head dims of 32, 64 or 128.
   for (const Case c : {Case{1, 1, 1, 1, 8, 8, true}, Case{2, 3, 70, 70, 16, 16, true}, Case{1, 2, 45, 100, 8, 4, false},
                        Case{1, 2, 100, 45, 8, 8, true}, Case{2, 1, 65, 130, 64, 64, false}, Case{1, 2, 200, 130, 32, 32, true},
                        Case{2, 2, 129, 129, 128, 128, true}, Case{1, 1, 1, 1, 64, 64, true}}) {
@@ -109,22 +141,9 @@ TEST_P(AttentionTest, FusedOpMatchesTheWrittenOutOne) {
       };
       const Tensor q = leaf({c.b, c.h, c.l, c.d}, 1), k = leaf({c.b, c.h, c.s, c.d}, 2), v = leaf({c.b, c.h, c.s, c.dv}, 3);
       const Tensor go = input({c.b, c.h, c.l, c.dv}, 4).to(dt);
-      auto run = [&](bool fused) {
-        loom::backends::enable_flash_sdp(fused);
-        Tensor out = loom::scaled_dot_product_attention(q, k, v, std::nullopt, 0.0, c.causal);
-        loom::backends::enable_flash_sdp(true);
-        if (fused)  // the fused op's rule, under the view back to [B, H, L, Dv]
-          EXPECT_EQ(out.grad_fn()->next_edge(0).function->name(), "ScaledDotProductFlashAttentionBackward0");
-        auto g = loom::autograd::grad({out}, {q, k, v}, {go});
-        return std::vector<Tensor>{out, g[0], g[1], g[2]};
-      };
-      const std::vector<Tensor> fused = run(true), written = run(false);
-      const double tol = dt == loom::kDouble ? 1e-11 : dt == loom::kFloat ? 2e-5 : 3e-2;
-      const char* what[] = {"out", "dq", "dk", "dv"};
-      for (size_t i = 0; i < 4; ++i) {
-        const double scale = std::max(1.0, written[i].abs().max().to(loom::kDouble).item<double>());
-        EXPECT_TRUE(all_close(fused[i].to(loom::kDouble), written[i].to_vector<double>(), 0.0, tol * scale)) << what[i];
-      }
+      fused_matches_written(q, k, v, go, [&](const Tensor& query, const Tensor& key, const Tensor& value) {
+        return loom::scaled_dot_product_attention(query, key, value, std::nullopt, 0.0, c.causal);
+      });
     }
   }
 }
@@ -136,25 +155,15 @@ TEST_P(AttentionTest, SlidingWindowIsCodeAndARuntimeScalar) {
   const loom::ScalarType dt = on_gpu() ? loom::kBFloat16 : loom::kFloat;
   const int64_t d = on_gpu() ? 64 : 16;
   for (const int64_t w : {1, 5, 40, 200}) {
-    for (const int64_t s : {100, 130}) {  // S >= L: every row sees a key (a row that sees none gives 0 fused, NaN written out)
+    for (const int64_t s : {100, 130}) {  // S >= L: every row sees a key
       SCOPED_TRACE(::testing::Message() << "window " << w << ", S " << s);
       auto leaf = [&](std::vector<int64_t> shape, uint32_t seed) { return input(shape, seed).to(dt).detach().requires_grad_(); };
       const Tensor q = leaf({2, 2, 100, d}, 11), k = leaf({2, 2, s, d}, 12), v = leaf({2, 2, s, d}, 13);
       const Tensor go = input({2, 2, 100, d}, 14).to(dt);
-      auto run = [&](bool fused) {
-        loom::backends::enable_flash_sdp(fused);
-        Tensor out = loom::sliding_window_attention(q, k, v, w);
-        loom::backends::enable_flash_sdp(true);
-        if (fused) EXPECT_EQ(out.grad_fn()->next_edge(0).function->name(), "ScaledDotProductFlashAttentionBackward0");
-        auto g = loom::autograd::grad({out}, {q, k, v}, {go});
-        return std::vector<Tensor>{out, g[0], g[1], g[2]};
-      };
-      const std::vector<Tensor> fused = run(true), written = run(false);
-      const double tol = dt == loom::kFloat ? 2e-5 : 3e-2;
-      for (size_t i = 0; i < 4; ++i) {
-        const double scale = std::max(1.0, written[i].abs().max().to(loom::kDouble).item<double>());
-        EXPECT_TRUE(all_close(fused[i].to(loom::kDouble), written[i].to_vector<double>(), 0.0, tol * scale)) << i;
-      }
+      const std::vector<Tensor> fused =
+          fused_matches_written(q, k, v, go, [&](const Tensor& query, const Tensor& key, const Tensor& value) {
+            return loom::sliding_window_attention(query, key, value, w);
+          });
       if (w == 1 && s >= 100)  // each query sees only its own key: out is v's row
         EXPECT_TRUE(all_close(fused[0].to(loom::kDouble), v.slice(2, 0, 100).to(loom::kDouble).to_vector<double>(), 0.0, 1e-6));
     }
@@ -235,6 +244,173 @@ TEST_P(AttentionTest, EncoderLayersFollowTheirDefinition) {
   const V a = layer(x).to_vector<double>();
   loom::manual_seed(2);
   EXPECT_FALSE(all_close(layer(x), a, 1e-9, 1e-12));  // dropout is on in training
+}
+
+// fused_matches_written for scaled_dot_product_attention with a bool
+// `mask`, q [b, h, l, d], k and v [b, h, s, d] (sizes in that order).
+std::vector<Tensor> fused_and_written_agree(const std::vector<int64_t>& bhlsd, const Tensor& mask, loom::ScalarType dt) {
+  const int64_t b = bhlsd[0], h = bhlsd[1], l = bhlsd[2], s = bhlsd[3], d = bhlsd[4];
+  auto leaf = [&](std::vector<int64_t> shape, uint32_t seed) { return input(shape, seed).to(dt).detach().requires_grad_(); };
+  return fused_matches_written(leaf({b, h, l, d}, 22), leaf({b, h, s, d}, 23), leaf({b, h, s, d}, 24),
+                               input({b, h, l, d}, 25).to(dt),
+                               [&](const Tensor& query, const Tensor& key, const Tensor& value) {
+                                 return loom::scaled_dot_product_attention(query, key, value, mask);
+                               });
+}
+
+// A bool mask tensor takes the fused op (the mask read as [P, R, S] planes
+// beside the code, api/src/nn/attention.cpp mask_planes): values and
+// gradients against the same mask written out, for masks that vary along
+// every batch dim, some of them, or none; a row whose keys are all hidden
+// gives 0 both ways (PyTorch's safe softmax).
+TEST_P(AttentionTest, BoolMasksTakeTheFusedOp) {
+  const int64_t b = 2, h = 3, l = 37, s = 70;
+  const int64_t d = on_gpu() ? 64 : 8;
+  const std::vector<loom::ScalarType> dtypes =
+      on_gpu() ? std::vector<loom::ScalarType>{loom::kBFloat16, loom::kHalf}
+               : std::vector<loom::ScalarType>{loom::kDouble, loom::kFloat, loom::kBFloat16};
+  const Tensor random = input({b, h, l, s}, 21).gt(0.3);  // about a third of the pairs visible
+  Tensor lengths = loom::tensor(std::vector<int64_t>{s, 0}).view({b, 1, 1, 1});  // sample 1 sees no key
+  const Tensor padding = loom::arange(s).view({1, 1, 1, s}).lt(lengths);
+  Tensor banded = loom::arange(s).sub(loom::arange(l).unsqueeze(1)).abs().le(9);  // [L, S]
+  const std::vector<std::pair<const char*, Tensor>> masks = {
+      {"[B,H,L,S]", random}, {"[B,1,1,S] padding, one sample all hidden", padding}, {"[L,S] band", banded},
+      {"[1,H,1,S]", random.select(0, 0).select(1, 0).unsqueeze(1)}, {"[S]", random[0][0][0]},
+      {"[B,1,L,S]", random.select(1, 2).unsqueeze(1)}};
+  for (loom::ScalarType dt : dtypes)
+    for (const auto& [name, mask] : masks) {
+      SCOPED_TRACE(::testing::Message() << name << " " << dt);
+      const std::vector<Tensor> fused = fused_and_written_agree({b, h, l, s, d}, mask, dt);
+      if (mask.dim() == 4 && mask.size(0) == b && mask.size(2) == 1)  // the padding mask: sample 1 is all 0
+        EXPECT_EQ(fused[0][1].abs().max().to(loom::kDouble).item<double>(), 0.0);
+    }
+  // Longer rows: whole key tiles (and, backward, query tiles) that the mask
+  // hides from a block are skipped, and the rest still agree.
+  const int64_t l2 = 200, s2 = 300;
+  Tensor lengths2 = loom::tensor(std::vector<int64_t>{100, 300}).view({b, 1, 1, 1});
+  const Tensor band2 = loom::arange(s2).sub(loom::arange(l2).unsqueeze(1)).abs().le(20);
+  for (const auto& [name, mask] : std::vector<std::pair<const char*, Tensor>>{
+           {"[L,S] narrow band", band2}, {"[B,1,1,S] padding", loom::arange(s2).view({1, 1, 1, s2}).lt(lengths2)}}) {
+    SCOPED_TRACE(name);
+    fused_and_written_agree({b, h, l2, s2, d}, mask, dtypes.front() == loom::kDouble ? loom::kFloat : dtypes.front());
+  }
+  const Tensor q = input({b, h, l, d}, 26), k = input({b, h, s, d}, 27);
+  EXPECT_LOOM_ERROR(loom::scaled_dot_product_attention(q, k, k, input({b, 2, 1, s}, 28).gt(0)), "scaled_dot_product_attention",
+                    "does not broadcast");
+}
+
+TEST_P(AttentionTest, MaskedFusedOpsGradientsAgainstFiniteDifferences) {
+  const Tensor keys = loom::tensor(std::vector<int64_t>{1, 0, 1, 1, 1, 0, 0, 1}).gt(0).view({2, 1, 1, 4});
+  EXPECT_TRUE(gradcheck([&](const T& t) { return loom::scaled_dot_product_attention(t[0], t[1], t[2], keys); },
+                        {input({2, 2, 3, 3}, 91), input({2, 2, 4, 3}, 92), input({2, 2, 4, 2}, 93)}));
+  const Tensor pairs = input({3, 4}, 94).gt(-0.2);
+  EXPECT_TRUE(gradcheck([&](const T& t) { return loom::scaled_dot_product_attention(t[0], t[1], t[2], pairs); },
+                        {input({2, 3, 3}, 95), input({2, 4, 3}, 96), input({2, 4, 3}, 97)}));
+  EXPECT_TRUE(loom_test::gradgradcheck(
+      [&](const T& t) { return loom::scaled_dot_product_attention(t[0], t[1], t[2], keys.select(0, 0)); },
+      {input({1, 3, 2}, 98), input({1, 4, 2}, 99), input({1, 4, 2}, 100)}));
+}
+
+// FlexAttention's mask_mod: a function of (b, h, q_idx, kv_idx) recorded
+// over index tensors, so the mask is code kept at the shape it varies in.
+TEST_P(AttentionTest, FlexAttentionMaskModsAreCode) {
+  namespace A = loom::nn::attention;
+  const loom::Device dev = loom::default_device();
+  const int64_t b = 2, h = 2, l = 33, s = 33;
+  const int64_t d = on_gpu() ? 32 : 4;
+  const loom::ScalarType dt = on_gpu() ? loom::kBFloat16 : loom::kDouble;
+  const Tensor q = input({b, h, l, d}, 31).to(dt), k = input({b, h, s, d}, 32).to(dt), v = input({b, h, s, d}, 33).to(dt);
+  auto causal = [](const Tensor&, const Tensor&, const Tensor& qi, const Tensor& kj) { return kj.le(qi); };
+  const A::BlockMask cm = A::create_block_mask(causal, std::nullopt, std::nullopt, l, s, dev);
+  EXPECT_EQ(cm.mask.sizes().vec(), (std::vector<int64_t>{1, 1, l, s}));
+  const double tol = on_gpu() ? 2e-2 : 1e-12;
+  EXPECT_TRUE(all_close(A::flex_attention(q, k, v, cm).to(loom::kDouble),
+                        loom::scaled_dot_product_attention(q, k, v, std::nullopt, 0, true).to(loom::kDouble).to_vector<double>(),
+                        tol, tol));
+  // Per-sample lengths and a bidirectional prefix: the mask follows b.
+  const Tensor lengths = loom::tensor(std::vector<int64_t>{20, 33}).to(dev);
+  auto prefix_lm = [&](const Tensor& bi, const Tensor&, const Tensor& qi, const Tensor& kj) {
+    const Tensor len = lengths.index_select(0, bi.flatten()).view({-1, 1, 1, 1});
+    return kj.le(qi).logical_or(kj.lt(5)).logical_and(kj.lt(len));
+  };
+  const A::BlockMask pm = A::create_block_mask(prefix_lm, b, std::nullopt, l, s, dev);
+  EXPECT_EQ(pm.mask.sizes().vec(), (std::vector<int64_t>{b, 1, l, s}));
+  const Tensor out = A::flex_attention(q, k, v, pm, 0.4);
+  const V qv = q.to(loom::kDouble).to_vector<double>(), kv = k.to(loom::kDouble).to_vector<double>(),
+          vv = v.to(loom::kDouble).to_vector<double>();
+  V want;
+  for (int64_t n = 0; n < b * h; ++n) {
+    const int64_t len = n / h == 0 ? 20 : 33;
+    V r = attention_reference(V(qv.begin() + n * l * d, qv.begin() + (n + 1) * l * d),
+                              V(kv.begin() + n * s * d, kv.begin() + (n + 1) * s * d),
+                              V(vv.begin() + n * s * d, vv.begin() + (n + 1) * s * d), l, s, d, d, 0.4,
+                              [&](int64_t i, int64_t j) { return (j <= i || j < 5) && j < len; });
+    want.insert(want.end(), r.begin(), r.end());
+  }
+  EXPECT_TRUE(all_close(out.to(loom::kDouble), want, tol, tol));
+  // The same mask_mod again at the same length replays; at a new length it
+  // is the same code, no mask tensor to make.
+  loom::sync();
+  A::flex_attention(q, k, v, A::create_block_mask(prefix_lm, b, std::nullopt, l, s, dev), 0.4).sum().item<double>();
+  const int64_t compiles = loom::metrics().cache_misses;
+  A::flex_attention(q, k, v, A::create_block_mask(prefix_lm, b, std::nullopt, l, s, dev), 0.4).sum().item<double>();
+  EXPECT_EQ(loom::metrics().cache_misses, compiles);
+  const Tensor q2 = input({b, h, 17, d}, 34).to(dt);
+  EXPECT_EQ(A::flex_attention(q2, q2, q2, A::create_block_mask(prefix_lm, b, std::nullopt, 17, 17, dev)).size(2), 17);
+  EXPECT_LOOM_ERROR(A::flex_attention(q2, q2, q2, pm), "flex_attention", "Q_LEN");
+  EXPECT_LOOM_ERROR(A::create_block_mask([](const Tensor& bi, const Tensor&, const Tensor&, const Tensor&) { return bi; },
+                                         b, h, l, s, dev),
+                    "create_block_mask", "bool");
+}
+
+// MultiheadAttention without weights takes the fused op with its masks
+// (true: hidden) folded into one; with weights it is written out. Both agree.
+TEST_P(AttentionTest, MultiheadAttentionWithoutWeightsIsFused) {
+  loom::manual_seed(17);
+  const int64_t e = on_gpu() ? 128 : 8, heads = 2, l = 6, n = 3;
+  const loom::ScalarType dt = on_gpu() ? loom::kBFloat16 : loom::kDouble;
+  nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(e, heads));
+  mha->to(dt);
+  const Tensor x = input({l, n, e}, 41).to(dt).detach().requires_grad_();
+  const Tensor pad = loom::tensor(std::vector<int64_t>{0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}).view({n, l}).gt(0);
+  const Tensor future = loom::ones({l, l}, loom::kBool).triu(1);  // true: not allowed
+  auto [fused, no_weights] = mha(x, x, x, pad, /*need_weights=*/false, future);
+  EXPECT_FALSE(no_weights.defined());
+  auto [written, weights] = mha(x, x, x, pad, /*need_weights=*/true, future);
+  const double tol = on_gpu() ? 3e-2 : 1e-10;
+  EXPECT_TRUE(all_close(fused.to(loom::kDouble), written.to(loom::kDouble).to_vector<double>(), tol, tol));
+  const Tensor gf = loom::autograd::grad({fused.sum()}, {x})[0], gw = loom::autograd::grad({written.sum()}, {x})[0];
+  const double gscale = std::max(1.0, gw.abs().max().to(loom::kDouble).item<double>());
+  EXPECT_TRUE(all_close(gf.to(loom::kDouble), gw.to(loom::kDouble).to_vector<double>(), 0.0, tol * gscale));
+}
+
+// Attention written out by hand (minGPT's masked_fill form, and under
+// autocast) is recorded as the fused op in inference: the same values as
+// with the fused op off, where it stays two products and a softmax.
+TEST_P(AttentionTest, WrittenOutAttentionInInferenceMatches) {
+  const int64_t b = 2, h = 3, t = 70, d = on_gpu() ? 64 : 8;
+  const loom::ScalarType dt = on_gpu() ? loom::kBFloat16 : loom::kFloat;
+  const Tensor q = input({b, h, t, d}, 51).to(dt), k = input({b, h, t, d}, 52).to(dt), v = input({b, h, t, d}, 53).to(dt);
+  const Tensor bias = loom::ones({t, t}).tril().view({1, 1, t, t});
+  const Tensor qf = q.to(loom::kFloat), kf = k.to(loom::kFloat), vf = v.to(loom::kFloat);
+  auto attend = [&](bool autocast) {
+    loom::NoGradGuard no_grad;
+    std::optional<loom::autocast::AutocastMode> amp;
+    if (autocast) amp.emplace(loom::default_device().type(), loom::kBFloat16);
+    const Tensor& qq = autocast ? qf : q;
+    Tensor att = loom::matmul(qq, (autocast ? kf : k).transpose(-2, -1)) * (1.0 / std::sqrt(double(d)));
+    att = att.masked_fill(bias.eq(0), -std::numeric_limits<double>::infinity());
+    return loom::matmul(loom::softmax(att, -1), autocast ? vf : v).to(loom::kDouble);
+  };
+  for (const bool autocast : {false, true}) {
+    SCOPED_TRACE(autocast ? "autocast" : "plain");
+    const Tensor fused = attend(autocast);
+    loom::backends::enable_flash_sdp(false);
+    const Tensor written = attend(autocast);
+    loom::backends::enable_flash_sdp(true);
+    const double tol = on_gpu() || autocast ? 3e-2 : 1e-5;
+    EXPECT_TRUE(all_close(fused, written.to_vector<double>(), tol, tol));
+  }
 }
 
 LOOM_INSTANTIATE_BACKENDS(AttentionTest);

@@ -1168,12 +1168,24 @@ class Generator {
           // q = k = v = tanh(x): the scores stay within the head dim, and the
           // output is a weighted mean of values in [-1, 1], whose error is the
           // dot products' and sums' rounding: a few ulp of 1 per level of each.
-          const bool causal = later_coin();
+          // Half the causal draws (by the row length's parity, so no draw
+          // is added) give a band |i - j| <= w as a bool mask tensor instead.
+          const bool causal = later_coin(), banded = causal && s[r - 1] % 2 == 1;
           const Tensor q = jitter(f).tanh();
-          Tensor out = loom::scaled_dot_product_attention(q, q, q, std::nullopt, 0.0, causal);
+          const int64_t n = s[r - 2], w = 1 + s[r - 1] % 3;
+          const Tensor band = banded ? loom::arange(n, loom::TensorOptions(loom::kLong).device(q.device()))
+                                           .unsqueeze(1)
+                                           .sub(loom::arange(n, loom::TensorOptions(loom::kLong).device(q.device())))
+                                           .abs()
+                                           .le(w)
+                                     : Tensor();
+          Tensor out = banded ? loom::scaled_dot_product_attention(q, q, q, band)
+                              : loom::scaled_dot_product_attention(q, q, q, std::nullopt, 0.0, causal);
           add(jitter_absolute(out, 4 * log_sum_ulps(s[r - 2] * s[r - 1])), noisy_op(out.dtype(), x.noise),
-              "scaled_dot_product_attention(tanh(" + sx + "), tanh(" + sx + "), tanh(" + sx + "), {}, 0.0, " +
-                  (causal ? "true" : "false") + ")");
+              banded ? "scaled_dot_product_attention(tanh(" + sx + ") x3, (arange(" + std::to_string(n) +
+                           ")[:, None] - arange(" + std::to_string(n) + ")).abs() <= " + std::to_string(w) + ")"
+                     : "scaled_dot_product_attention(tanh(" + sx + "), tanh(" + sx + "), tanh(" + sx + "), {}, 0.0, " +
+                           (causal ? "true" : "false") + ")");
           return true;
         }
         Tensor out = jitter(f).logsumexp(dims, keep);

@@ -11,6 +11,7 @@
 
 #include "api/src/autocast.h"
 #include "api/src/autograd/hooks.h"
+#include "api/src/nn/attention.h"
 #include "api/src/record.h"
 
 namespace loom {
@@ -104,6 +105,10 @@ Tensor matmul_impl(const Tensor& a_in, const Tensor& b_in, const char* op, const
     if (db == 2) out.push_back(b.size(1));
     return r.view(out, loc);
   }
+
+  // softmax(q kᵀ · s) v written out, in inference: one fused attention node.
+  if (da >= 3 && db == da)
+    if (std::optional<Tensor> fused = detail::recognize_attention(a, b, loc)) return *fused;
 
   // General batched case: broadcast the batch dims, expand both, one product.
   const int64_t n = da > 1 ? a.size(-2) : 1, k1 = a.size(-1);

@@ -3,9 +3,10 @@
 // running max m and sum l per row; when a block raises the max, what was
 // summed so far is scaled by exp(m_old - m_new)), so no [L, S] matrix is
 // ever stored. Under the causal mask a query block stops at its last row's
-// key. The gradients recompute each block's probabilities from the saved
-// logsumexp: dq per query block, dk and dv per key block, so no task writes
-// where another does and the sums run in the same order at any thread count.
+// key; a mask tensor (ir::AttentionMaskPlanes) hides pairs besides. The
+// gradients recompute each block's probabilities from the saved logsumexp:
+// dq per query block, dk and dv per key block, so no task writes where
+// another does and the sums run in the same order at any thread count.
 // Statistics and sums are float32 (float64 for float64 inputs); bfloat16
 // and float16 inputs are widened once per task. The semantics are the
 // reference backend's (runtime/reference/eval_attention.cpp).
@@ -135,13 +136,15 @@ void add_outer_any(const double* w, const double* x, int64_t n, int64_t width, d
 
 // out [N,L,Dv], then lse [N,L].
 template <class T, class A>
-void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale, const ir::AttentionMaskCode& mask) {
+void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale, const ir::AttentionMaskCode& mask,
+             const ir::AttentionMaskPlanes& planes) {
   A* const lse_out = out + g.n * g.l * g.dv;
   const A neg_inf = -std::numeric_limits<A>::infinity();
   tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, g.n, 1, 0, (g.l + kRows - 1) / kRows, 1), [&](const auto& r) {
     std::vector<A> qs, ks, kt, vs, acc, m, l, p(static_cast<size_t>(kKeys));
     for (int64_t n = r.rows().begin(); n < r.rows().end(); ++n)
       for (int64_t blk = r.cols().begin(); blk < r.cols().end(); ++blk) {
+        const uint8_t* plane = planes.plane(n);
         const int64_t i0 = blk * kRows, i1 = std::min(g.l, i0 + kRows), rows = i1 - i0;
         const int64_t s_begin = std::min(mask.key_begin(i0), g.s), s_end = mask.key_end(i1, g.s);
         widen(q + n * g.l * g.d, i0, i1, g.d, qs);
@@ -157,9 +160,10 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
             const size_t ri = static_cast<size_t>(i - i0);
             dot_columns_any(&qs[ri * static_cast<size_t>(g.d)], kt.data(), g.d, nk, p.data());
             A block_max = neg_inf;
+            const uint8_t* seen = planes.row(plane, i);
             for (int64_t j = j0; j < j1; ++j) {
               A& sc = p[static_cast<size_t>(j - j0)];
-              sc = mask.visible(i, j) ? sc * scale : neg_inf;
+              sc = mask.visible(i, j) && (!seen || seen[j]) ? sc * scale : neg_inf;
               block_max = std::max(block_max, sc);
             }
             if (block_max == neg_inf) continue;  // nothing visible in this block
@@ -194,7 +198,8 @@ void forward(const T* q, const T* k, const T* v, A* out, const Dims3& g, A scale
 // dk += ds q and dv += p dout by rank-one updates of the block's rows.
 template <class T, class A>
 void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in, const A* delta_in, A* out,
-              const Dims3& g, A scale, const ir::AttentionMaskCode& mask, bool grad_q) {
+              const Dims3& g, A scale, const ir::AttentionMaskCode& mask, const ir::AttentionMaskPlanes& planes,
+              bool grad_q) {
   const int64_t rows_total = grad_q ? g.l : g.s;
   const int64_t width = grad_q ? g.d : g.d + g.dv;
   const A neg_inf = -std::numeric_limits<A>::infinity();
@@ -202,10 +207,11 @@ void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in
     std::vector<A> qs, ks, vs, kt, vt, gos, grad, dk, dv, s(static_cast<size_t>(kKeys)), dp(static_cast<size_t>(kKeys));
     for (int64_t n = r.rows().begin(); n < r.rows().end(); ++n)
       for (int64_t blk = r.cols().begin(); blk < r.cols().end(); ++blk) {
+        const uint8_t* plane = planes.plane(n);
         const int64_t b0 = blk * kRows, b1 = std::min(rows_total, b0 + kRows);
         // The query rows this task meets: its own block (dq), or every row
         // that can see one of its keys (dk, dv: under causal, rows >= b0).
-        const bool causal = mask.kind != ir::AttentionMask::None;
+        const bool causal = mask.kind == ir::AttentionMask::Causal || mask.kind == ir::AttentionMask::SlidingWindow;
         const int64_t i0 = grad_q ? b0 : (causal ? std::min(b0, g.l) : 0);
         const int64_t i1 = grad_q ? b1 : (mask.kind == ir::AttentionMask::SlidingWindow ? std::min(g.l, b1 + mask.window - 1) : g.l);
         const int64_t j0 = grad_q ? std::min(mask.key_begin(b0), g.s) : b0;
@@ -230,9 +236,10 @@ void backward(const T* q, const T* k, const T* v, const T* dout, const A* lse_in
             dot_columns_any(qi, kt.data(), g.d, nk, s.data());
             dot_columns_any(goi, vt.data(), g.dv, nk, dp.data());
             bool any = false;
+            const uint8_t* seen = planes.row(plane, i);
             for (int64_t j = 0; j < nk; ++j) {
               const size_t x = static_cast<size_t>(j);
-              const bool visible = mask.visible(i, c0 + j);
+              const bool visible = mask.visible(i, c0 + j) && (!seen || seen[c0 + j]);
               s[x] = visible ? s[x] * scale - lse : neg_inf;
               any = any || visible;
             }
@@ -266,7 +273,18 @@ void attention(const ir::LibraryCall& call, std::span<const View> in, const View
   const Dims3 g{in[0].shape[0], in[0].shape[1], in[1].shape[1], in[0].shape[2], in[2].shape[2]};
   const ir::AttentionMaskCode mask{static_cast<ir::AttentionMask>(call.attr[0]), window};
   if (!mask.known()) throw LibraryError{"attention: unknown mask kind, or a sliding window under 1"};
-  if (call.op != ir::Op::Attention && in.size() != 6) throw LibraryError{"attention's gradients take 6 inputs"};
+  const bool masked = call.attr.n > ir::kAttentionMaskDivisorAttr && call.attr[ir::kAttentionMaskDivisorAttr] > 0;
+  if (in.size() != ir::attention_mask_input(call.op == ir::Op::Attention) + (masked ? 1 : 0))
+    throw LibraryError{"attention: wrong number of inputs for its mask"};
+  ir::AttentionMaskPlanes planes;
+  if (masked) {
+    const View& p = in.back();
+    if (p.dtype != ScalarType::Bool || p.shape.n != 3 || p.shape[0] < 1 || (p.shape[1] != 1 && p.shape[1] != g.l) ||
+        p.shape[2] != g.s)
+      throw LibraryError{"attention's mask must be bool [P, 1 or L, S]"};
+    planes = {static_cast<const uint8_t*>(p.data), p.shape[0], p.shape[1], p.shape[2],
+              call.attr[ir::kAttentionMaskDivisorAttr]};
+  }
   if (out.shape.numel() == 0) return;
   ir::dispatch_dtype(in[0].dtype, [&]<class T>() {
     if constexpr (!std::is_floating_point_v<T> && !ir::is_reduced_float_v<T>) {
@@ -276,9 +294,10 @@ void attention(const ir::LibraryCall& call, std::span<const View> in, const View
       const T *q = static_cast<const T*>(in[0].data), *k = static_cast<const T*>(in[1].data),
               *v = static_cast<const T*>(in[2].data);
       A* o = static_cast<A*>(out.data);
-      if (call.op == ir::Op::Attention) return forward<T, A>(q, k, v, o, g, static_cast<A>(scale), mask);
+      if (call.op == ir::Op::Attention) return forward<T, A>(q, k, v, o, g, static_cast<A>(scale), mask, planes);
       backward<T, A>(q, k, v, static_cast<const T*>(in[3].data), static_cast<const A*>(in[4].data),
-                     static_cast<const A*>(in[5].data), o, g, static_cast<A>(scale), mask, call.op == ir::Op::AttentionGradQ);
+                     static_cast<const A*>(in[5].data), o, g, static_cast<A>(scale), mask, planes,
+                     call.op == ir::Op::AttentionGradQ);
     }
   });
 }

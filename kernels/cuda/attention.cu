@@ -1,4 +1,4 @@
-// Fused scaled-dot-product attention for bfloat16 on tensor cores
+// Fused scaled-dot-product attention for bfloat16 (and float16: F16) on tensor cores
 // (FlashAttention-2 style): forward, and backward in three kernels. Compiled
 // by NVRTC after kernels/cuda/bfloat16.cuh (loom_bf16_*), with builtins only:
 // no includes, 64-bit integers as long long.
@@ -21,6 +21,7 @@
 //
 // ---------------------------------------------------------------------------
 // extern "C" entry points (bf16, D = 64; MASK is none, causal or window).
+// (loom's own entry points, with a mask tensor too, are attention_library.cu's.)
 // All take the same plain argument list, in this order:
 //   fwd:     q, k, v, out, lse,
 //            q_b, q_h, q_s, k_b, k_h, k_s, v_b, v_h, v_s, o_b, o_h, o_s,
@@ -109,6 +110,31 @@ struct LoomAttnWindow {
   __device__ __forceinline__ long long full_end(long long i0, long long) const { return i0 + 1; }
 };
 
+// A bool mask tensor besides another functor's code (ir::AttentionMaskPlanes
+// in ir/node.h): batch b reads plane (b / divisor) % planes of [planes,
+// rows, S] bytes, row i (rows = L) or row 0 (rows = 1). Nothing about its
+// keys is known ahead, so each warp reads its tile's bytes first
+// (loom_attn_refine): a tile it hides wholly is skipped, one it shows
+// wholly runs without a test, only the rest is tested per element.
+template <class Code>
+struct LoomAttnPlanes {
+  Code code;
+  const unsigned char* data;
+  long long planes, rows, S, divisor;
+  __device__ __forceinline__ LoomAttnPlanes for_head(long long b, long long h) const {
+    LoomAttnPlanes m = *this;
+    m.code = code.for_head(b, h);
+    m.data = data + (b / divisor) % planes * rows * S;
+    return m;
+  }
+  __device__ __forceinline__ bool seen(long long i, long long j) const { return data[(rows == 1 ? 0 : i * S) + j] != 0; }
+  __device__ __forceinline__ bool visible(long long i, long long j) const { return code.visible(i, j) && seen(i, j); }
+  __device__ __forceinline__ long long key_begin(long long i0, long long i1) const { return code.key_begin(i0, i1); }
+  __device__ __forceinline__ long long key_end(long long i0, long long i1) const { return code.key_end(i0, i1); }
+  __device__ __forceinline__ long long full_begin(long long, long long) const { return 0; }
+  __device__ __forceinline__ long long full_end(long long, long long) const { return 0; }
+};
+
 // Everything a kernel may need; each reads its part. Strides in elements.
 struct LoomAttnArgs {
   const unsigned short *q, *k, *v;
@@ -160,17 +186,29 @@ __device__ __forceinline__ void loom_attn_ldsm(unsigned (&r)[4], const void* p) 
                  : "r"(loom_attn_smem_addr(p)));
 }
 
+// F16: the operands are float16 rather than bfloat16 (the kernels are the
+// same but for this instruction and the packing below).
+template <bool F16>
 __device__ __forceinline__ void loom_attn_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  if constexpr (F16)
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// Two floats to a bf16 pair, round to nearest even, lo in the low half (the
-// element with the lower index, as mma fragments want).
+// Two floats to a bf16 (or f16) pair, round to nearest even, lo in the low
+// half (the element with the lower index, as mma fragments want).
+template <bool F16>
 __device__ __forceinline__ unsigned loom_attn_pack(float lo, float hi) {
   unsigned r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  if constexpr (F16)
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   return r;
 }
 
@@ -218,7 +256,7 @@ __device__ __forceinline__ void loom_attn_load_a_t(unsigned (&a)[KS][4], const u
 
 // c (16 x 8NT) += a (16 x 16KS) * B with B(k, n) = Bs[n * ld + k]: B's rows
 // are the product's columns (K for q·kᵀ).
-template <int KS, int NT>
+template <int KS, int NT, bool F16 = false>
 __device__ __forceinline__ void loom_attn_mma_nk(float (&c)[NT][4], const unsigned (&a)[KS][4], const unsigned short* Bs,
                                                  int ld) {
   const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
@@ -229,13 +267,13 @@ __device__ __forceinline__ void loom_attn_mma_nk(float (&c)[NT][4], const unsign
     for (int nj = 0; nj < NT / 2; ++nj) {
       unsigned f[4];
       loom_attn_ldsm<false>(f, p + nj * 16 * ld + kk * 16);
-      loom_attn_mma(c[2 * nj], a[kk], f[0], f[1]);
-      loom_attn_mma(c[2 * nj + 1], a[kk], f[2], f[3]);
+      loom_attn_mma<F16>(c[2 * nj], a[kk], f[0], f[1]);
+      loom_attn_mma<F16>(c[2 * nj + 1], a[kk], f[2], f[3]);
     }
 }
 // The same with A read from shared memory one k16 step at a time
 // (A(m, k) = As[m * lda + k]), for operands too large to keep in registers.
-template <int KS, int NT>
+template <int KS, int NT, bool F16 = false>
 __device__ __forceinline__ void loom_attn_mma_nk_sa(float (&c)[NT][4], const unsigned short* As, int lda,
                                                     const unsigned short* Bs, int ld) {
   const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
@@ -249,14 +287,14 @@ __device__ __forceinline__ void loom_attn_mma_nk_sa(float (&c)[NT][4], const uns
     for (int nj = 0; nj < NT / 2; ++nj) {
       unsigned f[4];
       loom_attn_ldsm<false>(f, p + nj * 16 * ld + kk * 16);
-      loom_attn_mma(c[2 * nj], a, f[0], f[1]);
-      loom_attn_mma(c[2 * nj + 1], a, f[2], f[3]);
+      loom_attn_mma<F16>(c[2 * nj], a, f[0], f[1]);
+      loom_attn_mma<F16>(c[2 * nj + 1], a, f[2], f[3]);
     }
   }
 }
 // c += a * B with B(k, n) = Bs[k * ld + n]: B's rows are the reduction
 // (V for p·v), read with .trans.
-template <int KS, int NT>
+template <int KS, int NT, bool F16 = false>
 __device__ __forceinline__ void loom_attn_mma_kn(float (&c)[NT][4], const unsigned (&a)[KS][4], const unsigned short* Bs,
                                                  int ld) {
   const int lane = threadIdx.x % 32, mat = lane / 8, r = lane % 8;
@@ -267,22 +305,22 @@ __device__ __forceinline__ void loom_attn_mma_kn(float (&c)[NT][4], const unsign
     for (int nj = 0; nj < NT / 2; ++nj) {
       unsigned f[4];
       loom_attn_ldsm<true>(f, p + kk * 16 * ld + nj * 16);
-      loom_attn_mma(c[2 * nj], a[kk], f[0], f[1]);
-      loom_attn_mma(c[2 * nj + 1], a[kk], f[2], f[3]);
+      loom_attn_mma<F16>(c[2 * nj], a[kk], f[0], f[1]);
+      loom_attn_mma<F16>(c[2 * nj + 1], a[kk], f[2], f[3]);
     }
 }
 
 // The FA2 register trick: an accumulator (16 x 8NT, float) is, pairwise,
 // already laid out as the A operand of the next product (16 x 16(NT/2)):
 // A's k-block kk is accumulator tiles 2kk (k 0..7) and 2kk + 1 (k 8..15).
-template <int NT>
+template <int NT, bool F16 = false>
 __device__ __forceinline__ void loom_attn_to_a(unsigned (&a)[NT / 2][4], const float (&c)[NT][4]) {
 #pragma unroll
   for (int kk = 0; kk < NT / 2; ++kk) {
-    a[kk][0] = loom_attn_pack(c[2 * kk][0], c[2 * kk][1]);
-    a[kk][1] = loom_attn_pack(c[2 * kk][2], c[2 * kk][3]);
-    a[kk][2] = loom_attn_pack(c[2 * kk + 1][0], c[2 * kk + 1][1]);
-    a[kk][3] = loom_attn_pack(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+    a[kk][0] = loom_attn_pack<F16>(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = loom_attn_pack<F16>(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = loom_attn_pack<F16>(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = loom_attn_pack<F16>(c[2 * kk + 1][2], c[2 * kk + 1][3]);
   }
 }
 
@@ -314,7 +352,7 @@ __device__ __forceinline__ void loom_attn_load_rows(unsigned short* dst, const u
 // own rows of a [.][D + 8] shared tile and then to global memory (16-byte
 // stores of whole row chunks instead of 4-byte pairs). The caller makes
 // sure no other warp still reads those shared rows.
-template <int D>
+template <int D, bool F16 = false>
 __device__ __forceinline__ void loom_attn_store_rows(const float (&c)[D / 8][4], float mul, unsigned short* stage,
                                                      unsigned short* dst, long long stride, long long r0,
                                                      long long rows) {
@@ -322,8 +360,8 @@ __device__ __forceinline__ void loom_attn_store_rows(const float (&c)[D / 8][4],
   const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int n = 0; n < D / 8; ++n) {
-    *reinterpret_cast<unsigned*>(stage + g * LD + n * 8 + 2 * t) = loom_attn_pack(c[n][0] * mul, c[n][1] * mul);
-    *reinterpret_cast<unsigned*>(stage + (g + 8) * LD + n * 8 + 2 * t) = loom_attn_pack(c[n][2] * mul, c[n][3] * mul);
+    *reinterpret_cast<unsigned*>(stage + g * LD + n * 8 + 2 * t) = loom_attn_pack<F16>(c[n][0] * mul, c[n][1] * mul);
+    *reinterpret_cast<unsigned*>(stage + (g + 8) * LD + n * 8 + 2 * t) = loom_attn_pack<F16>(c[n][2] * mul, c[n][3] * mul);
   }
   __syncwarp();
 #pragma unroll
@@ -377,6 +415,49 @@ __device__ __forceinline__ int loom_attn_tile_kind(const Mask& m, long long i0, 
   return j0 >= m.full_begin(i0, i1) && j1 < m.full_end(i0, i1) ? 2 : 1;
 }
 
+// A mask as code knows its tiles from its ranges: nothing to refine.
+template <bool KEY_ROWS, int NT, class Mask>
+__device__ __forceinline__ int loom_attn_refine(const Mask&, int k, long long, long long, long long, long long) {
+  return k;
+}
+// A mask tensor is read: the warp's tile as queries x keys (keys lie
+// contiguous in a plane's row), 8 keys a load, every load of a lane in
+// flight at once, then two votes. 0 when the tensor hides every pair, 2
+// when the code showed every pair (k == 2) and the tensor does too, else 1.
+// Called by the whole warp (the tile's coordinates are the warp's).
+template <bool KEY_ROWS, int NT, class Code>
+__device__ __forceinline__ int loom_attn_refine(const LoomAttnPlanes<Code>& m, int k, long long r0, long long c0,
+                                                long long rows_n, long long cols_n) {
+  constexpr int kQueries = KEY_ROWS ? 8 * NT : 16, kKeys = KEY_ROWS ? 16 : 8 * NT, kSegs = kQueries * kKeys / 8;
+  const long long q0 = KEY_ROWS ? c0 : r0, k0 = KEY_ROWS ? r0 : c0;
+  const long long q_end = KEY_ROWS ? cols_n : rows_n, k_end = KEY_ROWS ? rows_n : cols_n;
+  const int lane = threadIdx.x % 32;
+  bool any = false, all = true;
+#pragma unroll
+  for (int t = 0; t < (kSegs + 31) / 32; ++t) {
+    const int seg = lane + 32 * t;
+    const long long q = q0 + seg / (kKeys / 8), kk = k0 + seg % (kKeys / 8) * 8;
+    if (seg >= kSegs || q >= q_end || kk >= k_end) continue;
+    const unsigned char* p = m.data + (m.rows == 1 ? 0 : q * m.S) + kk;
+    if (kk + 8 <= k_end && ((unsigned long long)p & 7) == 0) {
+      const uint2 w = *(const uint2*)p;
+      // A word has a zero byte where (w - 0x01..) & ~w & 0x80.. is nonzero.
+      const unsigned zero = ((w.x - 0x01010101u) & ~w.x) | ((w.y - 0x01010101u) & ~w.y);
+      any = any || (w.x | w.y) != 0;
+      all = all && (zero & 0x80808080u) == 0;
+    } else {
+      for (int x = 0; x < 8 && kk + x < k_end; ++x) {
+        const bool v = p[x] != 0;
+        any = any || v;
+        all = all && v;
+      }
+    }
+  }
+  any = __any_sync(0xffffffffu, any);
+  all = __all_sync(0xffffffffu, all);
+  return !any ? 0 : k == 2 && all ? 2 : 1;
+}
+
 // What one warp's 16 accumulator rows need against a block of columns:
 // rows [r0, r0 + 15] and columns [c0, c0 + 8NT) before clipping to their
 // extents (rows_n, cols_n). 0: every pair hidden (the warp skips the
@@ -388,9 +469,10 @@ __device__ __forceinline__ int loom_attn_warp_kind(const Mask& m, long long r0, 
                                                    long long cols_n) {
   if (r0 >= rows_n || c0 >= cols_n) return 0;
   const long long r1 = (r0 + 16 < rows_n ? r0 + 16 : rows_n) - 1, c1 = (c0 + 8 * NT < cols_n ? c0 + 8 * NT : cols_n) - 1;
-  const int k = KEY_ROWS ? loom_attn_tile_kind(m, c0, c1, r0, r1) : loom_attn_tile_kind(m, r0, r1, c0, c1);
+  int k = KEY_ROWS ? loom_attn_tile_kind(m, c0, c1, r0, r1) : loom_attn_tile_kind(m, r0, r1, c0, c1);
   // Pairs past either extent must read as hidden: only a test gives that.
-  return k == 2 && (r0 + 16 > rows_n || c0 + 8 * NT > cols_n) ? 1 : k;
+  if (k == 2 && (r0 + 16 > rows_n || c0 + 8 * NT > cols_n)) k = 1;
+  return k == 0 ? 0 : loom_attn_refine<KEY_ROWS, NT>(m, k, r0, c0, rows_n, cols_n);
 }
 
 // x[n][e] = -inf where the pair is hidden or out of range. Rows of the
@@ -434,7 +516,7 @@ __device__ __forceinline__ void loom_attn_apply_mask(float (&x)[NT][4], const Ma
 // scale * log2 e so each exponential is one ex2); P goes to bf16 straight
 // from the score accumulators as the A operand of p·v. The output row is
 // divided by its sum once, at the end.
-template <int D, class Mask, int WARPS = 8>
+template <int D, class Mask, int WARPS = 8, bool F16 = false>
 struct LoomAttnFwd {
   enum {
     BM = 16 * WARPS,
@@ -491,7 +573,7 @@ struct LoomAttnFwd {
       const int kind = loom_attn_warp_kind<false, NT>(mask, row0, k0, L, S);
       float s[NT][4];
       loom_attn_zero(s);
-      if (kind) loom_attn_mma_nk<KS, NT>(s, qa, sK + buf * KV_ELEMS, LD);
+      if (kind) loom_attn_mma_nk<KS, NT, F16>(s, qa, sK + buf * KV_ELEMS, LD);
       // The other K buffer was last read by tile kt - 1, before the barrier.
       if (kt + 1 < t1) loom_attn_load_rows<BN, D, THREADS>(sK + (buf ^ 1) * KV_ELEMS, k, a.k_s, k0 + BN, S);
       loom_attn_commit();
@@ -529,11 +611,11 @@ struct LoomAttnFwd {
         }
       }
       unsigned pa[NT / 2][4];
-      loom_attn_to_a<NT>(pa, s);
+      loom_attn_to_a<NT, F16>(pa, s);
 
       loom_attn_wait<1>();  // V of this tile (the next K may still land)
       __syncthreads();
-      if (kind) loom_attn_mma_kn<NT / 2, DT>(o, pa, sV + buf * KV_ELEMS, LD);
+      if (kind) loom_attn_mma_kn<NT / 2, DT, F16>(o, pa, sV + buf * KV_ELEMS, LD);
       if (kt + 1 < t1) loom_attn_load_rows<BN, D, THREADS>(sV + (buf ^ 1) * KV_ELEMS, v, a.v_s, k0 + BN, S);
       loom_attn_commit();
       buf ^= 1;
@@ -561,7 +643,7 @@ struct LoomAttnFwd {
       loom_attn_store_rows_f32<D>(o, 1.f, a.o32 + b * a.o_b + h * a.o_h, a.o_s, row0, L);
     } else {
       unsigned short* out = a.o + b * a.o_b + h * a.o_h;
-      loom_attn_store_rows<D>(o, 1.f, sQ + warp * 16 * LD, out, a.o_s, row0, L);
+      loom_attn_store_rows<D, F16>(o, 1.f, sQ + warp * 16 * LD, out, a.o_s, row0, L);
     }
   }
 };
@@ -615,7 +697,8 @@ __device__ __forceinline__ void loom_attn_dq_convert(const LoomAttnArgs& a, long
   const float4* s = reinterpret_cast<const float4*>(a.dq_acc + row * D + part * 8);
   const float4 x = s[0], y = s[1];
   *reinterpret_cast<uint4*>(a.dq + b * a.dq_b + h * a.dq_h + i * a.dq_s + part * 8) =
-      make_uint4(loom_attn_pack(x.x, x.y), loom_attn_pack(x.z, x.w), loom_attn_pack(y.x, y.y), loom_attn_pack(y.z, y.w));
+      make_uint4(loom_attn_pack<false>(x.x, x.y), loom_attn_pack<false>(x.z, x.w), loom_attn_pack<false>(y.x, y.y),
+                 loom_attn_pack<false>(y.z, y.w));
 }
 
 // dK and dV for one key tile (BN = 16 * WARPS keys; each warp 16 keys with
@@ -627,7 +710,7 @@ __device__ __forceinline__ void loom_attn_dq_convert(const LoomAttnArgs& a, long
 //   Sᵀ = K Qᵀ -> Pᵀ;  dV += Pᵀ dO;  dPᵀ = V dOᵀ -> dSᵀ;  dK += dSᵀ Q.
 // DQ_ATOMIC: also dQ += scale dS K through shared memory (dSᵀ, all warps'
 // keys) and red.global.add.v2.f32 into a.dq_acc.
-template <int D, class Mask, bool DQ_ATOMIC = false, int WARPS = 4>
+template <int D, class Mask, bool DQ_ATOMIC = false, int WARPS = 4, bool F16 = false>
 struct LoomAttnBwdKV {
   enum {
     BN = 16 * WARPS,
@@ -729,8 +812,8 @@ struct LoomAttnBwdKV {
       if (kind) {
         float s[QT][4];  // Sᵀ, then Pᵀ
         loom_attn_zero(s);
-        if constexpr (KV_REGS) loom_attn_mma_nk<KS, QT>(s, ka, cQ, LD);
-        else loom_attn_mma_nk_sa<KS, QT>(s, sK + warp * 16 * LD, LD, cQ, LD);
+        if constexpr (KV_REGS) loom_attn_mma_nk<KS, QT, F16>(s, ka, cQ, LD);
+        else loom_attn_mma_nk_sa<KS, QT, F16>(s, sK + warp * 16 * LD, LD, cQ, LD);
 #pragma unroll
         for (int n = 0; n < QT; ++n) {
           const float2 l2 = *reinterpret_cast<const float2*>(cL + n * 8 + 2 * t);
@@ -745,21 +828,21 @@ struct LoomAttnBwdKV {
           for (int e = 0; e < 4; ++e) s[n][e] = loom_attn_ex2(s[n][e]);
         {
           unsigned pa[QT / 2][4];
-          loom_attn_to_a<QT>(pa, s);
-          loom_attn_mma_kn<QT / 2, DT>(dv, pa, cdO, LD);
+          loom_attn_to_a<QT, F16>(pa, s);
+          loom_attn_mma_kn<QT / 2, DT, F16>(dv, pa, cdO, LD);
         }
         float dp[QT][4];  // dPᵀ, then dSᵀ
         loom_attn_zero(dp);
-        if constexpr (KV_REGS) loom_attn_mma_nk<KS, QT>(dp, va, cdO, LD);
-        else loom_attn_mma_nk_sa<KS, QT>(dp, sV + warp * 16 * LD, LD, cdO, LD);
+        if constexpr (KV_REGS) loom_attn_mma_nk<KS, QT, F16>(dp, va, cdO, LD);
+        else loom_attn_mma_nk_sa<KS, QT, F16>(dp, sV + warp * 16 * LD, LD, cdO, LD);
 #pragma unroll
         for (int n = 0; n < QT; ++n) {
           const float2 dl = *reinterpret_cast<const float2*>(cD + n * 8 + 2 * t);
           dp[n][0] = s[n][0] * (dp[n][0] - dl.x), dp[n][1] = s[n][1] * (dp[n][1] - dl.y);
           dp[n][2] = s[n][2] * (dp[n][2] - dl.x), dp[n][3] = s[n][3] * (dp[n][3] - dl.y);
         }
-        loom_attn_to_a<QT>(da, dp);
-        loom_attn_mma_kn<QT / 2, DT>(dk, da, cQ, LD);
+        loom_attn_to_a<QT, F16>(da, dp);
+        loom_attn_mma_kn<QT / 2, DT, F16>(dk, da, cQ, LD);
       } else {
 #pragma unroll
         for (int kk = 0; kk < QT / 2; ++kk) da[kk][0] = da[kk][1] = da[kk][2] = da[kk][3] = 0u;
@@ -781,7 +864,7 @@ struct LoomAttnBwdKV {
         loom_attn_load_a_t<BN / 16>(sa, sdS + warp * 16, DS_LD);
         float dq[DT][4];
         loom_attn_zero(dq);
-        loom_attn_mma_kn<BN / 16, DT>(dq, sa, sK, LD);
+        loom_attn_mma_kn<BN / 16, DT, F16>(dq, sa, sK, LD);
         const long long r = i0 + warp * 16 + g;
         float* acc = a.dq_acc + (bh * L + r) * D + 2 * t;
 #pragma unroll
@@ -809,8 +892,8 @@ struct LoomAttnBwdKV {
       loom_attn_store_rows_f32<D>(dk, a.scale, a.dk32 + b * a.dk_b + h * a.dk_h, a.dk_s, r0, S);
       loom_attn_store_rows_f32<D>(dv, 1.f, a.dv32 + b * a.dv_b + h * a.dv_h, a.dv_s, r0, S);
     } else {
-      loom_attn_store_rows<D>(dk, a.scale, sK + warp * 16 * LD, a.dk + b * a.dk_b + h * a.dk_h, a.dk_s, r0, S);
-      loom_attn_store_rows<D>(dv, 1.f, sV + warp * 16 * LD, a.dv + b * a.dv_b + h * a.dv_h, a.dv_s, r0, S);
+      loom_attn_store_rows<D, F16>(dk, a.scale, sK + warp * 16 * LD, a.dk + b * a.dk_b + h * a.dk_h, a.dk_s, r0, S);
+      loom_attn_store_rows<D, F16>(dv, 1.f, sV + warp * 16 * LD, a.dv + b * a.dv_b + h * a.dv_h, a.dv_s, r0, S);
     }
   }
 };
@@ -819,7 +902,7 @@ struct LoomAttnBwdKV {
 // dO as A fragments in registers), walking the visible key tiles (BN = 64,
 // K and V double-buffered and prefetched one tile ahead):
 //   S = Q Kᵀ -> P;  dP = dO Vᵀ -> dS;  dQ += dS K.
-template <int D, class Mask, int WARPS = 4>
+template <int D, class Mask, int WARPS = 4, bool F16 = false>
 struct LoomAttnBwdQ {
   enum {
     BM = 16 * WARPS,
@@ -895,7 +978,7 @@ struct LoomAttnBwdQ {
       if (kind) {
         float s[NT][4];  // S, then P
         loom_attn_zero(s);
-        loom_attn_mma_nk<KS, NT>(s, qa, cK, LD);
+        loom_attn_mma_nk<KS, NT, F16>(s, qa, cK, LD);
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
           s[n][0] = __fmaf_rn(s[n][0], c, -lz0), s[n][1] = __fmaf_rn(s[n][1], c, -lz0);
@@ -908,15 +991,15 @@ struct LoomAttnBwdQ {
           for (int e = 0; e < 4; ++e) s[n][e] = loom_attn_ex2(s[n][e]);
         float dp[NT][4];  // dP, then dS
         loom_attn_zero(dp);
-        loom_attn_mma_nk<KS, NT>(dp, doa, cV, LD);
+        loom_attn_mma_nk<KS, NT, F16>(dp, doa, cV, LD);
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
           dp[n][0] = s[n][0] * (dp[n][0] - dl0), dp[n][1] = s[n][1] * (dp[n][1] - dl0);
           dp[n][2] = s[n][2] * (dp[n][2] - dl1), dp[n][3] = s[n][3] * (dp[n][3] - dl1);
         }
         unsigned da[NT / 2][4];
-        loom_attn_to_a<NT>(da, dp);
-        loom_attn_mma_kn<NT / 2, DT>(dq, da, cK, LD);
+        loom_attn_to_a<NT, F16>(da, dp);
+        loom_attn_mma_kn<NT / 2, DT, F16>(dq, da, cK, LD);
       }
       buf ^= 1;
     }
@@ -924,7 +1007,7 @@ struct LoomAttnBwdQ {
     loom_attn_wait<0>();
     __syncthreads();
     if (a.dq32) loom_attn_store_rows_f32<D>(dq, a.scale, a.dq32 + b * a.dq_b + h * a.dq_h, a.dq_s, row0, L);
-    else loom_attn_store_rows<D>(dq, a.scale, sQ + warp * 16 * LD, a.dq + b * a.dq_b + h * a.dq_h, a.dq_s, row0, L);
+    else loom_attn_store_rows<D, F16>(dq, a.scale, sQ + warp * 16 * LD, a.dq + b * a.dq_b + h * a.dq_h, a.dq_s, row0, L);
   }
 };
 

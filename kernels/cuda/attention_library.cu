@@ -7,12 +7,13 @@
 // attention op runs there, apart from the other library kernels so that
 // programs without attention never pay for its compile.
 //
-// A call's tensors are whole buffers: q, k, v and dout [N, rows, D] bf16,
+// A call's tensors are whole buffers: q, k, v and dout [N, rows, D] bf16 (f16),
 // N = batch * heads taken as the kernels' B with H = 1; the outputs are
 // float32 (kernels' o32 / dq32 / dk32 / dv32): Attention's value is out
 // [N, L, D] then the logsumexps [N, L] (the kernels' lse); AttentionGradKV's
 // rows are [dk | dv], 2D floats a row. delta (rowsum(dout * out)) comes
-// computed by the caller, so the kernels' own preprocess is not used.
+// computed by the caller, so the kernels' own preprocess is not used. A
+// mask tensor, where the call has one, is its last input: bool [P, R, S].
 
 #define LOOM_ATTENTION_PARAMS \
   void *const *bufs, const double *fs, const long long *is, long long *err, const long long *meta
@@ -54,75 +55,99 @@ __device__ __forceinline__ LoomAttnArgs backward(void* const* bufs, const double
   return a;
 }
 
-// The call's mask: the window of a sliding one is its int64 runtime scalar 1.
+// The call's mask: the window of a sliding one is its int64 runtime scalar 1;
+// a mask tensor is the buffer at meta kMask (ir::AttentionMaskPlanes).
 template <class Mask>
-__device__ __forceinline__ Mask mask_of(const long long*, const long long*) {
+__device__ __forceinline__ Mask mask_of(void* const*, const long long*, const long long*) {
   return Mask{};
 }
 template <>
-__device__ __forceinline__ LoomAttnWindow mask_of<LoomAttnWindow>(const long long* is, const long long* meta) {
+__device__ __forceinline__ LoomAttnWindow mask_of<LoomAttnWindow>(void* const*, const long long* is, const long long* meta) {
   return LoomAttnWindow{is[meta[ml::kScalarBegin] + 1]};
 }
+template <>
+__device__ __forceinline__ LoomAttnPlanes<LoomAttnNoMask> mask_of<LoomAttnPlanes<LoomAttnNoMask>>(
+    void* const* bufs, const long long* is, const long long* meta) {
+  return {LoomAttnNoMask{}, buffer<const unsigned char>(bufs, is, meta[ml::kMask], meta[ml::kMaskOffset]),
+          meta[ml::kMaskPlanes], meta[ml::kMaskRows], meta[ml::kS], meta[ml::kMaskDivisor]};
+}
 
-template <int D, class Mask>
+template <int D, class Mask, bool F16>
 __device__ __forceinline__ void fwd(void* const* bufs, const double* fs, const long long* is, const long long* meta) {
-  static_assert(LoomAttnFwd<D, Mask>::BM == ml::kFwdRows && LoomAttnFwd<D, Mask>::THREADS == ml::kFwdThreads &&
-                    LoomAttnFwd<D, Mask>::SMEM_BYTES == ml::fwd_shared_bytes(D),
+  using Kernel = LoomAttnFwd<D, Mask, 8, F16>;
+  static_assert(Kernel::BM == ml::kFwdRows && Kernel::THREADS == ml::kFwdThreads &&
+                    Kernel::SMEM_BYTES == ml::fwd_shared_bytes(D),
                 "meta_layout.h's attention tiles differ from LoomAttnFwd's");
   LoomAttnArgs a = common<D>(bufs, fs, is, meta);
   float* value = buffer<float>(bufs, is, meta[ml::kOut], 0);
   a.o32 = value, a.o_b = a.L * D, a.o_h = 0, a.o_s = D;
   a.lse = value + meta[ml::kN] * a.L * D;
-  LoomAttnFwd<D, Mask>::run(a, mask_of<Mask>(is, meta));
+  Kernel::run(a, mask_of<Mask>(bufs, is, meta));
 }
 
-template <int D, class Mask>
+template <int D, class Mask, bool F16>
 __device__ __forceinline__ void grad_q(void* const* bufs, const double* fs, const long long* is, const long long* meta) {
-  static_assert(LoomAttnBwdQ<D, Mask>::BM == ml::kBwdRows && LoomAttnBwdQ<D, Mask>::THREADS == ml::kBwdThreads &&
-                    LoomAttnBwdQ<D, Mask>::SMEM_BYTES == ml::grad_q_shared_bytes(D),
+  using Kernel = LoomAttnBwdQ<D, Mask, 4, F16>;
+  static_assert(Kernel::BM == ml::kBwdRows && Kernel::THREADS == ml::kBwdThreads &&
+                    Kernel::SMEM_BYTES == ml::grad_q_shared_bytes(D),
                 "meta_layout.h's attention tiles differ from LoomAttnBwdQ's");
   LoomAttnArgs a = backward<D>(bufs, fs, is, meta);
   a.dq32 = buffer<float>(bufs, is, meta[ml::kOut], 0);
   a.dq_b = a.L * D, a.dq_h = 0, a.dq_s = D;
-  LoomAttnBwdQ<D, Mask>::run(a, mask_of<Mask>(is, meta));
+  Kernel::run(a, mask_of<Mask>(bufs, is, meta));
 }
 
-template <int D, class Mask>
+template <int D, class Mask, bool F16>
 __device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, const long long* is, const long long* meta) {
-  static_assert(LoomAttnBwdKV<D, Mask>::BN == ml::kBwdRows && LoomAttnBwdKV<D, Mask>::THREADS == ml::kBwdThreads &&
-                    LoomAttnBwdKV<D, Mask>::SMEM_BYTES == ml::grad_kv_shared_bytes(D),
+  using Kernel = LoomAttnBwdKV<D, Mask, false, 4, F16>;
+  static_assert(Kernel::BN == ml::kBwdRows && Kernel::THREADS == ml::kBwdThreads &&
+                    Kernel::SMEM_BYTES == ml::grad_kv_shared_bytes(D),
                 "meta_layout.h's attention tiles differ from LoomAttnBwdKV's");
   LoomAttnArgs a = backward<D>(bufs, fs, is, meta);
   float* dkv = buffer<float>(bufs, is, meta[ml::kOut], 0);
   a.dk32 = dkv, a.dv32 = dkv + D;
   a.dk_b = a.dv_b = a.S * 2 * D, a.dk_h = a.dv_h = 0, a.dk_s = a.dv_s = 2 * D;
-  LoomAttnBwdKV<D, Mask>::run(a, mask_of<Mask>(is, meta));
+  Kernel::run(a, mask_of<Mask>(bufs, is, meta));
 }
 
 }  // namespace loom_attention_library
 
-// loom_attention_{fwd,grad_q,grad_kv}_bf16_d<D>_<mask>, mask none, causal or window.
-#define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK)                                                              \
-  extern "C" __global__ void __launch_bounds__(LoomAttnFwd<D, MASK>::THREADS, LoomAttnFwd<D, MASK>::MIN_BLOCKS)    \
-      loom_attention_fwd_bf16_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                                \
-    loom_attention_library::fwd<D, MASK>(bufs, fs, is, meta);                                                      \
+// loom_attention_{fwd,grad_q,grad_kv}_<dtype>_d<D>_<mask>, mask none, causal,
+// window or tensor (a mask tensor and no code). The float16 kernels are a
+// module of their own: this source with LOOM_ATTENTION_F16 defined
+// (kernels/cuda/library.cpp attention_f16_source), so a bfloat16 model
+// never compiles them.
+#define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK, DT, F16)                                                      \
+  extern "C" __global__ void __launch_bounds__(LoomAttnFwd<D, MASK, 8, F16>::THREADS,                              \
+                                               LoomAttnFwd<D, MASK, 8, F16>::MIN_BLOCKS)                           \
+      loom_attention_fwd_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                             \
+    loom_attention_library::fwd<D, MASK, F16>(bufs, fs, is, meta);                                                 \
   }                                                                                                                \
-  extern "C" __global__ void __launch_bounds__(LoomAttnBwdQ<D, MASK>::THREADS, LoomAttnBwdQ<D, MASK>::MIN_BLOCKS)  \
-      loom_attention_grad_q_bf16_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                             \
-    loom_attention_library::grad_q<D, MASK>(bufs, fs, is, meta);                                                   \
+  extern "C" __global__ void __launch_bounds__(LoomAttnBwdQ<D, MASK, 4, F16>::THREADS,                             \
+                                               LoomAttnBwdQ<D, MASK, 4, F16>::MIN_BLOCKS)                          \
+      loom_attention_grad_q_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                          \
+    loom_attention_library::grad_q<D, MASK, F16>(bufs, fs, is, meta);                                              \
   }                                                                                                                \
-  extern "C" __global__ void __launch_bounds__(LoomAttnBwdKV<D, MASK>::THREADS, LoomAttnBwdKV<D, MASK>::MIN_BLOCKS) \
-      loom_attention_grad_kv_bf16_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                            \
-    loom_attention_library::grad_kv<D, MASK>(bufs, fs, is, meta);                                                  \
+  extern "C" __global__ void __launch_bounds__(LoomAttnBwdKV<D, MASK, false, 4, F16>::THREADS,                     \
+                                               LoomAttnBwdKV<D, MASK, false, 4, F16>::MIN_BLOCKS)                  \
+      loom_attention_grad_kv_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                         \
+    loom_attention_library::grad_kv<D, MASK, F16>(bufs, fs, is, meta);                                             \
   }
-
-LOOM_ATTENTION_LIBRARY_ENTRIES(32, none, LoomAttnNoMask)
-LOOM_ATTENTION_LIBRARY_ENTRIES(32, causal, LoomAttnCausal)
-LOOM_ATTENTION_LIBRARY_ENTRIES(32, window, LoomAttnWindow)
-LOOM_ATTENTION_LIBRARY_ENTRIES(64, none, LoomAttnNoMask)
-LOOM_ATTENTION_LIBRARY_ENTRIES(64, causal, LoomAttnCausal)
-LOOM_ATTENTION_LIBRARY_ENTRIES(64, window, LoomAttnWindow)
-LOOM_ATTENTION_LIBRARY_ENTRIES(128, none, LoomAttnNoMask)
-LOOM_ATTENTION_LIBRARY_ENTRIES(128, causal, LoomAttnCausal)
-LOOM_ATTENTION_LIBRARY_ENTRIES(128, window, LoomAttnWindow)
+#ifdef LOOM_ATTENTION_F16
+#define LOOM_ATTENTION_LIBRARY_HEAD_DIM(D)                                           \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, none, LoomAttnNoMask, f16, true)                 \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, causal, LoomAttnCausal, f16, true)               \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, window, LoomAttnWindow, f16, true)               \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, tensor, LoomAttnPlanes<LoomAttnNoMask>, f16, true)
+#else
+#define LOOM_ATTENTION_LIBRARY_HEAD_DIM(D)                                           \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, none, LoomAttnNoMask, bf16, false)               \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, causal, LoomAttnCausal, bf16, false)             \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, window, LoomAttnWindow, bf16, false)             \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, tensor, LoomAttnPlanes<LoomAttnNoMask>, bf16, false)
+#endif
+LOOM_ATTENTION_LIBRARY_HEAD_DIM(32)
+LOOM_ATTENTION_LIBRARY_HEAD_DIM(64)
+LOOM_ATTENTION_LIBRARY_HEAD_DIM(128)
+#undef LOOM_ATTENTION_LIBRARY_HEAD_DIM
 #undef LOOM_ATTENTION_LIBRARY_ENTRIES

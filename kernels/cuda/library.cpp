@@ -33,6 +33,11 @@ const std::string& attention_source() {
   return source;
 }
 
+const std::string& attention_f16_source() {
+  static const std::string source = std::string("#define LOOM_ATTENTION_F16 1\n") + detail::kAttentionSource;
+  return source;
+}
+
 const std::string& conv_source() {
   static const std::string source(detail::kConvSource);
   return source;
@@ -309,8 +314,10 @@ Launch scan(const ir::LibraryCall& call) {
 }
 
 // Attention and its gradients: the tensor-core kernels of attention.cu for
-// bfloat16 with D = Dv of 32, 64 or 128 (the API takes the fused op on a
-// GPU only then; anything else is a planning error naming what it got).
+// bfloat16 or float16 with D = Dv of 32, 64 or 128 (the API takes the fused op on a
+// GPU only then; anything else is a planning error naming what it got),
+// with the mask as code or as a bool tensor (not both: the API never makes
+// that pair).
 // N (batch * heads) rows of blocks; grad_kv's blocks run over keys.
 Launch attention(const ir::LibraryCall& call, uint32_t call_index) {
   namespace ma = ml::attention;
@@ -318,25 +325,41 @@ Launch attention(const ir::LibraryCall& call, uint32_t call_index) {
   const ir::Dims& k = call.input_shapes[1];
   const ir::Dims& v = call.input_shapes[2];
   const int64_t n = q[0], l = q[1], s = k[1], d = q[2];
-  if (call.input_dtypes[0] != ScalarType::BFloat16 || v[2] != d || (d != 32 && d != 64 && d != 128))
-    fail(call, call_index, "has tensor-core kernels for bfloat16 q, k, v with equal head dims of 32, 64 or 128, got " +
+  const ScalarType t = call.input_dtypes[0];
+  if ((t != ScalarType::BFloat16 && t != ScalarType::Half) || v[2] != d || (d != 32 && d != 64 && d != 128))
+    fail(call, call_index,
+         "has tensor-core kernels for bfloat16 or float16 q, k, v with equal head dims of 32, 64 or 128, got " +
                                std::string(to_string(call.input_dtypes[0])) + " with head dims " + std::to_string(d) +
                                " and " + std::to_string(v[2]));
   const auto mask = static_cast<ir::AttentionMask>(call.attr[0]);
-  const char* mask_name = mask == ir::AttentionMask::Causal          ? "causal"
+  const bool tensor = call.attr[ir::kAttentionMaskDivisorAttr] > 0;
+  if (tensor && mask != ir::AttentionMask::None)
+    fail(call, call_index, "has kernels for a mask tensor or a mask as code, not both");
+  const char* mask_name = tensor                                     ? "tensor"
+                          : mask == ir::AttentionMask::Causal        ? "causal"
                           : mask == ir::AttentionMask::SlidingWindow ? "window"
                                                                      : "none";
   std::vector<int64_t> m(ma::kCount, 0);
   m[ma::kOut] = call.output;
   const int fields[][2] = {{ma::kQ, ma::kQOffset}, {ma::kK, ma::kKOffset}, {ma::kV, ma::kVOffset},
                            {ma::kDout, ma::kDoutOffset}, {ma::kLse, ma::kLseOffset}, {ma::kDelta, ma::kDeltaOffset}};
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
+  const size_t first_mask = ir::attention_mask_input(call.op == Op::Attention);
+  for (size_t i = 0; i < first_mask; ++i) {
     m[fields[i][0]] = call.inputs[i];
     m[fields[i][1]] = input_offset_field(call, i);
   }
+  if (tensor) {
+    const ir::Dims& p = call.input_shapes[first_mask];
+    if (call.input_dtypes[first_mask] != ScalarType::Bool || p.n != 3 || p[0] < 1 || (p[1] != 1 && p[1] != l) ||
+        p[2] != s)
+      fail(call, call_index, "expects its mask tensor as bool [P, 1 or L, S]");
+    m[ma::kMask] = call.inputs[first_mask], m[ma::kMaskOffset] = input_offset_field(call, first_mask);
+    m[ma::kMaskPlanes] = p[0], m[ma::kMaskRows] = p[1], m[ma::kMaskDivisor] = call.attr[ir::kAttentionMaskDivisorAttr];
+  }
   m[ma::kN] = n, m[ma::kL] = l, m[ma::kS] = s, m[ma::kScalarBegin] = call.scalar_begin;
   Launch launch;
-  const std::string suffix = "_bf16_d" + std::to_string(d) + "_" + mask_name;
+  const std::string suffix =
+      std::string(t == ScalarType::Half ? "_f16_d" : "_bf16_d") + std::to_string(d) + "_" + mask_name;
   const int di = static_cast<int>(d);
   if (call.op == Op::Attention) {
     launch.function = "loom_attention_fwd" + suffix;
@@ -458,10 +481,12 @@ std::vector<Launch> plan_library(const ir::LibraryCall& call, const ir::KernelPr
       if (call.num_scalars < 2) fail(call, call_index, "needs 2 runtime scalars");
       break;
     case Op::Attention: case Op::AttentionGradQ: case Op::AttentionGradKV:
-      if (call.inputs.size() != (call.op == Op::Attention ? 3u : 6u) || call.attr.n != 1 || call.num_scalars != 2 ||
-          call.attr[0] < static_cast<int64_t>(ir::AttentionMask::None) ||
-          call.attr[0] > static_cast<int64_t>(ir::AttentionMask::SlidingWindow))
-        fail(call, call_index, "expects q, k, v (and dout, logsumexp, delta), a mask kind, its scale and window");
+      if (call.attr.n != 2 || call.num_scalars != 2 || call.attr[0] < static_cast<int64_t>(ir::AttentionMask::None) ||
+          call.attr[0] > static_cast<int64_t>(ir::AttentionMask::SlidingWindow) || call.attr[1] < 0 ||
+          call.inputs.size() != ir::attention_mask_input(call.op == Op::Attention) + (call.attr[1] > 0 ? 1 : 0))
+        fail(call, call_index,
+             "expects q, k, v (and dout, logsumexp, delta), a mask tensor where attr[1] > 0, a mask kind, its scale "
+             "and window");
       break;
     case Op::Conv2d: case Op::Conv2dGradInput: case Op::Conv2dGradWeight:
       if (call.inputs.size() != 2) fail(call, call_index, "expects two inputs");

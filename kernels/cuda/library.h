@@ -25,6 +25,9 @@ const std::string& library_source();
 // module of its own: the functions named loom_attention_* are in it, not in
 // library_source(), so a program without attention never compiles them.
 const std::string& attention_source();
+// The same kernels for float16 (loom_attention_*_f16_*): that source with
+// LOOM_ATTENTION_F16 defined, a module of its own.
+const std::string& attention_f16_source();
 // The convolution kernels' source (conv.cu: loom_conv2d_*), a module of its own likewise.
 const std::string& conv_source();
 

@@ -126,7 +126,9 @@ enum : int { kSum = 0, kProd = 1, kArgMax = 2, kArgMin = 3 };
 namespace attention {
 enum : int {
   kOut, kQ, kQOffset, kK, kKOffset, kV, kVOffset, kDout, kDoutOffset, kLse, kLseOffset, kDelta, kDeltaOffset,
-  kN, kL, kS, kScalarBegin, kCount
+  kN, kL, kS, kScalarBegin,
+  kMask, kMaskOffset, kMaskPlanes, kMaskRows, kMaskDivisor,  // the bool mask tensor [P, R, S] (ir::AttentionMaskPlanes)
+  kCount
 };
 // Rows per block (query rows for fwd and grad_q, keys for grad_kv),
 // threads and dynamic shared memory per block, by head dim D: the tiles of

@@ -129,22 +129,27 @@ struct Library {
 }  // namespace
 
 CUfunction library_function(int device, const std::string& name) {
-  // Three modules a device: the library kernels, the attention kernels and
-  // the convolution kernels (kernels/cuda/library.h), each compiled when
-  // first needed, picked by the function's name.
+  // Four modules a device: the library kernels, the attention kernels in
+  // bfloat16 and in float16, and the convolution kernels
+  // (kernels/cuda/library.h), each compiled when first needed, picked by the
+  // function's name: the last module whose prefix it starts with and whose
+  // `part` it holds.
   struct Module {
     const char* prefix;
+    const char* part;
     const std::string& (*source)();
     const char* what;
   };
-  static const Module modules[] = {{"", kernels::cuda::library_source, "the CUDA library kernels"},
-                                   {"loom_attention_", kernels::cuda::attention_source, "the CUDA attention kernels"},
-                                   {"loom_conv2d_", kernels::cuda::conv_source, "the CUDA convolution kernels"}};
-  constexpr int kModules = 3;
+  static const Module modules[] = {
+      {"", "", kernels::cuda::library_source, "the CUDA library kernels"},
+      {"loom_attention_", "", kernels::cuda::attention_source, "the CUDA attention kernels"},
+      {"loom_attention_", "_f16_", kernels::cuda::attention_f16_source, "the CUDA float16 attention kernels"},
+      {"loom_conv2d_", "", kernels::cuda::conv_source, "the CUDA convolution kernels"}};
+  constexpr int kModules = 4;
   static auto* libraries = new std::array<Library, 16 * kModules>;  // leaked: functions live in replayed graphs
   int which = 0;
   for (int i = 1; i < kModules; ++i)
-    if (name.rfind(modules[i].prefix, 0) == 0) which = i;
+    if (name.rfind(modules[i].prefix, 0) == 0 && name.find(modules[i].part) != std::string::npos) which = i;
   Library& lib = (*libraries)[kModules * device + which];
   std::lock_guard lock(lib.mu);
   if (!lib.module) {

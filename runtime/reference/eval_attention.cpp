@@ -8,6 +8,7 @@
 // attention.cpp, kernels/cuda/attention.cu); this is what they are held to.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "runtime/reference/eval.h"
@@ -20,21 +21,44 @@ struct Shape {
   int64_t n, l, s, d, dv;
 };
 
+// The mask: its code and, where the op has one, its tensor.
+struct Mask {
+  ir::AttentionMaskCode code;
+  ir::AttentionMaskPlanes planes;
+  bool visible(int64_t n, int64_t i, int64_t j) const {
+    const uint8_t* row = planes.row(planes.plane(n), i);
+    return code.visible(i, j) && (!row || row[j]);
+  }
+};
+
 Shape shape_of(const EvalContext& c) {
   const ir::Dims& q = *c.in[0]->shape;
   const ir::Dims& v = *c.in[2]->shape;
   if (q.n != 3 || c.in[1]->shape->n != 3 || v.n != 3) c.fail("attention expects 3-D q, k and v");
-  if (c.step.op != ir::Op::Attention && c.in.size() != 6) c.fail("attention's gradients take 6 inputs");
+  const bool masked = c.step.attr.n > ir::kAttentionMaskDivisorAttr && c.step.attr[ir::kAttentionMaskDivisorAttr] > 0;
+  const size_t want = ir::attention_mask_input(c.step.op == ir::Op::Attention) + (masked ? 1 : 0);
+  if (c.in.size() != want) c.fail("attention takes " + std::to_string(want) + " inputs here");
   return {q[0], q[1], v[1], q[2], v[2]};
+}
+
+Mask mask_of(const EvalContext& c, const Shape& sh) {
+  Mask m{{static_cast<ir::AttentionMask>(c.step.attr[0]), c.scalars.size() > 1 ? c.scalars[1].i : 0}, {}};
+  if (!m.code.known()) c.fail("attention: unknown mask kind, or a sliding window under 1");
+  if (c.step.attr.n <= ir::kAttentionMaskDivisorAttr || c.step.attr[ir::kAttentionMaskDivisorAttr] <= 0) return m;
+  const ir::Dims& p = *c.in.back()->shape;
+  if (c.in.back()->dtype != ScalarType::Bool || p.n != 3 || p[0] < 1 || (p[1] != 1 && p[1] != sh.l) || p[2] != sh.s)
+    c.fail("attention's mask must be bool [P, 1 or L, S]");
+  m.planes = {c.in.back()->as<uint8_t>(), p[0], p[1], p[2], c.step.attr[ir::kAttentionMaskDivisorAttr]};
+  return m;
 }
 
 // Scores of query row i against every key (masked: -inf), and their max.
 template <class T>
-double scores(const T* q, const T* k, const Shape& sh, int64_t n, int64_t i, double scale, const ir::AttentionMaskCode& mask,
+double scores(const T* q, const T* k, const Shape& sh, int64_t n, int64_t i, double scale, const Mask& mask,
               std::vector<double>& s) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < sh.s; ++j) {
-    if (!mask.visible(i, j)) {
+    if (!mask.visible(n, i, j)) {
       s[static_cast<size_t>(j)] = -std::numeric_limits<double>::infinity();
       continue;
     }
@@ -48,7 +72,7 @@ double scores(const T* q, const T* k, const Shape& sh, int64_t n, int64_t i, dou
 }
 
 template <class T, class A>
-void forward(const EvalContext& c, const Shape& sh, double scale, const ir::AttentionMaskCode& mask) {
+void forward(const EvalContext& c, const Shape& sh, double scale, const Mask& mask) {
   const T *q = c.in[0]->as<T>(), *k = c.in[1]->as<T>(), *v = c.in[2]->as<T>();
   A* out = static_cast<A*>(c.out);
   A* lse = out + sh.n * sh.l * sh.dv;
@@ -71,7 +95,7 @@ void forward(const EvalContext& c, const Shape& sh, double scale, const ir::Atte
 }
 
 template <class T, class A>
-void backward(const EvalContext& c, const Shape& sh, double scale, const ir::AttentionMaskCode& mask, bool grad_q) {
+void backward(const EvalContext& c, const Shape& sh, double scale, const Mask& mask, bool grad_q) {
   const T *q = c.in[0]->as<T>(), *k = c.in[1]->as<T>(), *v = c.in[2]->as<T>(), *dout = c.in[3]->as<T>();
   const A *lse = c.in[4]->as<A>(), *delta = c.in[5]->as<A>();
   const int64_t width = grad_q ? sh.d : sh.d + sh.dv, rows = grad_q ? sh.l : sh.s;
@@ -83,7 +107,7 @@ void backward(const EvalContext& c, const Shape& sh, double scale, const ir::Att
       const T* go = dout + (n * sh.l + i) * sh.dv;
       scores(q, k, sh, n, i, scale, mask, s);
       for (int64_t j = 0; j < sh.s; ++j) {
-        if (!mask.visible(i, j)) continue;
+        if (!mask.visible(n, i, j)) continue;
         const double p = std::exp(s[static_cast<size_t>(j)] - li);
         double dp = 0;
         for (int64_t e = 0; e < sh.dv; ++e) dp += static_cast<double>(go[e]) * static_cast<double>(v[(n * sh.s + j) * sh.dv + e]);
@@ -107,8 +131,7 @@ void backward(const EvalContext& c, const Shape& sh, double scale, const ir::Att
 void eval_attention(const EvalContext& c) {
   const Shape sh = shape_of(c);
   const double scale = c.scalars.empty() ? 0.0 : c.scalars[0].f;
-  const ir::AttentionMaskCode mask{static_cast<ir::AttentionMask>(c.step.attr[0]), c.scalars.size() > 1 ? c.scalars[1].i : 0};
-  if (!mask.known()) c.fail("attention: unknown mask kind, or a sliding window under 1");
+  const Mask mask = mask_of(c, sh);
   dispatch_dtype(c.in[0]->dtype, [&]<class T>() {
     if constexpr (!is_real_v<T>) {
       c.fail("attention needs floating-point q, k and v");

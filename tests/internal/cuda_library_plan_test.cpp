@@ -39,8 +39,11 @@ struct Fixture {
   LibraryCall call;
   Fixture(Op op, ScalarType t, Dims out, std::vector<Dims> ins, Attrs attr = {}, uint32_t scalars = 0) {
     for (uint32_t i = 0; i < ins.size(); ++i) {
+      const bool attention = op == Op::Attention || op == Op::AttentionGradQ || op == Op::AttentionGradKV;
       const ScalarType it = (op == Op::IndexSelect || op == Op::Gather || op == Op::ScatterAdd || op == Op::ScatterReduce) && i == 1
-                                ? ScalarType::Long : t;
+                                ? ScalarType::Long
+                            : attention && attr.n > 1 && attr[1] > 0 && i + 1 == ins.size() ? ScalarType::Bool  // its mask
+                                                                                             : t;
       program.buffers.push_back({loom::ir::BufferKind::Input, i, it, ins[i].numel()});
       call.inputs.push_back(i);
       call.input_offsets.push_back(0);
@@ -174,16 +177,22 @@ TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
 
 // The attention kernels are a module of their own (attention_source()):
 // it compiles too, and holds every kernel the planner names for attention.
-std::vector<Fixture> attention_calls() {
+std::vector<Fixture> attention_calls(ScalarType bf) {
   std::vector<Fixture> all;
-  const ScalarType bf = ScalarType::BFloat16;
   for (int64_t d : {32, 64, 128})
     for (int64_t mask : {0, 1, 2}) {
       const Dims q = dims({2, 70, d}), k = dims({2, 90, d}), rows = dims({2, 70});
-      all.emplace_back(Op::Attention, bf, dims({2 * 70 * (d + 1)}), std::vector{q, k, k}, attrs({mask}), 2);
-      all.emplace_back(Op::AttentionGradQ, bf, q, std::vector{q, k, k, q, rows, rows}, attrs({mask}), 2);
-      all.emplace_back(Op::AttentionGradKV, bf, dims({2, 90, 2 * d}), std::vector{q, k, k, q, rows, rows}, attrs({mask}), 2);
+      all.emplace_back(Op::Attention, bf, dims({2 * 70 * (d + 1)}), std::vector{q, k, k}, attrs({mask, 0}), 2);
+      all.emplace_back(Op::AttentionGradQ, bf, q, std::vector{q, k, k, q, rows, rows}, attrs({mask, 0}), 2);
+      all.emplace_back(Op::AttentionGradKV, bf, dims({2, 90, 2 * d}), std::vector{q, k, k, q, rows, rows}, attrs({mask, 0}), 2);
     }
+  for (int64_t d : {32, 64, 128}) {  // a mask tensor: one [70, 90] plane, and a padding mask per batch
+    const Dims q = dims({2, 70, d}), k = dims({2, 90, d}), rows = dims({2, 70});
+    all.emplace_back(Op::Attention, bf, dims({2 * 70 * (d + 1)}), std::vector{q, k, k, dims({1, 70, 90})}, attrs({0, 1}), 2);
+    all.emplace_back(Op::AttentionGradQ, bf, q, std::vector{q, k, k, q, rows, rows, dims({2, 1, 90})}, attrs({0, 1}), 2);
+    all.emplace_back(Op::AttentionGradKV, bf, dims({2, 90, 2 * d}), std::vector{q, k, k, q, rows, rows, dims({2, 1, 90})},
+                     attrs({0, 1}), 2);
+  }
   return all;
 }
 
@@ -192,14 +201,20 @@ TEST(CudaAttentionSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
   if (!nvrtc.usable())
     GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
                     "the CUDA attention kernels were not compiled";
-  const std::string cubin = compile_for_sm90(nvrtc, cuda::attention_source(), "attention_source()");
-  ASSERT_FALSE(cubin.empty());
-  std::set<std::string> names;
-  for (const Fixture& f : attention_calls())
-    for (const cuda::Launch& l : f.plan()) names.insert(l.function);
-  EXPECT_EQ(names.size(), 27u);  // fwd, grad_q, grad_kv x 3 head dims x 3 masks
-  for (const std::string& name : names)
-    EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
+  // bfloat16 in attention_source(), float16 in attention_f16_source().
+  for (const bool f16 : {false, true}) {
+    const std::string cubin = f16 ? compile_for_sm90(nvrtc, cuda::attention_f16_source(), "attention_f16_source()")
+                                  : compile_for_sm90(nvrtc, cuda::attention_source(), "attention_source()");
+    ASSERT_FALSE(cubin.empty());
+    std::set<std::string> names;
+    for (const Fixture& f : attention_calls(f16 ? ScalarType::Half : ScalarType::BFloat16))
+      for (const cuda::Launch& l : f.plan()) names.insert(l.function);
+    EXPECT_EQ(names.size(), 36u);  // fwd, grad_q, grad_kv x 3 head dims x 4 masks (none, causal, window, tensor)
+    for (const std::string& name : names) {
+      EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " is not in the cubin";
+      EXPECT_NE(name.find(f16 ? "_f16_" : "_bf16_"), std::string::npos) << name;
+    }
+  }
 }
 
 // The convolution kernels are a module of their own (conv_source()): every
@@ -297,7 +312,7 @@ TEST(CudaLibraryPlan, AttentionBlocksAndErrors) {
   namespace ma = ml::attention;
   const ScalarType bf = ScalarType::BFloat16;
   Fixture fwd(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{dims({2, 300, 64}), dims({2, 200, 64}), dims({2, 200, 64})},
-              attrs({1}), 2);
+              attrs({1, 0}), 2);
   auto l = fwd.plan();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0].function, "loom_attention_fwd_bf16_d64_causal");
@@ -310,23 +325,43 @@ TEST(CudaLibraryPlan, AttentionBlocksAndErrors) {
   EXPECT_EQ(l[0].meta[ma::kN], 2);
   EXPECT_EQ(l[0].meta[ma::kScalarBegin], 3);
   const Dims q = dims({2, 300, 64}), k = dims({2, 200, 64}), rows = dims({2, 300});
-  Fixture kv(Op::AttentionGradKV, bf, dims({2, 200, 128}), std::vector{q, k, k, q, rows, rows}, attrs({2}), 2);
+  Fixture kv(Op::AttentionGradKV, bf, dims({2, 200, 128}), std::vector{q, k, k, q, rows, rows}, attrs({2, 0}), 2);
   l = kv.plan();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0].function, "loom_attention_grad_kv_bf16_d64_window");
   EXPECT_EQ(l[0].grid[1], 4u);  // 200 keys in blocks of 64
   EXPECT_EQ(l[0].shared_bytes, 56320u);
   EXPECT_EQ(l[0].meta[ma::kDelta], 5);
-  // Only bfloat16 with equal head dims of 32, 64 or 128 has kernels.
-  Fixture f32(Op::Attention, ScalarType::Float, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({1}), 2);
+  Fixture half(Op::Attention, ScalarType::Half, dims({2 * 300 * 65}),
+               std::vector{dims({2, 300, 64}), dims({2, 200, 64}), dims({2, 200, 64})}, attrs({1, 0}), 2);
+  EXPECT_EQ(half.plan()[0].function, "loom_attention_fwd_f16_d64_causal");
+  // Only bfloat16 and float16 with equal head dims of 32, 64 or 128 have kernels.
+  Fixture f32(Op::Attention, ScalarType::Float, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({1, 0}), 2);
   EXPECT_THROW(f32.plan(), loom::Error);
   Fixture d48(Op::Attention, bf, dims({2 * 300 * 49}), std::vector{dims({2, 300, 48}), dims({2, 200, 48}), dims({2, 200, 48})},
-              attrs({1}), 2);
+              attrs({1, 0}), 2);
   EXPECT_THROW(d48.plan(), loom::Error);
-  Fixture missing(Op::AttentionGradQ, bf, q, std::vector{q, k, k}, attrs({1}), 2);
+  Fixture missing(Op::AttentionGradQ, bf, q, std::vector{q, k, k}, attrs({1, 0}), 2);
   EXPECT_THROW(missing.plan(), loom::Error);
-  Fixture no_window(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({2}), 1);
+  Fixture no_window(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({2, 0}), 1);
   EXPECT_THROW(no_window.plan(), loom::Error);
+  Fixture no_divisor(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({1}), 2);
+  EXPECT_THROW(no_divisor.plan(), loom::Error);
+  // A mask tensor: [P, R, S] bool, its fields in the meta; not with a mask as code, not of the wrong width.
+  Fixture planes(Op::AttentionGradQ, bf, q, std::vector{q, k, k, q, rows, rows, dims({2, 1, 200})}, attrs({0, 3}), 2);
+  l = planes.plan();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].function, "loom_attention_grad_q_bf16_d64_tensor");
+  EXPECT_EQ(l[0].meta[ma::kMask], 6);
+  EXPECT_EQ(l[0].meta[ma::kMaskPlanes], 2);
+  EXPECT_EQ(l[0].meta[ma::kMaskRows], 1);
+  EXPECT_EQ(l[0].meta[ma::kMaskDivisor], 3);
+  Fixture both(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{q, k, k, dims({1, 300, 200})}, attrs({1, 1}), 2);
+  EXPECT_THROW(both.plan(), loom::Error);
+  Fixture narrow(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{q, k, k, dims({1, 300, 199})}, attrs({0, 1}), 2);
+  EXPECT_THROW(narrow.plan(), loom::Error);
+  Fixture unmasked(Op::Attention, bf, dims({2 * 300 * 65}), std::vector{q, k, k}, attrs({0, 1}), 2);
+  EXPECT_THROW(unmasked.plan(), loom::Error);
 }
 
 TEST(CudaLibrarySource, EmbedsPhiloxAndTheMetaLayout) {

@@ -20,6 +20,7 @@
 #include "ir/lower/lower.h"
 #include "jit/cuda/codegen.h"
 #include "runtime/backend.h"
+#include "tests/internal/lower_util.h"
 #include "tests/test_util.h"
 
 namespace {
@@ -28,6 +29,7 @@ using loom::Device;
 using loom::ScalarType;
 using loom::Tensor;
 using loom::ir::Op;
+using loom_test::ops_of;
 
 constexpr Op kAllOps[] = {
 #define X(name, text, family, cost) Op::name,
@@ -266,17 +268,6 @@ std::vector<Case> cases() {
                  return x.grad();
                }});
   return c;
-}
-
-// The ops of the graph a sync of `t` would run.
-std::set<Op> ops_of(const Tensor& t) {
-  loom::ir::NodePtr node = loom::detail::read(t, loom::SourceLoc::current());
-  const loom::ir::Node* raw = node.get();
-  loom::ir::Graph g;
-  loom::ir::build_graph({&raw, 1}, g);
-  std::set<Op> ops;
-  for (const loom::ir::Node* n : g.nodes) ops.insert(n->op);
-  return ops;
 }
 
 // Emits the CUDA C of t's graph as the cuda backend would (its lowering

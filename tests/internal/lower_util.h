@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,17 @@
 #include "ir/lower/lower.h"
 
 namespace loom_test {
+
+// The ops of the graph a sync of `t` would run.
+inline std::set<loom::ir::Op> ops_of(const loom::Tensor& t) {
+  loom::ir::NodePtr node = loom::detail::read(t, loom::SourceLoc::current());
+  const loom::ir::Node* raw = node.get();
+  loom::ir::Graph g;
+  loom::ir::build_graph({&raw, 1}, g);
+  std::set<loom::ir::Op> ops;
+  for (const loom::ir::Node* n : g.nodes) ops.insert(n->op);
+  return ops;
+}
 
 // With LOOM_TEST_PRINT set (or after a failure) the graph, the pass log and
 // the program are printed.

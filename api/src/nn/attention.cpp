@@ -40,11 +40,13 @@ std::atomic<bool> g_flash{true};
 // The mask's kind is an attribute (other code); the scale and a sliding
 // window's width are runtime scalars (a new value compiles nothing).
 Tensor attention_node(ir::Op op, const std::vector<Tensor>& in, ir::Dims shape, const ir::AttentionMaskCode& mask,
-                      double scale, const SourceLoc& loc) {
+                      const detail::MaskPlanes& planes, double scale, const SourceLoc& loc) {
   std::vector<ir::NodePtr> inputs;
   for (const Tensor& t : in) inputs.push_back(detail::read(t, loc));
+  if (planes.divisor > 0) inputs.push_back(detail::read(planes.planes, loc));
   auto n = detail::new_node(op, ir::attention_acc(in[0].dtype()), in[0].device(), shape, std::move(inputs), loc);
   n->attr.push_back(static_cast<int64_t>(mask.kind));
+  n->attr.push_back(planes.divisor);
   n->scalar[0] = detail::rt_scalar(Scalar(scale));
   n->scalar[1] = detail::rt_scalar(Scalar(mask.window));
   n->num_scalars = 2;
@@ -63,6 +65,13 @@ Tensor detail::visible_keys(const ir::AttentionMaskCode& mask, int64_t l, int64_
   return keep;
 }
 
+Tensor detail::safe_softmax(const Tensor& scores, const SourceLoc& loc) {
+  // The hidden rows' scores become 0 before the softmax, so neither it nor
+  // its gradient meets -inf - -inf; the rows are then set to 0.
+  const Tensor hidden = scores.amax(-1, true, loc).eq(-std::numeric_limits<double>::infinity(), loc);
+  return loom::where(hidden, 0.0, loom::softmax(loom::where(hidden, 0.0, scores, loc), -1, std::nullopt, loc), loc);
+}
+
 namespace {
 
 using detail::visible_keys;
@@ -70,12 +79,20 @@ using detail::visible_keys;
 // The written-out gradients, for a backward that is itself differentiated
 // (create_graph): the fused gradient ops have no gradient of their own.
 V written_out_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dout,
-                       const ir::AttentionMaskCode& mask, double scale, const SourceLoc& loc) {
+                       const ir::AttentionMaskCode& mask, const detail::MaskPlanes& planes, double scale,
+                       const SourceLoc& loc) {
+  const double neg_inf = -std::numeric_limits<double>::infinity();
   Tensor s = loom::matmul(q, k.transpose(1, 2, loc), loc).mul(scale, loc);
   if (mask.kind != ir::AttentionMask::None)
-    s = loom::where(visible_keys(mask, q.size(1), k.size(1), q.device(), loc), s,
-                    -std::numeric_limits<double>::infinity(), loc);
-  const Tensor p = loom::softmax(s, -1, std::nullopt, loc);
+    s = loom::where(visible_keys(mask, q.size(1), k.size(1), q.device(), loc), s, neg_inf, loc);
+  if (planes.divisor > 0) {  // batch n reads plane (n / divisor) % P: N = outer * P * divisor
+    const int64_t p = planes.planes.size(0), r = planes.planes.size(1), sk = planes.planes.size(2);
+    const Tensor each = planes.planes.view({1, p, 1, r, sk}, loc)
+                            .expand({q.size(0) / (p * planes.divisor), p, planes.divisor, r, sk}, loc)
+                            .reshape({q.size(0), r, sk}, loc);
+    s = loom::where(each, s, neg_inf, loc);
+  }
+  const Tensor p = detail::safe_softmax(s, loc);
   const Tensor dv = loom::matmul(p.transpose(1, 2, loc), dout, loc);
   const Tensor dp = loom::matmul(dout, v.transpose(1, 2, loc), loc);
   const Tensor ds = p.mul(dp.sub(dp.mul(p, loc).sum({-1}, true, std::nullopt, loc), 1, loc), loc).mul(scale, loc);
@@ -96,17 +113,19 @@ V attention_b(const detail::OpGrad& node, const Tensor& g) {
   const SourceLoc loc = SourceLoc::current();
   const Tensor q = node.saved(0), k = node.saved(1), v = node.saved(2), packed = node.saved(3);
   const ir::AttentionMaskCode mask{static_cast<ir::AttentionMask>(node.ints[0]), node.ints[1]};
+  const detail::MaskPlanes planes{node.ints[2] > 0 ? node.saved(4) : Tensor(), node.ints[2]};
   const double scale = node.scalar.toDouble();
   const int64_t n = q.size(0), l = q.size(1), s = k.size(1), d = q.size(2), dv = v.size(2);
   const Tensor dout = g.reshape({n, l, dv}, loc).to(q.dtype(), loc).contiguous(loc);  // g: the caller's [..., L, Dv]
-  if (GradMode::is_enabled()) return written_out_backward(q, k, v, dout, mask, scale, loc);
+  if (GradMode::is_enabled()) return written_out_backward(q, k, v, dout, mask, planes, scale, loc);
   const Tensor out = out_part(packed, n, l, dv, loc);
   const Tensor delta = dout.to(out.dtype(), loc).mul(out, loc).sum({-1}, false, std::nullopt, loc);
   const std::vector<Tensor> in = {q, k, v, dout, lse_part(packed, n, l, dv, loc), delta};
   Tensor dq, dk, dvv;
-  if (node.needs(0)) dq = attention_node(ir::Op::AttentionGradQ, in, dims3(n, l, d), mask, scale, loc).to(q.dtype(), loc);
+  if (node.needs(0))
+    dq = attention_node(ir::Op::AttentionGradQ, in, dims3(n, l, d), mask, planes, scale, loc).to(q.dtype(), loc);
   if (node.needs(1) || node.needs(2)) {
-    const Tensor dkv = attention_node(ir::Op::AttentionGradKV, in, dims3(n, s, d + dv), mask, scale, loc);
+    const Tensor dkv = attention_node(ir::Op::AttentionGradKV, in, dims3(n, s, d + dv), mask, planes, scale, loc);
     dk = dkv.slice(2, 0, d, 1, loc).to(k.dtype(), loc);
     dvv = dkv.slice(2, d, d + dv, 1, loc).to(v.dtype(), loc);
   }
@@ -123,7 +142,7 @@ bool flash_sdp_enabled() { return g_flash.load(std::memory_order_relaxed); }
 namespace detail {
 
 namespace {
-// The tensor-core kernels use mma.sync on bfloat16: compute capability 8.0 on.
+// The tensor-core kernels use mma.sync on bfloat16 and float16: compute capability 8.0 on.
 bool cuda_attention_kernels_ready(const Device& device) {
   return runtime::cuda::context(std::max<int>(device.index(), 0)).sm_major >= 8;
 }
@@ -138,16 +157,51 @@ bool fused_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v) 
     if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;  // broadcast batch dims: written out
   if (q.numel() == 0 || k.numel() == 0 || v.numel() == 0) return false;
   // On a GPU the fused kernels are the tensor-core ones (kernels/cuda/
-  // attention.cu): bfloat16 and equal head dims of 32, 64 or 128. Other
-  // dtypes there (float32, float64, float16) are written out on the GEMM kernels.
+  // attention.cu): bfloat16 or float16 and equal head dims of 32, 64 or 128.
+  // float32 and float64 there are written out on the GEMM kernels.
   if (q.device().is_cuda())
-    return q.dtype() == kBFloat16 && q.size(-1) == v.size(-1) &&
+    return (q.dtype() == kBFloat16 || q.dtype() == kHalf) && q.size(-1) == v.size(-1) &&
            (q.size(-1) == 32 || q.size(-1) == 64 || q.size(-1) == 128) && cuda_attention_kernels_ready(q.device());
   return true;
 }
 
+void check_mask(const Tensor& mask, IntArrayRef batch, int64_t l, int64_t s, const char* op, const SourceLoc& loc) {
+  std::vector<int64_t> want(batch.begin(), batch.end());
+  want.push_back(l), want.push_back(s);
+  const int64_t n = static_cast<int64_t>(want.size());
+  bool fits = mask.dim() <= n;
+  for (int64_t d = 0; fits && d < mask.dim(); ++d)
+    fits = mask.size(d) == 1 || mask.size(d) == want[static_cast<size_t>(n - mask.dim() + d)];
+  LOOM_CHECK(fits, op, loc, "the mask ", describe(mask), " does not broadcast to the scores' ",
+             shape_str(ir::Dims(want.data(), want.size())));
+}
+
+MaskPlanes mask_planes(const Tensor& mask_in, IntArrayRef batch, int64_t l, int64_t s, const char* op,
+                       const SourceLoc& loc) {
+  const int64_t k = static_cast<int64_t>(batch.size());
+  LOOM_CHECK(mask_in.dtype() == kBool, op, loc, "expected a bool mask, got ", describe(mask_in));
+  check_mask(mask_in, batch, l, s, op, loc);
+  std::vector<int64_t> padded(static_cast<size_t>(k + 2 - mask_in.dim()), 1);
+  for (int64_t d : mask_in.sizes()) padded.push_back(d);
+  // The batch dims the mask varies along, [first, last]; those between that
+  // it does not vary along are expanded (copied), those outside are not.
+  int64_t first = k, last = -1;
+  for (int64_t d = 0; d < k; ++d)
+    if (padded[d] != 1) first = std::min(first, d), last = d;
+  std::vector<int64_t> expanded = padded;
+  int64_t planes = 1, divisor = 1;
+  for (int64_t d = 0; d < k; ++d) {
+    if (d >= first && d <= last) expanded[d] = batch[d], planes *= batch[d];
+    if (d > last) divisor *= batch[d];
+  }
+  expanded[k + 1] = s;  // a mask that is the same for every key is written out along S
+  const int64_t rows = padded[k];
+  const Tensor p = mask_in.reshape(padded, loc).expand(expanded, loc).reshape({planes, rows, s}, loc).contiguous(loc);
+  return {p, divisor};
+}
+
 Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& value, const ir::AttentionMaskCode& mask,
-                       double scale, const SourceLoc& loc) {
+                       double scale, const SourceLoc& loc, const MaskPlanes& planes) {
   const int64_t l = query.size(-2), s = key.size(-2), d = query.size(-1), dv = value.size(-1);
   const int64_t n = query.numel() / (l * d);
   // The kernels read whole [N, rows, D] buffers: a view of a fused qkv
@@ -160,7 +214,7 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
   {
     NoGradGuard no_grad;
     const int64_t numel = n * l * (dv + 1);
-    packed = attention_node(ir::Op::Attention, {q, k, v}, ir::Dims(&numel, 1), mask, scale, loc);
+    packed = attention_node(ir::Op::Attention, {q, k, v}, ir::Dims(&numel, 1), mask, planes, scale, loc);
     // A tensor of its own, not a view of packed: the gradient rule attaches to it.
     const Tensor part = out_part(packed, n, l, dv, loc);
     out = part.dtype() == q.dtype() ? part.clone(loc) : part.to(q.dtype(), loc);
@@ -173,6 +227,8 @@ Tensor fused_attention(const Tensor& query, const Tensor& key, const Tensor& val
       node->save(packed);
       node->ints.push_back(static_cast<int64_t>(mask.kind));
       node->ints.push_back(mask.window);
+      node->ints.push_back(planes.divisor);
+      if (planes.divisor > 0) node->save(planes.planes);
       node->scalar = Scalar(scale);
     }
   return out.view(out_shape, loc);
@@ -184,7 +240,9 @@ Tensor written_out_attention(const Tensor& q, const Tensor& k, const Tensor& v, 
   if (mask.kind != ir::AttentionMask::None)
     scores = loom::where(visible_keys(mask, q.size(-2), k.size(-2), q.device(), loc), scores,
                          -std::numeric_limits<double>::infinity(), loc);
-  return loom::matmul(loom::softmax(scores, -1, std::nullopt, loc), v, loc);
+  return loom::matmul(mask.kind == ir::AttentionMask::None ? loom::softmax(scores, -1, std::nullopt, loc)
+                                                            : safe_softmax(scores, loc),
+                      v, loc);
 }
 
 }  // namespace detail

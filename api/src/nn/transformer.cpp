@@ -6,8 +6,10 @@
 #include <loom/nn/functional.h>
 #include <loom/nn/transformer.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "api/src/autocast.h"
 #include "api/src/nn/attention.h"
@@ -54,9 +56,27 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
   }
   const int64_t l = query.size(-2), s = k.size(-2);
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
-  if (dropout_p == 0 && !(attn_mask && attn_mask->defined()) && detail::fused_attention_applies(query, k, v))
+  const bool has_mask = attn_mask && attn_mask->defined();
+  if (has_mask) {  // the scores' batch dims: q's and k's broadcast
+    const int64_t n = std::max(query.dim(), k.dim()) - 2;
+    std::vector<int64_t> batch(static_cast<size_t>(std::max<int64_t>(n, 0)), 1);
+    for (int64_t d = 0; d < n; ++d) {
+      const int64_t qd = d - (n - (query.dim() - 2)), kd = d - (n - (k.dim() - 2));
+      const int64_t a = qd >= 0 ? query.size(qd) : 1, b = kd >= 0 ? k.size(kd) : 1;
+      batch[static_cast<size_t>(d)] = a == 1 ? b : a;
+    }
+    detail::check_mask(*attn_mask, batch, l, s, op, loc);
+  }
+  if (dropout_p == 0 && (!has_mask || attn_mask->dtype() == kBool) && detail::fused_attention_applies(query, k, v)) {
+    // A bool mask goes to the fused op as planes (api/src/nn/attention.cpp
+    // mask_planes); a float one is added to the written-out scores.
+    const IntArrayRef sizes = query.sizes();
+    const detail::MaskPlanes planes =
+        has_mask ? detail::mask_planes(*attn_mask, IntArrayRef(sizes.data(), sizes.size() - 2), l, s, op, loc)
+                 : detail::MaskPlanes{};
     return detail::fused_attention(query, k, v, {is_causal ? ir::AttentionMask::Causal : ir::AttentionMask::None, 0}, sc,
-                                   loc);
+                                   loc, planes);
+  }
   Tensor scores = loom::matmul(query, k.transpose(-2, -1, loc), loc).mul(sc, loc);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   if (is_causal) {
@@ -66,7 +86,8 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
     scores = attn_mask->dtype() == kBool ? loom::where(*attn_mask, scores, neg_inf, loc)
                                          : scores.add(attn_mask->to(scores.dtype(), loc), 1, loc);
   }
-  Tensor weights = loom::softmax(scores, -1, std::nullopt, loc);
+  // With a mask, a row may see no key: 0 there, as PyTorch's math path.
+  Tensor weights = is_causal || has_mask ? detail::safe_softmax(scores, loc) : loom::softmax(scores, -1, std::nullopt, loc);
   if (dropout_p > 0) weights = nn::functional::dropout(weights, nn::functional::DropoutFuncOptions().p(dropout_p), loc);
   return loom::matmul(weights, v, loc);
 }
@@ -116,29 +137,49 @@ std::tuple<Tensor, Tensor> MultiheadAttentionImpl::forward(const Tensor& query, 
     return y.reshape({x.size(0), n, h, hd}, loc).permute({1, 2, 0, 3}, loc);
   };
   const Tensor q = project(q_in, 0), k = project(k_in, 1), v = project(v_in, 2);
+  const bool dropping = options.dropout() > 0 && is_training();
+  const bool bool_masks = (!attn_mask.defined() || attn_mask.dtype() == kBool) &&
+                          (!key_padding_mask.defined() || key_padding_mask.dtype() == kBool);
+  const Tensor kpm = key_padding_mask.defined() && !batched ? key_padding_mask.unsqueeze(0, loc) : key_padding_mask;
+  if (attn_mask.defined())
+    LOOM_CHECK((attn_mask.dim() == 2 && attn_mask.size(0) == l && attn_mask.size(1) == s) ||
+                   (attn_mask.dim() == 3 && attn_mask.size(0) == n * h && attn_mask.size(1) == l &&
+                    attn_mask.size(2) == s),
+               op, loc, "attn_mask must be [", l, ", ", s, "] or [", n * h, ", ", l, ", ", s, "], got ",
+               describe(attn_mask));
+  if (kpm.defined())
+    LOOM_CHECK(kpm.dim() == 2 && kpm.size(0) == n && kpm.size(1) == s, op, loc, "key_padding_mask must be [", n, ", ",
+               s, "], got ", describe(key_padding_mask));
+  if (!need_weights && !dropping && bool_masks && detail::fused_attention_applies(q, k, v)) {
+    // The fused op, the masks (true: hidden) as one bool tensor of the keys
+    // each query may see, at the shape they vary in (mask_planes).
+    Tensor visible;
+    if (attn_mask.defined())
+      visible = (attn_mask.dim() == 2 ? attn_mask : attn_mask.reshape({n, h, l, s}, loc)).logical_not(loc);
+    if (kpm.defined()) {
+      const Tensor keys = kpm.reshape({n, 1, 1, s}, loc).logical_not(loc);
+      visible = visible.defined() ? visible.logical_and(keys, loc) : keys;
+    }
+    const int64_t batch[2] = {n, h};
+    const detail::MaskPlanes planes =
+        visible.defined() ? detail::mask_planes(visible, IntArrayRef(batch, 2), l, s, op, loc) : detail::MaskPlanes{};
+    Tensor out = detail::fused_attention(q, k, v, {ir::AttentionMask::None, 0}, 1.0 / std::sqrt(static_cast<double>(hd)),
+                                         loc, planes);
+    out = out_proj->forward(out.permute({2, 0, 1, 3}, loc).reshape({l, n, e}, loc), loc);
+    return {batched ? out : out.squeeze(1, loc), Tensor()};
+  }
   Tensor scores = loom::matmul(q, k.transpose(-2, -1, loc), loc).mul(1.0 / std::sqrt(static_cast<double>(hd)), loc);
   const double neg_inf = -std::numeric_limits<double>::infinity();
   auto apply_mask = [&](const Tensor& mask, const Tensor& shaped) {
     return mask.dtype() == kBool ? loom::where(shaped, neg_inf, scores, loc)
                                  : scores.add(shaped.to(scores.dtype(), loc), 1, loc);
   };
-  if (attn_mask.defined()) {
-    LOOM_CHECK((attn_mask.dim() == 2 && attn_mask.size(0) == l && attn_mask.size(1) == s) ||
-                   (attn_mask.dim() == 3 && attn_mask.size(0) == n * h && attn_mask.size(1) == l &&
-                    attn_mask.size(2) == s),
-               op, loc, "attn_mask must be [", l, ", ", s, "] or [", n * h, ", ", l, ", ", s, "], got ",
-               describe(attn_mask));
+  if (attn_mask.defined())
     scores = apply_mask(attn_mask, attn_mask.dim() == 2 ? attn_mask : attn_mask.reshape({n, h, l, s}, loc));
-  }
-  if (key_padding_mask.defined()) {
-    const Tensor kpm = batched ? key_padding_mask : key_padding_mask.unsqueeze(0, loc);
-    LOOM_CHECK(kpm.dim() == 2 && kpm.size(0) == n && kpm.size(1) == s, op, loc, "key_padding_mask must be [", n, ", ",
-               s, "], got ", describe(key_padding_mask));
-    scores = apply_mask(kpm, kpm.reshape({n, 1, 1, s}, loc));
-  }
+  if (kpm.defined()) scores = apply_mask(kpm, kpm.reshape({n, 1, 1, s}, loc));
   Tensor weights = loom::softmax(scores, -1, std::nullopt, loc);
   Tensor attended = weights;
-  if (options.dropout() > 0 && is_training())
+  if (dropping)
     attended = functional::dropout(weights, functional::DropoutFuncOptions().p(options.dropout()), loc);
   // [N, H, L, hd] -> [L, N, E]
   Tensor out = loom::matmul(attended, v, loc).permute({2, 0, 1, 3}, loc).reshape({l, n, e}, loc);

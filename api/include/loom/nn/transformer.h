@@ -38,6 +38,40 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
 Tensor sliding_window_attention(const Tensor& query, const Tensor& key, const Tensor& value, int64_t window,
                                 std::optional<double> scale = std::nullopt, LOOM_LOC);
 
+namespace nn::attention {
+
+// FlexAttention's masks, as torch.nn.attention.flex_attention's: a mask_mod
+// says whether query q_idx of batch b and head h may attend to key kv_idx.
+// It is called once, with int64 index tensors b [B, 1, 1, 1], h [1, H, 1, 1],
+// q_idx [1, 1, L, 1] and kv_idx [1, 1, 1, S] (of size 1 where B or H is
+// not given), and must return a bool tensor broadcastable to [B, H, L, S]:
+// written with loom's ops on those indices (comparisons, arithmetic,
+// logical_and, indexing a per-batch length tensor, ...), it is code.
+using MaskMod = std::function<Tensor(const Tensor& b, const Tensor& h, const Tensor& q_idx, const Tensor& kv_idx)>;
+
+// The mask a mask_mod gives, at the shape it varies in: a causal mask_mod
+// gives [1, 1, L, S] bytes, a padding one [B, 1, 1, S]. It is recorded, not
+// run: the bytes are computed in the graph that reads them, once per call.
+struct BlockMask {
+  Tensor mask;  // bool, broadcastable to [B, H, L, S]
+  int64_t q_len = 0, kv_len = 0;
+};
+// B, H: std::nullopt for "the same for every batch" or "every head", as
+// PyTorch's None.
+BlockMask create_block_mask(const MaskMod& mask_mod, std::optional<int64_t> B, std::optional<int64_t> H, int64_t Q_LEN,
+                            int64_t KV_LEN, Device device = Device(kCPU), LOOM_LOC);
+
+// softmax(q kᵀ · scale, keys the block mask hides at -inf) v: q [B, H, L, E],
+// k [B, Hk, S, E], v [B, Hk, S, Ev] (enable_gqa: Hk divides H). The fused
+// attention op where it applies (the mask read as bytes beside the code),
+// else written out. A query that sees no key gives 0. score_mod is not
+// supported.
+Tensor flex_attention(const Tensor& query, const Tensor& key, const Tensor& value,
+                      const std::optional<BlockMask>& block_mask = std::nullopt,
+                      std::optional<double> scale = std::nullopt, bool enable_gqa = false, LOOM_LOC);
+
+}  // namespace nn::attention
+
 // Whether scaled_dot_product_attention may use the fused attention op (on
 // by default; off, it is always written out), as
 // torch.backends.cuda.enable_flash_sdp, here for every device.
