@@ -8,6 +8,7 @@
 #include "runtime/log.h"
 #include "runtime/metrics.h"
 #include "runtime/poison.h"
+#include "runtime/recompile.h"
 
 namespace loom::runtime {
 
@@ -37,6 +38,21 @@ void run_counted(Executable& exe, const RunArgs& args, std::vector<BufferPtr>& o
   bump(c.execute_ns, now_ns() - t0);
   bump(c.graphs_materialized);
   bump(c.kernels_launched, exe.kernel_count());
+}
+}  // namespace
+
+namespace {
+// The metrics' counter of compiles for `r`.
+std::atomic<int64_t>& reason_counter(Counters& c, CompileReason r) {
+  switch (r) {
+    case CompileReason::NewGraph: return c.compiles_new_graph;
+    case CompileReason::Shape: return c.recompiles_shape;
+    case CompileReason::Dtype: return c.recompiles_dtype;
+    case CompileReason::Attribute: return c.recompiles_attribute;
+    case CompileReason::Alignment: return c.recompiles_alignment;
+    case CompileReason::Evicted: return c.recompiles_evicted;
+  }
+  return c.compiles_new_graph;  // unreachable: every reason is listed
 }
 }  // namespace
 
@@ -81,6 +97,12 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
                                                static_cast<unsigned long long>(g.hash), g.size(), backend.name());
     } else {
       bump(c.cache_misses);
+      const CompileWhy why = explain_compile(g, backend.name(), variant == 1);
+      bump(reason_counter(c, why.reason));
+      if (why.reason != CompileReason::NewGraph && log_enabled(LogTopic::Recompiles))
+        log_line(LogTopic::Recompiles, "key=%016llx nodes=%zu backend=%s %s: %s",
+                 static_cast<unsigned long long>(g.hash), g.size(), backend.name(), compile_reason_name(why.reason),
+                 why.text.c_str());
       // The graph's text only when dumping is on: printing a 1,000-node graph
       // costs more than the reference backend's compile.
       if (std::string folder = dump_folder(g, backend.name()); !folder.empty())

@@ -3,20 +3,21 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
 namespace loom::runtime {
 
 namespace {
-unsigned parse_topics() {
-  const char* env = std::getenv("LOOM_LOG");
+unsigned parse_topics(const char* env) {
   if (!env) return 0;
   unsigned mask = 0;
   static const std::pair<const char*, LogTopic> kNames[] = {{"graph", LogTopic::Graph},     {"cache", LogTopic::Cache},
                                                             {"passes", LogTopic::Passes},   {"fusion", LogTopic::Fusion},
                                                             {"kernels", LogTopic::Kernels}, {"donation", LogTopic::Donation},
-                                                            {"profile", LogTopic::Profile}};
+                                                            {"profile", LogTopic::Profile},
+                                                            {"recompiles", LogTopic::Recompiles}};
   for (auto& [name, topic] : kNames)
     if (std::strstr(env, name) || std::strcmp(env, "all") == 0) mask |= static_cast<unsigned>(topic);
   return mask;
@@ -30,16 +31,20 @@ const char* topic_name(LogTopic t) {
     case LogTopic::Kernels: return "kernels";
     case LogTopic::Donation: return "donation";
     case LogTopic::Profile: return "profile";
+    case LogTopic::Recompiles: return "recompiles";
   }
   return "?";
 }
 std::mutex g_log_mu;
+std::atomic<unsigned>& topics() {
+  static std::atomic<unsigned> mask{parse_topics(std::getenv("LOOM_LOG"))};
+  return mask;
+}
 }  // namespace
 
-bool log_enabled(LogTopic t) {
-  static const unsigned mask = parse_topics();
-  return mask & static_cast<unsigned>(t);
-}
+bool log_enabled(LogTopic t) { return topics().load(std::memory_order_relaxed) & static_cast<unsigned>(t); }
+
+void set_log_topics(const char* names) { topics().store(parse_topics(names), std::memory_order_relaxed); }
 
 void log_line(LogTopic t, const char* fmt, ...) {
   std::lock_guard lock(g_log_mu);

@@ -11,6 +11,7 @@
 
 #include "ir/graph.h"
 #include "runtime/executable_cache.h"
+#include "runtime/log.h"
 
 namespace loom {
 
@@ -116,6 +117,12 @@ Metrics metrics() {
   m.graph_cuts = c.graph_cuts.load();
   m.cache_hits = c.cache_hits.load();
   m.cache_misses = c.cache_misses.load();
+  m.compiles_new_graph = c.compiles_new_graph.load();
+  m.recompiles_shape = c.recompiles_shape.load();
+  m.recompiles_dtype = c.recompiles_dtype.load();
+  m.recompiles_attribute = c.recompiles_attribute.load();
+  m.recompiles_alignment = c.recompiles_alignment.load();
+  m.recompiles_evicted = c.recompiles_evicted.load();
   m.hash_collisions = c.hash_collisions.load();
   m.compile_ns = c.compile_ns.load();
   m.execute_ns = c.execute_ns.load();
@@ -148,6 +155,8 @@ Metrics metrics() {
   return m;
 }
 
+void set_log(const std::string& topics) { runtime::set_log_topics(topics.c_str()); }
+
 void reset_metrics() {
   runtime::reset_compile_records();
   runtime::reset_nodes_recorded();  // per-thread counts: zeroed by moving the base
@@ -158,7 +167,9 @@ void reset_metrics() {
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
                   &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads, &c.cuda_graph_node_updates,
                   &c.cuda_graphs_built, &c.cuda_graph_kernels, &c.cuda_graph_depth, &c.late_checks,
-                  &c.late_check_wait_ns, &c.compiled_replays, &c.executables_evicted})
+                  &c.late_check_wait_ns, &c.compiled_replays, &c.executables_evicted, &c.compiles_new_graph,
+                  &c.recompiles_shape, &c.recompiles_dtype, &c.recompiles_attribute, &c.recompiles_alignment,
+                  &c.recompiles_evicted})
     a->store(0);
 }
 
@@ -180,6 +191,12 @@ std::string Metrics::to_string() const {
   row("graph cuts", std::to_string(graph_cuts));
   row("cache hits", std::to_string(cache_hits));
   row("cache misses", std::to_string(cache_misses));
+  row("  new graphs", std::to_string(compiles_new_graph));
+  for (const auto& [name, n] : {std::pair{"  recompiles: shape", recompiles_shape}, {"  recompiles: dtype", recompiles_dtype},
+                                {"  recompiles: attribute", recompiles_attribute},
+                                {"  recompiles: alignment", recompiles_alignment},
+                                {"  recompiles: evicted", recompiles_evicted}})
+    if (n) row(name, std::to_string(n));
   row("hash collisions", std::to_string(hash_collisions));
   row("compile time", ms(compile_ns));
   row("execute time", ms(execute_ns));

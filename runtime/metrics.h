@@ -14,6 +14,12 @@ struct Counters {
   std::atomic<int64_t> graph_cuts{0};
   std::atomic<int64_t> cache_hits{0};
   std::atomic<int64_t> cache_misses{0};
+  std::atomic<int64_t> compiles_new_graph{0};  // cache misses by runtime::CompileReason
+  std::atomic<int64_t> recompiles_shape{0};
+  std::atomic<int64_t> recompiles_dtype{0};
+  std::atomic<int64_t> recompiles_attribute{0};
+  std::atomic<int64_t> recompiles_alignment{0};
+  std::atomic<int64_t> recompiles_evicted{0};
   std::atomic<int64_t> hash_collisions{0};
   std::atomic<int64_t> compile_ns{0};
   std::atomic<int64_t> execute_ns{0};

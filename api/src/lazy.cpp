@@ -51,12 +51,14 @@ void Storage::set_result(const runtime::BufferPtr& result) {
   } else {
     buffer_ = result;
   }
-  node_ = input_node(buffer_, dtype, device, node_->shape);
+  node_ = input_node(buffer_, dtype, device, node_->shape, node_.get());
 }
 
-ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device, const ir::Dims& shape) {
+ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device, const ir::Dims& shape,
+                       const ir::Node* from) {
   auto input = make_node();
   input->op = ir::Op::Input;
+  if (from) input->file = from->file, input->line = from->line;
   input->dtype = dtype;
   input->device = device;
   input->shape = shape;

@@ -30,7 +30,11 @@ inline long pending_list_refs(const Storage& s) { return s.listed.load(std::memo
 void list_pending(const std::shared_ptr<Storage>& s);
 
 // The Input node of a materialized storage: `data` holds its value.
-ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device, const ir::Dims& shape);
+// An Input leaf over `data`; `from` (if any): the node whose value it now
+// holds, whose file:line it keeps (LOOM_LOG=recompiles names where an input
+// was recorded).
+ir::NodePtr input_node(runtime::BufferPtr data, ScalarType dtype, Device device, const ir::Dims& shape,
+                       const ir::Node* from = nullptr);
 
 // Materializes `s` (and with it everything pending on its device).
 void materialize(const std::shared_ptr<Storage>& s);

@@ -32,7 +32,18 @@ struct Metrics {
   int64_t graph_nodes = 0;         // nodes in those graphs, summed
   int64_t graph_cuts = 0;          // automatic syncs because a graph grew past the bound
   int64_t cache_hits = 0;
-  int64_t cache_misses = 0;        // each one is a compile
+  int64_t cache_misses = 0;        // each one is a compile, counted by reason below
+  // Why each compile happened (LOOM_LOG=recompiles prints the others'
+  // differences): the first graph of its structure (ops, wiring, ranks,
+  // backend), or one like a graph compiled before whose inputs' shape or
+  // dtype, or an op's attributes, differ; the same graph again with view
+  // offsets its code could not take, or after it was evicted.
+  int64_t compiles_new_graph = 0;
+  int64_t recompiles_shape = 0;
+  int64_t recompiles_dtype = 0;
+  int64_t recompiles_attribute = 0;
+  int64_t recompiles_alignment = 0;
+  int64_t recompiles_evicted = 0;
   int64_t hash_collisions = 0;     // equal hashes whose canonical forms differed
   int64_t compile_ns = 0;          // time in Backend::compile
   int64_t execute_ns = 0;          // time in Executable::run
@@ -64,15 +75,20 @@ struct Metrics {
                                    // check was read at the next sync, read or cuda::synchronize
                                    // instead of when they were launched
   int64_t late_check_wait_ns = 0;  // host time spent waiting for those checks (part of execute_ns)
-  int64_t compiled_replays = 0;
+  int64_t compiled_replays = 0;       // calls of loom::compile'd functions that ran their executable
+                                      // without recording (also counted as cache hits)
   int64_t executables_cached = 0;     // executables in the in-memory cache now
   int64_t executable_cache_bytes = 0; // what they hold now (code, arenas, argument blocks), host and device
-  int64_t executables_evicted = 0;    // dropped, least recently used first, to stay within the bound    // calls of loom::compile'd functions that ran their executable
-                                   // without recording (also counted as cache hits)
+  int64_t executables_evicted = 0;    // dropped, least recently used first, to stay within the bound
   std::string to_string() const;   // an aligned two-column table
 };
 Metrics metrics();
 void reset_metrics();
+
+// The log topics, as LOOM_LOG names them ("recompiles", "cache,graph",
+// "all"; "" for none), set from code: replaces what LOOM_LOG said, as
+// torch._logging.set_logs does. Lines go to stderr.
+void set_log(const std::string& topics);
 std::ostream& operator<<(std::ostream& os, const Metrics& m);
 
 // The graph the next sync of t's device would run (t's pending value and

@@ -1,0 +1,35 @@
+// Why a graph compiles (LOOM_LOG=recompiles, the compiles-by-reason rows of
+// loom::metrics()): the first compile of its structure, or what differs
+// from the last compile of a graph with the same structure.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "ir/graph.h"
+
+namespace loom::runtime {
+
+enum class CompileReason : uint8_t {
+  NewGraph,   // no graph of this structure was compiled before on this backend
+  Shape,      // an input's (or another leaf's) shape differs
+  Dtype,      // an input's (or another leaf's) dtype differs
+  Attribute,  // an op's attributes differ (a view's strides, a reduction's dims, ...)
+  Alignment,  // the same graph, whose view offsets lack the alignment the first compile's code assumed
+  Evicted,    // the same graph, compiled before and dropped from the executable cache
+};
+
+struct CompileWhy {
+  CompileReason reason = CompileReason::NewGraph;
+  std::string text;  // "input 0 (recorded at main.cpp:12): Float[32, 10] -> Float[17, 10] (dim 0: 32 -> 17)"
+};
+
+// Says why `g` compiles on `backend` and remembers it as the last compile of
+// its structure: its ops, their wiring and ranks, and the backend; not
+// dtypes, sizes or attributes. `alignment_variant`: the executor compiles
+// the variant for view offsets the first code could not take.
+CompileWhy explain_compile(const ir::Graph& g, const char* backend, bool alignment_variant);
+
+// The reason's name as the metrics and the log print it.
+const char* compile_reason_name(CompileReason r);
+
+}  // namespace loom::runtime
