@@ -117,7 +117,7 @@ __device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, con
 // module of their own: this source with LOOM_ATTENTION_F16 defined
 // (kernels/cuda/library.cpp attention_f16_source), so a bfloat16 model
 // never compiles them.
-#define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK, DT, F16)                                                      \
+#define LOOM_ATTENTION_LIBRARY_ENTRIES_(D, NAME, MASK, DT, F16)                                                     \
   extern "C" __global__ void __launch_bounds__(LoomAttnFwd<D, MASK, 8, F16>::THREADS,                              \
                                                LoomAttnFwd<D, MASK, 8, F16>::MIN_BLOCKS)                           \
       loom_attention_fwd_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                             \
@@ -133,21 +133,25 @@ __device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, con
       loom_attention_grad_kv_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                         \
     loom_attention_library::grad_kv<D, MASK, F16>(bufs, fs, is, meta);                                             \
   }
+// One more level, so that DT and F16 arrive expanded where they are pasted.
+#define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK, DT, F16) LOOM_ATTENTION_LIBRARY_ENTRIES_(D, NAME, MASK, DT, F16)
 #ifdef LOOM_ATTENTION_F16
-#define LOOM_ATTENTION_LIBRARY_HEAD_DIM(D)                                           \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, none, LoomAttnNoMask, f16, true)                 \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, causal, LoomAttnCausal, f16, true)               \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, window, LoomAttnWindow, f16, true)               \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, tensor, LoomAttnPlanes<LoomAttnNoMask>, f16, true)
+#define LOOM_ATTENTION_DT f16
+#define LOOM_ATTENTION_IS_F16 true
 #else
-#define LOOM_ATTENTION_LIBRARY_HEAD_DIM(D)                                           \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, none, LoomAttnNoMask, bf16, false)               \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, causal, LoomAttnCausal, bf16, false)             \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, window, LoomAttnWindow, bf16, false)             \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, tensor, LoomAttnPlanes<LoomAttnNoMask>, bf16, false)
+#define LOOM_ATTENTION_DT bf16
+#define LOOM_ATTENTION_IS_F16 false
 #endif
+#define LOOM_ATTENTION_LIBRARY_HEAD_DIM(D)                                                                   \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, none, LoomAttnNoMask, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)          \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, causal, LoomAttnCausal, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)        \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, window, LoomAttnWindow, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)        \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, tensor, LoomAttnPlanes<LoomAttnNoMask>, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)
 LOOM_ATTENTION_LIBRARY_HEAD_DIM(32)
 LOOM_ATTENTION_LIBRARY_HEAD_DIM(64)
 LOOM_ATTENTION_LIBRARY_HEAD_DIM(128)
 #undef LOOM_ATTENTION_LIBRARY_HEAD_DIM
+#undef LOOM_ATTENTION_DT
+#undef LOOM_ATTENTION_IS_F16
 #undef LOOM_ATTENTION_LIBRARY_ENTRIES
+#undef LOOM_ATTENTION_LIBRARY_ENTRIES_
