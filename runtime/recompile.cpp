@@ -85,6 +85,16 @@ std::string where(const NodeShape& n) {
   return n.line ? std::string(" (recorded at ") + n.file + ":" + std::to_string(n.line) + ")" : "";
 }
 
+// "Float[4, 3] -> Float[5, 3] (dim 0: 4 -> 5)".
+std::string change(const NodeShape& a, const NodeShape& b) {
+  std::string line = type_str(a.dtype, a.shape) + " -> " + type_str(b.dtype, b.shape);
+  if (a.dtype == b.dtype && a.shape.n == b.shape.n)
+    for (size_t d = 0; d < b.shape.size(); ++d)
+      if (a.shape[d] != b.shape[d])
+        line += " (dim " + std::to_string(d) + ": " + std::to_string(a.shape[d]) + " -> " + std::to_string(b.shape[d]) + ")";
+  return line;
+}
+
 // What differs between two graphs of one structure, the inputs first.
 CompileWhy diff(const Snapshot& old, const Snapshot& now) {
   std::vector<std::string> lines;
@@ -100,29 +110,27 @@ CompileWhy diff(const Snapshot& old, const Snapshot& now) {
     for (size_t k = 0; k < now.input_nodes.size(); ++k)
       if (now.input_nodes[k] == i) who = "input " + std::to_string(k);
     if (who.empty()) who = ir::op_name(b.op);
-    std::string line = who + where(b) + ": " + type_str(a.dtype, a.shape) + " -> " + type_str(b.dtype, b.shape);
-    if (a.dtype == b.dtype && a.shape.n == b.shape.n)
-      for (size_t d = 0; d < b.shape.size(); ++d)
-        if (a.shape[d] != b.shape[d])
-          line += " (dim " + std::to_string(d) + ": " + std::to_string(a.shape[d]) + " -> " + std::to_string(b.shape[d]) + ")";
-    note(a.dtype != b.dtype ? CompileReason::Dtype : CompileReason::Shape, std::move(line));
+    note(a.dtype != b.dtype ? CompileReason::Dtype : CompileReason::Shape, who + where(b) + ": " + change(a, b));
   }
+  // Else the first ops that differ: in their attributes, or in the type of
+  // their value with the same attributes (a slice of a stored tensor whose
+  // length changed: its view is a shape, not an attribute).
   if (lines.empty())
     for (size_t i = 0; i < now.nodes.size(); ++i) {
       const NodeShape &a = old.nodes[i], &b = now.nodes[i];
       if (a.attr == b.attr && a.dtype == b.dtype && a.shape == b.shape) continue;
-      std::ostringstream os;
-      os << ir::op_name(b.op) << where(b) << ": ";
+      std::string line = std::string(ir::op_name(b.op)) + where(b) + ": ";
       if (a.attr != b.attr) {
+        std::ostringstream os;
         os << "attributes {";
         for (size_t k = 0; k < a.attr.size(); ++k) os << (k ? "," : "") << a.attr[k];
         os << "} -> {";
         for (size_t k = 0; k < b.attr.size(); ++k) os << (k ? "," : "") << b.attr[k];
         os << "}";
+        note(CompileReason::Attribute, line + os.str());
       } else {
-        os << type_str(a.dtype, a.shape) << " -> " << type_str(b.dtype, b.shape);
+        note(a.dtype != b.dtype ? CompileReason::Dtype : CompileReason::Shape, line + change(a, b));
       }
-      note(CompileReason::Attribute, os.str());
     }
   CompileWhy why{reason, ""};
   if (reason == CompileReason::Evicted) {

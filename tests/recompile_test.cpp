@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <loom/loom.h>
 
+#include <algorithm>
 #include <string>
 
 #include "test_util.h"
@@ -85,6 +86,37 @@ TEST(Recompiles, TheSameGraphAfterTheCacheWasClearedSaysEvicted) {
   EXPECT_NE(printed.find(" evicted: the same graph"), std::string::npos) << printed;
   EXPECT_EQ(loom::metrics().recompiles_evicted, before.recompiles_evicted + 1);
   EXPECT_NE(loom::metrics().to_string().find("recompiles: evicted"), std::string::npos);
+}
+
+// A training loop over 11 samples in batches of 4: the short last batch
+// compiles its step once, said to be a shape (the batch's slice, dim 0:
+// 4 -> 3), and the epochs after the first compile nothing. (With symbolic
+// sizes it would compile nothing of its own.)
+TEST(Recompiles, AShortLastBatchCompilesOnceAndSaysItsShape) {
+  loom::manual_seed(5);
+  loom::nn::Linear model(5, 3);
+  loom::optim::SGD opt(model->parameters(), loom::optim::SGDOptions(0.1));
+  const Tensor x = loom::randn({11, 5}), y = loom::randint(0, 3, {11});
+  loom::sync();
+  auto epoch = [&] {
+    for (int64_t i = 0; i < 11; i += 4) {
+      const int64_t n = std::min<int64_t>(4, 11 - i);
+      opt.zero_grad();
+      Tensor loss = loom::cross_entropy_loss(model(x.slice(0, i, i + n)), y.slice(0, i, i + n));
+      loss.backward();
+      opt.step();
+      loss.item<float>();
+    }
+  };
+  const loom::Metrics before = loom::metrics();
+  const std::string first = recompiles_of(epoch);
+  EXPECT_NE(first.find(" shape: "), std::string::npos) << first;
+  EXPECT_NE(first.find("(dim 0: 4 -> 3)"), std::string::npos) << first;
+  EXPECT_GE(loom::metrics().recompiles_shape, before.recompiles_shape + 1);
+  const loom::Metrics after_one = loom::metrics();
+  const std::string later = recompiles_of(epoch) + recompiles_of(epoch);
+  EXPECT_EQ(loom::metrics().cache_misses, after_one.cache_misses) << later;
+  EXPECT_EQ(later, "");
 }
 
 // A GPU kernel may load a stored tensor's view 16 bytes at a time where the
