@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -117,6 +118,20 @@ TEST(Recompiles, AShortLastBatchCompilesOnceAndSaysItsShape) {
   const std::string later = recompiles_of(epoch) + recompiles_of(epoch);
   EXPECT_EQ(loom::metrics().cache_misses, after_one.cache_misses) << later;
   EXPECT_EQ(later, "");
+}
+
+// A loom::compile'd function called with a new batch size traces anew, and
+// its compile says which argument's dim changed.
+TEST(Recompiles, ACompiledFunctionsNewBatchSizeSaysItsShape) {
+  using TL = std::vector<Tensor>;
+  loom::CompiledFunction f = loom::compile([](const TL& in) { return TL{(in[0].exp() * 3).sum(0)}; });
+  const Tensor a = loom::ones({6, 2}), b = loom::ones({9, 2});
+  loom::sync();
+  f({a})[0].sum().item<float>();
+  const std::string printed = recompiles_of([&] { f({b})[0].sum().item<float>(); });
+  EXPECT_NE(printed.find(" shape: input 0"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("(dim 0: 6 -> 9)"), std::string::npos) << printed;
+  EXPECT_EQ(f.traces(), 2u);
 }
 
 // A GPU kernel may load a stored tensor's view 16 bytes at a time where the
