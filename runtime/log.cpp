@@ -1,9 +1,9 @@
 #include "runtime/log.h"
 
+#include <atomic>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <atomic>
 #include <cstring>
 #include <mutex>
 

@@ -22,7 +22,7 @@ struct NodeShape {
   ir::Op op;
   ScalarType dtype;
   ir::Dims shape;
-  std::vector<int64_t> attr;
+  ir::Attrs attr;
   const char* file;
   uint32_t line;
 };
@@ -30,7 +30,6 @@ struct NodeShape {
 struct Snapshot {
   std::vector<NodeShape> nodes;
   std::vector<uint32_t> input_nodes;
-  uint64_t hash = 0;
 };
 
 // Remembered at once, the oldest going first: at most this many
@@ -65,11 +64,10 @@ uint64_t structure_of(const ir::Graph& g, const char* backend) {
 
 Snapshot snapshot_of(const ir::Graph& g) {
   Snapshot s;
-  s.hash = g.hash;
   s.input_nodes = g.input_nodes;
   s.nodes.reserve(g.size());
   for (const ir::Node* n : g.nodes)
-    s.nodes.push_back({n->op, n->dtype, n->shape, std::vector<int64_t>(n->attr.begin(), n->attr.end()), n->file, n->line});
+    s.nodes.push_back({n->op, n->dtype, n->shape, n->attr, n->file, n->line});
   return s;
 }
 
@@ -122,11 +120,15 @@ CompileWhy diff(const Snapshot& old, const Snapshot& now) {
       std::string line = std::string(ir::op_name(b.op)) + where(b) + ": ";
       if (a.attr != b.attr) {
         std::ostringstream os;
-        os << "attributes {";
-        for (size_t k = 0; k < a.attr.size(); ++k) os << (k ? "," : "") << a.attr[k];
-        os << "} -> {";
-        for (size_t k = 0; k < b.attr.size(); ++k) os << (k ? "," : "") << b.attr[k];
-        os << "}";
+        auto list = [&](const ir::Attrs& x) {
+          os << "{";
+          for (size_t k = 0; k < x.size(); ++k) os << (k ? "," : "") << x[k];
+          os << "}";
+        };
+        os << "attributes ";
+        list(a.attr);
+        os << " -> ";
+        list(b.attr);
         note(CompileReason::Attribute, line + os.str());
       } else {
         note(a.dtype != b.dtype ? CompileReason::Dtype : CompileReason::Shape, line + change(a, b));

@@ -165,15 +165,28 @@ bool fused_attention_applies(const Tensor& q, const Tensor& k, const Tensor& v) 
   return true;
 }
 
-void check_mask(const Tensor& mask, IntArrayRef batch, int64_t l, int64_t s, const char* op, const SourceLoc& loc) {
+namespace {
+// The scores' shape: batch, then [L, S].
+std::vector<int64_t> scores_shape(IntArrayRef batch, int64_t l, int64_t s) {
   std::vector<int64_t> want(batch.begin(), batch.end());
   want.push_back(l), want.push_back(s);
+  return want;
+}
+}  // namespace
+
+bool mask_broadcasts(const Tensor& mask, IntArrayRef batch, int64_t l, int64_t s) {
+  const std::vector<int64_t> want = scores_shape(batch, l, s);
   const int64_t n = static_cast<int64_t>(want.size());
-  bool fits = mask.dim() <= n;
-  for (int64_t d = 0; fits && d < mask.dim(); ++d)
-    fits = mask.size(d) == 1 || mask.size(d) == want[static_cast<size_t>(n - mask.dim() + d)];
-  LOOM_CHECK(fits, op, loc, "the mask ", describe(mask), " does not broadcast to the scores' ",
-             shape_str(ir::Dims(want.data(), want.size())));
+  if (mask.dim() > n) return false;
+  for (int64_t d = 0; d < mask.dim(); ++d)
+    if (mask.size(d) != 1 && mask.size(d) != want[static_cast<size_t>(n - mask.dim() + d)]) return false;
+  return true;
+}
+
+void check_mask(const Tensor& mask, IntArrayRef batch, int64_t l, int64_t s, const char* op, const SourceLoc& loc) {
+  const std::vector<int64_t> want = scores_shape(batch, l, s);
+  LOOM_CHECK(mask_broadcasts(mask, batch, l, s), op, loc, "the mask ", describe(mask),
+             " does not broadcast to the scores' ", shape_str(ir::Dims(want.data(), want.size())));
 }
 
 MaskPlanes mask_planes(const Tensor& mask_in, IntArrayRef batch, int64_t l, int64_t s, const char* op,

@@ -24,7 +24,9 @@ struct MaskPlanes {
 // (api/src/nn/attention_pattern.cpp); nullopt otherwise.
 std::optional<Tensor> recognize_attention(const Tensor& a, const Tensor& b, const SourceLoc& loc);
 
-// Throws naming `op` unless `mask` broadcasts to the scores, batch + [L, S].
+// Whether `mask` broadcasts to the scores, batch + [L, S]; check_mask
+// throws naming `op` where it does not.
+bool mask_broadcasts(const Tensor& mask, IntArrayRef batch, int64_t l, int64_t s);
 void check_mask(const Tensor& mask, IntArrayRef batch, int64_t l, int64_t s, const char* op, const SourceLoc& loc);
 // `mask` (bool, true: may attend; broadcastable to q's batch dims + [L, S])
 // as planes: the batch dims it varies along become P, those after them the

@@ -124,7 +124,13 @@ std::optional<Tensor> recognize_attention(const Tensor& a, const Tensor& b, cons
     return std::nullopt;
   for (int64_t d = 0; d + 2 < a.dim(); ++d)
     if (a.size(d) != b.size(d)) return std::nullopt;
-  const NodePtr y = softmax_input(read(a, loc));
+  // The probabilities are a value of their own (loom's softmax): a whole
+  // storage's node. Any other view is not the pattern, and reading it would
+  // record a node on every batched product for nothing.
+  const TensorImpl& im = *a.impl();
+  const NodePtr base = im.storage->node();
+  if (!is_plain_read(im.view, *base)) return std::nullopt;
+  const NodePtr y = softmax_input(base);
   Pattern m;
   if (!y || !match(y, m)) return std::nullopt;
   const int64_t n = m.q->shape[0], l = m.q->shape[1], s = m.kt->shape[2];
@@ -136,14 +142,10 @@ std::optional<Tensor> recognize_attention(const Tensor& a, const Tensor& b, cons
   Tensor any_visible;
   if (m.cond) {
     const Tensor cond = wrap(m.cond);
-    const Tensor visible = m.cond_shows ? cond : cond.logical_not(loc);
     const IntArrayRef sizes = a.sizes();
     const IntArrayRef batch(sizes.data(), sizes.size() - 2);
-    if (cond.dim() > a.dim()) return std::nullopt;
-    for (int64_t d = 0; d < cond.dim(); ++d) {
-      const int64_t have = cond.size(d), want = a.size(a.dim() - cond.dim() + d);
-      if (have != 1 && have != want) return std::nullopt;
-    }
+    if (!mask_broadcasts(cond, batch, l, s)) return std::nullopt;
+    const Tensor visible = m.cond_shows ? cond : cond.logical_not(loc);
     planes = mask_planes(visible, batch, l, s, "matmul", loc);
     any_visible = visible.any(-1, true, loc);
   }

@@ -9,6 +9,7 @@
 #include <loom/functions.h>
 #include <loom/nn/transformer.h>
 
+#include "api/src/nn/attention.h"
 #include "api/src/record.h"
 
 namespace loom::nn::attention {
@@ -29,12 +30,8 @@ BlockMask create_block_mask(const MaskMod& mask_mod, std::optional<int64_t> B, s
   LOOM_CHECK(mask.defined() && mask.dtype() == kBool && mask.dim() <= 4, op, loc,
              "mask_mod must return a bool tensor of at most 4 dims, got ",
              mask.defined() ? detail::describe(mask) : std::string("an undefined tensor"));
-  const int64_t want[4] = {B.value_or(1), H.value_or(1), Q_LEN, KV_LEN};
-  for (int64_t d = 0; d < mask.dim(); ++d) {
-    const int64_t size = mask.size(d), full = want[4 - mask.dim() + d];
-    LOOM_CHECK(size == 1 || size == full, op, loc, "mask_mod returned ", detail::describe(mask),
-               ", which does not broadcast to [", want[0], ", ", want[1], ", ", want[2], ", ", want[3], "]");
-  }
+  const int64_t batch[2] = {B.value_or(1), H.value_or(1)};
+  detail::check_mask(mask, IntArrayRef(batch, 2), Q_LEN, KV_LEN, op, loc);
   return {mask, Q_LEN, KV_LEN};
 }
 

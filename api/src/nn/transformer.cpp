@@ -6,10 +6,8 @@
 #include <loom/nn/functional.h>
 #include <loom/nn/transformer.h>
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "api/src/autocast.h"
 #include "api/src/nn/attention.h"
@@ -58,14 +56,11 @@ Tensor scaled_dot_product_attention(const Tensor& query_in, const Tensor& key_in
   const double sc = scale.value_or(1.0 / std::sqrt(static_cast<double>(query.size(-1))));
   const bool has_mask = attn_mask && attn_mask->defined();
   if (has_mask) {  // the scores' batch dims: q's and k's broadcast
-    const int64_t n = std::max(query.dim(), k.dim()) - 2;
-    std::vector<int64_t> batch(static_cast<size_t>(std::max<int64_t>(n, 0)), 1);
-    for (int64_t d = 0; d < n; ++d) {
-      const int64_t qd = d - (n - (query.dim() - 2)), kd = d - (n - (k.dim() - 2));
-      const int64_t a = qd >= 0 ? query.size(qd) : 1, b = kd >= 0 ? k.size(kd) : 1;
-      batch[static_cast<size_t>(d)] = a == 1 ? b : a;
-    }
-    detail::check_mask(*attn_mask, batch, l, s, op, loc);
+    const IntArrayRef qs = query.sizes(), ks = k.sizes();
+    const ir::Dims batch =
+        detail::broadcast_shapes(detail::to_dims(IntArrayRef(qs.data(), qs.size() - 2), op, loc),
+                                 detail::to_dims(IntArrayRef(ks.data(), ks.size() - 2), op, loc), op, loc);
+    detail::check_mask(*attn_mask, detail::to_ref(batch), l, s, op, loc);
   }
   if (dropout_p == 0 && (!has_mask || attn_mask->dtype() == kBool) && detail::fused_attention_applies(query, k, v)) {
     // A bool mask goes to the fused op as planes (api/src/nn/attention.cpp
