@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 
 namespace loom::ir {
@@ -44,19 +45,38 @@ class KeyWriter {
   std::string& out_;
 };
 
+// A number of the kernel as its key holds it: its value, or, where it is a
+// size argument, a mark that no real number takes (the value is the run's).
+constexpr int64_t kArgument = std::numeric_limits<int64_t>::min();
+int64_t keyed(int64_t value, int32_t slot) { return slot == SizeArgs::kFixed ? value : kArgument; }
+
 void write_key(const LocalKernel& l, std::string& out) {
   KeyWriter w(out);
   const Kernel& k = l.kernel();
+  const SizeArgs& z = l.sizes;
+  const bool args = z.any();
+  w.put(args);
   w.put(l.program.buffers.size());
   for (const BufferInfo& b : l.program.buffers) w.put(b.dtype);
-  w.put_dims(k.loop);
+  w.put(k.loop.n);
+  for (int d = 0; d < k.loop.n; ++d) w.put(keyed(k.loop[d], args ? z.loop[d] : SizeArgs::kFixed));
   w.put(k.outer);
   w.put(k.cost_per_element);
   w.put(k.root);
   w.put(k.accesses.size());
-  for (const Access& a : k.accesses) w.put(a.buffer), w.put(a.offset), w.put(a.offset_scalar), w.put(a.offset_align), w.put_dims(a.strides);
+  for (size_t i = 0; i < k.accesses.size(); ++i) {
+    const Access& a = k.accesses[i];
+    w.put(a.buffer), w.put(keyed(a.offset, args ? z.offset[i] : SizeArgs::kFixed)), w.put(a.offset_scalar),
+        w.put(a.offset_align);
+    w.put(a.strides.n);
+    for (int d = 0; d < a.strides.n; ++d) w.put(keyed(a.strides[d], args ? z.strides[i][d] : SizeArgs::kFixed));
+  }
   w.put(k.exprs.size());
-  for (const Expr& x : k.exprs) w.put(x.kind), w.put(x.op), w.put(x.dtype), w.put(x.a), w.put(x.b), w.put(x.c), w.put(x.imm);
+  for (size_t i = 0; i < k.exprs.size(); ++i) {
+    const Expr& x = k.exprs[i];
+    w.put(x.kind), w.put(x.op), w.put(x.dtype), w.put(x.a), w.put(x.b), w.put(x.c);
+    w.put(keyed(x.imm, args ? z.imm[i] : SizeArgs::kFixed));
+  }
   w.put(k.phases.size());
   for (const Phase& ph : k.phases) {
     w.put(ph.kind), w.put(ph.reduce_op), w.put(ph.value), w.put(ph.per_row);
@@ -65,14 +85,42 @@ void write_key(const LocalKernel& l, std::string& out) {
   }
   w.put(k.contraction.has_value());
   if (const auto& c = k.contraction) {
-    w.put(c->node), w.put(c->k), w.put(c->a), w.put(c->b), w.put(c->a_k), w.put(c->b_k);
+    w.put(c->node), w.put(keyed(c->k, z.k)), w.put(c->a), w.put(c->b), w.put(keyed(c->a_k, z.a_k)),
+        w.put(keyed(c->b_k, z.b_k));
     w.put(c->a_value), w.put(c->b_value);
   }
 }
 
+// Gives the liftable numbers of k slots of z, in one fixed order (loops,
+// accesses, exprs, the contraction), so kernels with equal keys number
+// their arguments alike: every one, or those `only` marks (by their place
+// in that order).
+void lift_sizes(const Kernel& k, SizeArgs& z, const std::vector<bool>* only = nullptr) {
+  size_t place = 0;
+  auto slot = [&](int64_t v) {
+    if (!liftable(v)) return SizeArgs::kFixed;
+    if (only && !(*only)[place++]) return SizeArgs::kFixed;
+    z.values.push_back(v);
+    return static_cast<int32_t>(z.values.size() - 1);
+  };
+  for (int d = 0; d < k.loop.n; ++d) z.loop.push_back(slot(k.loop[d]));
+  for (const Access& a : k.accesses) {
+    z.offset.push_back(slot(a.offset));
+    std::array<int32_t, kMaxDims> s;
+    s.fill(SizeArgs::kFixed);
+    for (int d = 0; d < a.strides.n; ++d) s[d] = slot(a.strides[d]);
+    z.strides.push_back(s);
+  }
+  // A Const's value and a Gather's step are numbers of the sizes; an
+  // op's imm that names a node (can_fail_op) is not.
+  for (const Expr& x : k.exprs)
+    z.imm.push_back(x.kind == ExprKind::Const || x.kind == ExprKind::Gather ? slot(x.imm) : SizeArgs::kFixed);
+  if (const auto& c = k.contraction) z.k = slot(c->k), z.a_k = slot(c->a_k), z.b_k = slot(c->b_k);
+}
+
 }  // namespace
 
-LocalKernel localize(const KernelProgram& p, const Kernel& k) {
+LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift, SizeHistory* history) {
   LocalKernel l;
   Kernel local = k;
   local.name.clear();          // dumps only
@@ -91,16 +139,47 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k) {
   for (uint32_t b : l.buffers) l.program.buffers.push_back(p.buffers[b]);
   l.program.kernels.push_back(std::move(local));
   l.program.steps.push_back({Step::Generated, 0});
+  if (lift != Lift::None || history) {
+    SizeArgs all;
+    lift_sizes(l.kernel(), all);
+    if (all.any()) {
+      std::vector<bool> varied;
+      if (history) {
+        l.sizes = all;
+        std::string shape;
+        write_key(l, shape);
+        varied = history->note(shape, all.values);
+      }
+      l.sizes = SizeArgs{};
+      if (lift == Lift::All) l.sizes = std::move(all);
+      if (lift == Lift::Seen) lift_sizes(l.kernel(), l.sizes, &varied);
+      l.sizes.base = static_cast<uint32_t>(l.scalars.size());
+      if (!l.sizes.any()) l.sizes = SizeArgs{};  // nothing lifted: the static kernel, and its key
+    }
+  }
   write_key(l, l.key);
   return l;
 }
 
+std::vector<bool> SizeHistory::note(const std::string& shape, const std::vector<int64_t>& values) {
+  std::lock_guard lock(mu_);
+  if (by_shape_.size() > 100000) by_shape_.clear();  // bounded: forgetting costs a compile at most
+  auto [it, fresh] = by_shape_.try_emplace(shape);
+  Seen& s = it->second;
+  if (fresh) {
+    s.first = values;
+    s.varied.assign(values.size(), false);
+  }
+  for (size_t i = 0; i < values.size(); ++i) s.varied[i] = s.varied[i] || values[i] != s.first[i];
+  return s.varied;
+}
+
 SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
-                            const std::function<bool(const Kernel&)>& shareable) {
+                            const std::function<bool(const Kernel&)>& shareable, Lift lift, SizeHistory* history) {
   SharedKernels f;
   std::unordered_map<std::string, uint32_t> by_key;
   for (const Kernel& k : p.kernels) {
-    LocalKernel l = localize(p, k);
+    LocalKernel l = localize(p, k, lift, history);
     const uint32_t fresh_id = static_cast<uint32_t>(f.first.size());
     uint32_t id = fresh_id;
     std::string key = l.key + extra_key(k);

@@ -9,14 +9,74 @@
 // compiles one function for all of them; each kernel then runs it with its
 // own tables (`buffers`, `scalars`, `nodes`) mapping the local names back.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ir/kernel.h"
 
 namespace loom::ir {
+
+// Sizes as arguments (symbolic sizes, docs/ARCHITECTURE.md "Sizes that
+// change"): a kernel localized with them keeps in its key only the numbers
+// that carry structure (0, 1 and -1: a broadcast, a contiguous walk, a
+// size-1 loop) and reads every other extent, stride, offset and constant
+// from its int scalars, after its runtime scalars: the same code then runs
+// the kernel at every size whose structure is the same (a batch of 32 and a
+// last batch of 17, a sequence of 100 tokens and one of 101). A code
+// generator reads a lifted number only through value()/slot(), and makes no
+// decision on its value in this program (it differs in the next).
+struct SizeArgs {
+  static constexpr int32_t kFixed = -1;
+  std::vector<int32_t> loop;                           // per loop dim: its slot, or kFixed
+  std::vector<int32_t> offset;                         // per access
+  std::vector<std::array<int32_t, kMaxDims>> strides;  // per access, per loop dim
+  std::vector<int32_t> imm;                            // per expr: a Const's value, a Gather's step
+  int32_t k = kFixed, a_k = kFixed, b_k = kFixed;      // the contraction's depth and K strides
+  std::vector<int64_t> values;  // slot -> this kernel's number
+  uint32_t base = 0;            // slot 0's place in the kernel's int scalars (its runtime scalars come first)
+  bool any() const { return !values.empty(); }
+  // Whether loop d's extent is an argument (a code generator must not
+  // size a stack buffer or pick a schedule by it).
+  bool lifted_loop(int d) const { return d < static_cast<int>(loop.size()) && loop[d] != kFixed; }
+  bool lifted_stride(uint32_t a, int d) const { return a < strides.size() && strides[a][d] != kFixed; }
+};
+
+// Whether a number can be an argument: 0, 1 and -1 decide code (a broadcast
+// is not loaded per element, a unit stride is a vector load, a size-1 loop
+// is no loop), so they stay in the key as guards.
+inline bool liftable(int64_t v) { return v < -1 || v > 1; }
+
+// Which of a kernel's liftable numbers localize() makes arguments.
+enum class Lift : uint8_t {
+  None,  // none: the static kernel
+  Seen,  // those that differed between its compiles at other sizes (SizeHistory):
+         // a batch dim that changed is an argument, the model's width stays a constant
+  All,   // every one (loom::set_dynamic_shapes Always, a graph reading a marked tensor)
+};
+
+// The numbers each kernel was compiled with, for Lift::Seen: per shape (the
+// kernel's key with every liftable number an argument), the first numbers
+// noted and which of them have differed since. A backend owns one for the
+// process and notes every compile, static ones too. Thread-safe.
+class SizeHistory {
+ public:
+  // Notes `values` (in SizeArgs slot order of Lift::All) for `shape`;
+  // returns, per value, whether it has differed between the notes.
+  std::vector<bool> note(const std::string& shape, const std::vector<int64_t>& values);
+
+ private:
+  struct Seen {
+    std::vector<int64_t> first;
+    std::vector<bool> varied;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Seen> by_shape_;
+};
 
 struct LocalKernel {
   // The kernel alone (program.kernels[0], one Generated step) with the
@@ -37,11 +97,15 @@ struct LocalKernel {
   // by the code generator. A field added to Kernel, Expr, Phase, Access or
   // Contraction must be added to the key too.
   std::string key;
+  // Empty unless localized with sizes as arguments; then also part of `key`
+  // (which places are arguments, never their values).
+  SizeArgs sizes;
 
   const Kernel& kernel() const { return program.kernels[0]; }
 };
 
-LocalKernel localize(const KernelProgram& p, const Kernel& k);
+// `history`, when given, notes the kernel's numbers (and serves Lift::Seen).
+LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift = Lift::None, SizeHistory* history = nullptr);
 
 // A program's kernels grouped into shared functions: kernels whose
 // localize() keys, followed by `extra_key(kernel)` (what a code generator
@@ -58,7 +122,8 @@ struct SharedKernels {
   std::vector<std::string> keys;
 };
 SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
-                            const std::function<bool(const Kernel&)>& shareable = {});
+                            const std::function<bool(const Kernel&)>& shareable = {}, Lift lift = Lift::None,
+                            SizeHistory* history = nullptr);
 
 // A symbol for the function whose key is `key`: `prefix` and the key's
 // 128-bit hash in hex. The same code gets the same name in every program,

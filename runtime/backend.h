@@ -11,6 +11,7 @@
 #include <loom/device.h>
 
 #include "ir/graph.h"
+#include "ir/local_kernel.h"
 #include "runtime/buffer.h"
 
 namespace loom::runtime {
@@ -87,9 +88,14 @@ class Executable {
 
 // How to compile: `unaligned_offsets` assumes nothing of the runtime view
 // offsets (the variant for runs whose offsets the first one's code could
-// not take: Executable::fits).
+// not take: Executable::fits); `sizes`: which of the kernels' extents,
+// strides and offsets other than 0 and +-1 they read from arguments
+// (ir::Lift, ir::SizeArgs), so the functions compiled serve the graph's
+// structure at other sizes. A backend that cannot may ignore it (its code
+// is then static).
 struct CompileHints {
   bool unaligned_offsets = false;
+  ir::Lift sizes = ir::Lift::None;
 };
 
 // A backend turns a graph into an Executable (docs/ADDING_A_BACKEND.md).
@@ -105,6 +111,8 @@ class Backend {
   virtual const char* name() const = 0;
   virtual DeviceType device_type() const = 0;
   virtual std::unique_ptr<Executable> compile(const ir::Graph& g, const CompileHints& hints) = 0;
+  // Whether compile() honours CompileHints::sizes_as_args.
+  virtual bool takes_sizes_as_args() const { return false; }
 };
 
 // Registers a backend, once, from its own file:

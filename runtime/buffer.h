@@ -37,6 +37,11 @@ class Buffer : public ir::DataRef {
   // The message, or null (the usual case: one load).
   const std::string* poisoned() const { return poison_.load(std::memory_order_acquire); }
 
+  // loom::mark_dynamic: graphs reading this buffer compile with sizes as
+  // arguments (runtime/recompile.h wants_sizes_as_args).
+  void mark_dynamic() const { dynamic_.store(true, std::memory_order_relaxed); }
+  bool dynamic() const { return dynamic_.load(std::memory_order_relaxed); }
+
  private:
   Buffer(void* ptr, size_t bytes, Device device, std::function<void(void*)> release)
       : ptr_(ptr), bytes_(bytes), device_(device), release_(std::move(release)) {}
@@ -45,6 +50,7 @@ class Buffer : public ir::DataRef {
   Device device_;
   std::function<void(void*)> release_;
   mutable std::atomic<const std::string*> poison_{nullptr};  // owned
+  mutable std::atomic<bool> dynamic_{false};
 };
 
 using BufferPtr = std::shared_ptr<Buffer>;

@@ -99,22 +99,35 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
       bump(c.cache_misses);
       const CompileWhy why = explain_compile(g, backend.name(), variant == 1);
       bump(reason_counter(c, why.reason));
+      const ir::Lift lift = backend.takes_sizes_as_args() ? runtime::sizes_as_args(g, why.reason) : ir::Lift::None;
+      const bool sizes_as_args = lift != ir::Lift::None;
       if (why.reason != CompileReason::NewGraph && log_enabled(LogTopic::Recompiles))
-        log_line(LogTopic::Recompiles, "key=%016llx nodes=%zu backend=%s %s: %s",
+        log_line(LogTopic::Recompiles, "key=%016llx nodes=%zu backend=%s %s: %s%s",
                  static_cast<unsigned long long>(g.hash), g.size(), backend.name(), compile_reason_name(why.reason),
-                 why.text.c_str());
+                 why.text.c_str(), sizes_as_args ? " [sizes as arguments]" : "");
       // The graph's text only when dumping is on: printing a 1,000-node graph
       // costs more than the reference backend's compile.
       if (std::string folder = dump_folder(g, backend.name()); !folder.empty())
         dump_file(folder, "graph.txt", ir::to_string(g));
       int64_t t0 = now_ns();
-      std::shared_ptr<Executable> fresh = backend.compile(g, CompileHints{variant == 1});
+      // Whether this compile generated code: the process's count of LLVM
+      // and NVRTC compiles (made on TBB's threads too) before and after. A
+      // compile on another thread meanwhile would count as this one's.
+      const int64_t code_before = c.jit_compiles.load(std::memory_order_relaxed);
+      std::shared_ptr<Executable> fresh = backend.compile(g, CompileHints{variant == 1, lift});
       bump(c.compile_ns, now_ns() - t0);
+      if (sizes_as_args) {
+        bump(c.compiles_sizes_as_args);
+        if (c.jit_compiles.load(std::memory_order_relaxed) == code_before) bump(c.executables_resized);
+      }
       exe = cache.insert(backend, g, std::move(fresh), variant);
       if (log_enabled(LogTopic::Cache))
-        log_line(LogTopic::Cache, "miss key=%016llx nodes=%zu backend=%s compiled in %.3f ms%s",
+        log_line(LogTopic::Cache, "miss key=%016llx nodes=%zu backend=%s compiled in %.3f ms%s%s",
                  static_cast<unsigned long long>(g.hash), g.size(), backend.name(), (now_ns() - t0) / 1e6,
-                 variant ? " (the variant for view offsets the first compile's code could not take)" : "");
+                 variant ? " (the variant for view offsets the first compile's code could not take)" : "",
+                 !sizes_as_args ? "" : c.jit_compiles.load(std::memory_order_relaxed) == code_before
+                                           ? " (sizes as arguments: every kernel compiled before, lowered anew only)"
+                                           : " (sizes as arguments)");
     }
     run_exe = exe.get();
     if (use_last) {  // remembered as it was found: a clear() since then makes it stale at once

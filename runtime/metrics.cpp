@@ -150,6 +150,8 @@ Metrics metrics() {
   m.late_check_wait_ns = c.late_check_wait_ns.load();
   m.compiled_replays = c.compiled_replays.load();
   m.executables_evicted = c.executables_evicted.load();
+  m.compiles_sizes_as_args = c.compiles_sizes_as_args.load();
+  m.executables_resized = c.executables_resized.load();
   m.executable_cache_bytes = runtime::executable_cache().bytes();
   m.executables_cached = static_cast<int64_t>(runtime::executable_cache().size());
   return m;
@@ -167,7 +169,8 @@ void reset_metrics() {
                   &c.disk_cache_writes, &c.disk_cache_rejected, &c.jit_compiles, &c.kernels_compiled,
                   &c.jit_compile_ns, &c.nvrtc_compiles, &c.nvrtc_compile_ns, &c.cuda_graph_launches, &c.cuda_argument_uploads, &c.cuda_graph_node_updates,
                   &c.cuda_graphs_built, &c.cuda_graph_kernels, &c.cuda_graph_depth, &c.late_checks,
-                  &c.late_check_wait_ns, &c.compiled_replays, &c.executables_evicted, &c.compiles_new_graph,
+                  &c.late_check_wait_ns, &c.compiled_replays, &c.executables_evicted, &c.compiles_sizes_as_args,
+                  &c.executables_resized, &c.compiles_new_graph,
                   &c.recompiles_shape, &c.recompiles_dtype, &c.recompiles_attribute, &c.recompiles_alignment,
                   &c.recompiles_evicted})
     a->store(0);
@@ -197,6 +200,10 @@ std::string Metrics::to_string() const {
                                 {"  recompiles: alignment", recompiles_alignment},
                                 {"  recompiles: evicted", recompiles_evicted}})
     if (n) row(name, std::to_string(n));
+  if (compiles_sizes_as_args) {
+    row("  with sizes as args", std::to_string(compiles_sizes_as_args));
+    row("    resized, no code", std::to_string(executables_resized));
+  }
   row("hash collisions", std::to_string(hash_collisions));
   row("compile time", ms(compile_ns));
   row("execute time", ms(execute_ns));

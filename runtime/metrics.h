@@ -46,6 +46,8 @@ struct Counters {
   std::atomic<int64_t> late_check_wait_ns{0};  // time waiting for those checks (also in execute_ns)
   std::atomic<int64_t> compiled_replays{0};       // loom::compile calls that ran their executable without recording
   std::atomic<int64_t> executables_evicted{0};    // dropped from the executable cache to stay within its bound
+  std::atomic<int64_t> compiles_sizes_as_args{0};  // cache misses compiled with sizes as arguments (ir::SizeArgs)
+  std::atomic<int64_t> executables_resized{0};     // of those, the ones that compiled no code: every function existed
 };
 
 Counters& counters();

@@ -6,13 +6,19 @@
 // next compile of the same structure can say what changed.
 #include "runtime/recompile.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <list>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
 #include <vector>
 
+#include <loom/error.h>
+
 #include "ir/hash.h"
+#include "runtime/buffer.h"
 
 namespace loom::runtime {
 
@@ -184,6 +190,34 @@ CompileWhy explain_compile(const ir::Graph& g, const char* backend, bool alignme
     m.order.pop_front();
   }
   return why;
+}
+
+namespace {
+SizesAsArgs mode_from_env() {
+  const char* e = std::getenv("LOOM_DYNAMIC");
+  if (!e || !*e || std::strcmp(e, "auto") == 0) return SizesAsArgs::Automatic;
+  if (std::strcmp(e, "always") == 0) return SizesAsArgs::Always;
+  if (std::strcmp(e, "never") == 0) return SizesAsArgs::Never;
+  throw Error(std::string("loom: LOOM_DYNAMIC=") + e + ": expected auto, always or never");
+}
+std::atomic<SizesAsArgs>& mode_now() {
+  static std::atomic<SizesAsArgs> m{mode_from_env()};
+  return m;
+}
+}  // namespace
+
+SizesAsArgs sizes_as_args_mode() { return mode_now().load(std::memory_order_relaxed); }
+SizesAsArgs set_sizes_as_args_mode(SizesAsArgs mode) { return mode_now().exchange(mode); }
+
+ir::Lift sizes_as_args(const ir::Graph& g, CompileReason reason) {
+  switch (sizes_as_args_mode()) {
+    case SizesAsArgs::Always: return ir::Lift::All;
+    case SizesAsArgs::Never: return ir::Lift::None;
+    case SizesAsArgs::Automatic: break;
+  }
+  for (uint32_t i : g.input_nodes)
+    if (const auto* b = static_cast<const Buffer*>(g.nodes[i]->data.get()); b && b->dynamic()) return ir::Lift::All;
+  return reason == CompileReason::Shape ? ir::Lift::Seen : ir::Lift::None;
 }
 
 }  // namespace loom::runtime

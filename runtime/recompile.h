@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ir/graph.h"
+#include "ir/local_kernel.h"
 
 namespace loom::runtime {
 
@@ -31,5 +32,16 @@ CompileWhy explain_compile(const ir::Graph& g, const char* backend, bool alignme
 
 // The reason's name as the metrics and the log print it.
 const char* compile_reason_name(CompileReason r);
+
+// loom::set_dynamic_shapes (api/include/loom/runtime.h): when a compile
+// takes sizes as arguments (CompileHints::sizes_as_args).
+enum class SizesAsArgs : uint8_t { Automatic, Always, Never };
+SizesAsArgs sizes_as_args_mode();
+SizesAsArgs set_sizes_as_args_mode(SizesAsArgs mode);
+// Which sizes the compile of `g`, for `reason`, takes as arguments: by the
+// mode (Always: all; Never: none), and in Automatic mode all when one of
+// its inputs is marked (Buffer::mark_dynamic), those that changed when
+// its structure came before with another shape, else none.
+ir::Lift sizes_as_args(const ir::Graph& g, CompileReason reason);
 
 }  // namespace loom::runtime

@@ -156,10 +156,13 @@ class Generator {
   // inputs: the graphs hash alike, so the real run replays its executables.
   // contiguous_blobs: from_blob inputs are made contiguous, as copying them
   // to a GPU does (a reference run beside a cuda run).
-  Generator(uint64_t seed, bool perturb, bool variant = false, bool contiguous_blobs = false)
+  // `grow`: every base dim above 1 is that much longer (1s stay 1, so
+  // what broadcasts still does): the program at other sizes, as far as
+  // the generator's later draws do not depend on them.
+  Generator(uint64_t seed, bool perturb, bool variant = false, bool contiguous_blobs = false, int64_t grow = 0)
       : rng_(seed), jrng_(seed ^ 0x9e3779b97f4a7c15ull), drng_(seed * 31 + (variant ? 17 : 0)),
         later_(seed ^ 0x5851f42d4c957f2dull), perturb_(perturb),
-        variant_(variant), contiguous_blobs_(contiguous_blobs) {}
+        variant_(variant), contiguous_blobs_(contiguous_blobs), grow_(grow) {}
 
   std::vector<std::unique_ptr<double[]>> blobs_;  // memory behind from_blob inputs: outlives every tensor below
   std::vector<Var> outputs;
@@ -346,6 +349,8 @@ class Generator {
     Shape base;
     for (int64_t d = 0; d < rank; ++d) base.push_back(uniform(1, 9));
     if (wide) base[static_cast<size_t>(uniform(0, rank - 1))] = uniform(10, 64);
+    for (int64_t& d : base)
+      if (d > 1) d += grow_;
     max_numel_ = std::max<int64_t>(8192, numel_of(base));  // ops never grow values past this
     const int n = static_cast<int>(uniform(1, 4));
     for (int i = 0; i < n; ++i) {
@@ -1581,6 +1586,7 @@ class Generator {
   std::mt19937_64 later_;
   bool later_coin() { return std::uniform_int_distribution<int>(0, 1)(later_) == 1; }
   const bool perturb_, variant_, contiguous_blobs_;
+  const int64_t grow_;
   std::vector<Var> pool_;
   int next_ = 0;
   int64_t max_numel_ = 8192;
@@ -1608,7 +1614,7 @@ struct Run {
 // default); the others select that CPU backend.
 // `contiguous_blobs`: see Generator (true for every run of a cuda check).
 Run run_program(uint64_t seed, const std::string& backend, bool perturb, bool variant = false,
-                bool contiguous_blobs = false) {
+                bool contiguous_blobs = false, int64_t grow = 0) {
   const bool gpu = backend == "cuda";
   loom::set_backend(gpu ? "llvm" : backend);
   loom::set_default_device(gpu ? loom::Device(loom::kCUDA) : loom::Device(loom::kCPU));
@@ -1616,7 +1622,7 @@ Run run_program(uint64_t seed, const std::string& backend, bool perturb, bool va
     ~DefaultDevice() { loom::set_default_device(loom::kCPU); }
   } default_device;
   Run r;
-  Generator g(seed, perturb, variant, contiguous_blobs);
+  Generator g(seed, perturb, variant, contiguous_blobs, grow);
   const int64_t bound = loom::max_pending_nodes();
   struct Restore {
     int64_t bound;
@@ -1639,10 +1645,10 @@ Run run_program(uint64_t seed, const std::string& backend, bool perturb, bool va
 }
 
 // The pending graph of output k of the program, as loom::explain prints it.
-std::string explain_output(uint64_t seed, size_t k) {
+std::string explain_output(uint64_t seed, size_t k, int64_t grow = 0) {
   loom::set_backend("llvm");
   const int64_t bound = loom::max_pending_nodes();
-  Generator g(seed, false);
+  Generator g(seed, false, false, false, grow);
   g.build(seed);
   loom::set_max_pending_nodes(bound);
   return loom::explain(g.outputs.at(k).t);
@@ -1719,13 +1725,16 @@ std::string check_exact(const OutValues& want, const OutValues& pert) {
 }
 
 // Returns an empty string when the graph of `seed` passes on `backend`
-// ("llvm" or "cuda").
-std::string check_seed(uint64_t seed, const std::string& backend = "llvm") {
+// ("llvm" or "cuda"). With `grow` (Generator), the program at other sizes,
+// run without the warm-up of other scalars: after a run at other sizes its
+// graphs are the ones a new size compiles (sizes as arguments: resized).
+std::string check_seed(uint64_t seed, const std::string& backend = "llvm", int64_t grow = 0) {
   const bool gpu = backend == "cuda";
-  Run ref = run_program(seed, "reference", false, false, gpu);
-  Run pert = run_program(seed, "reference", true, false, gpu);
-  Run variant = run_program(seed, backend, false, true, gpu);  // warms the cache with the same keys
-  Run got = run_program(seed, backend, false, false, gpu);
+  Run ref = run_program(seed, "reference", false, false, gpu, grow);
+  Run pert = run_program(seed, "reference", true, false, gpu, grow);
+  Run variant;
+  if (grow == 0) variant = run_program(seed, backend, false, true, gpu);  // warms the cache with the same keys
+  Run got = run_program(seed, backend, false, false, gpu, grow);
   std::ostringstream os;
   if (!ref.error.empty() || !got.error.empty() || !pert.error.empty() || !variant.error.empty()) {
     os << "a run raised an error\n  reference: " << ref.error << "\n  perturbed: " << pert.error << "\n  " << backend
@@ -1745,7 +1754,7 @@ std::string check_seed(uint64_t seed, const std::string& backend = "llvm") {
        << dt_name(ref.outs[k].dtype) << shape_str(ref.outs[k].shape) << (ref.outs[k].noise ? ", noisy" : ", exact")
        << ") differs:\n" << why << "program:\n" << ref.listing;
     try {
-      os << "loom::explain(" << ref.outs[k].name << "):\n" << explain_output(seed, k);
+      os << "loom::explain(" << ref.outs[k].name << "):\n" << explain_output(seed, k, grow);
     } catch (const loom::Error& e) {
       os << "(explain failed: " << e.what() << ")\n";
     }
@@ -1840,6 +1849,37 @@ void run_random_graphs(const std::string& backend) {
 }
 
 TEST(Differential, RandomGraphsLlvmVsReference) { run_random_graphs("llvm"); }
+
+// The same programs at three sizes each (every dim above 1 grown by 0, 3
+// and 7), every compile with sizes as arguments: the second and third
+// sizes of a graph run the kernels compiled for the first (counted: some
+// must), and each size agrees with the reference. LOOM_DIFF_SIZE_GRAPHS
+// (default 40) programs from LOOM_DIFF_SEED.
+TEST(Differential, ProgramsAtChangingSizesLlvmVsReference) {
+  const int64_t graphs = env_int("LOOM_DIFF_SIZE_GRAPHS", 40);
+  const uint64_t first = static_cast<uint64_t>(env_int("LOOM_DIFF_SEED", 1));
+  const std::string previous = loom::set_backend("reference");
+  const loom::DynamicShapes mode = loom::set_dynamic_shapes(loom::DynamicShapes::Always);
+  const int64_t resized_before = loom::metrics().executables_resized;
+  int64_t failed = 0;
+  for (int64_t g = 0; g < graphs && failed < 5; ++g) {
+    const uint64_t seed = first + static_cast<uint64_t>(g);
+    for (int64_t grow : {0, 3, 7}) {
+      const std::string why = check_seed(seed, "llvm", grow);
+      if (why.empty()) continue;
+      ++failed;
+      ADD_FAILURE() << "seed " << seed << " grown by " << grow << ": " << why;
+      break;
+    }
+  }
+  const int64_t resized = loom::metrics().executables_resized - resized_before;
+  loom::set_dynamic_shapes(mode);
+  loom::set_backend(previous);
+  std::printf("[ differential ] llvm at three sizes, %lld programs: %lld executables resized with no code compiled\n",
+              static_cast<long long>(graphs), static_cast<long long>(resized));
+  EXPECT_EQ(failed, 0);
+  EXPECT_GT(resized, graphs / 4) << "too few runs reused the kernels of another size: the test tests little";
+}
 
 // Seeds that once failed on llvm, run whatever the slice above covers: 130
 // (a kernel left with no store after its only reader joined it, merged

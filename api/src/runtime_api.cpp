@@ -6,6 +6,8 @@
 #include "api/src/record.h"
 #include "ir/graph.h"
 #include "runtime/backend.h"
+#include "runtime/buffer.h"
+#include "runtime/recompile.h"
 
 namespace loom {
 
@@ -30,6 +32,21 @@ std::string explain(const Tensor& t, SourceLoc loc) {
 }
 
 std::string set_backend(const std::string& name) { return runtime::select_cpu_backend(name); }
+
+DynamicShapes set_dynamic_shapes(DynamicShapes mode) {
+  using M = runtime::SizesAsArgs;
+  const M to = mode == DynamicShapes::Always ? M::Always : mode == DynamicShapes::Never ? M::Never : M::Automatic;
+  const M was = runtime::set_sizes_as_args_mode(to);
+  return was == M::Always ? DynamicShapes::Always : was == M::Never ? DynamicShapes::Never : DynamicShapes::Automatic;
+}
+
+void mark_dynamic(const Tensor& t, SourceLoc loc) {
+  const detail::TensorImpl& im = detail::impl_of(t, "mark_dynamic", loc);
+  detail::materialize(im.storage);
+  runtime::BufferPtr b = im.storage->buffer();
+  LOOM_CHECK(b != nullptr, "mark_dynamic", loc, "internal error: storage not materialized after sync");
+  b->mark_dynamic();
+}
 
 std::string backend_name(DeviceType device) {
   if (device == kCUDA) return "none";

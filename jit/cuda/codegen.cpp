@@ -164,7 +164,8 @@ GemmConfig config_of(const ir::KernelProgram& p, const std::vector<GemmConfig>& 
 }
 }  // namespace
 
-ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm) {
+ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, ir::Lift lift,
+                                ir::SizeHistory* history) {
   return ir::share_kernels(p, [&](const ir::Kernel& k) {
     std::string key;
     for (const ir::Access& a : k.accesses) {
@@ -173,8 +174,15 @@ ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<Ge
     }
     if (k.contraction)
       for (uint64_t w : config_of(p, gemm, static_cast<size_t>(&k - p.kernels.data())).key()) key += ";" + std::to_string(w);
+    // The plan's choices, which the text holds: kernels of one key at other
+    // sizes (sizes as arguments) may plan otherwise, and must not share.
+    const KernelPlan plan = plan_kernel(p, k);
+    for (int64_t w : {int64_t{plan.pointwise}, int64_t{plan.tiled}, int64_t{plan.lanes}, int64_t{plan.steps},
+                      int64_t{plan.block}, int64_t{plan.group}, int64_t{plan.rows_per_block}, int64_t{plan.per_thread},
+                      int64_t{plan.columns}, int64_t{plan.threads * plan.lanes < (int64_t{1} << 31)}})
+      key += "," + std::to_string(w);
     return key;
-  });
+  }, {}, lift, history);
 }
 
 std::string shared_symbol(size_t j) { return "loom_f" + std::to_string(j); }
@@ -222,7 +230,7 @@ std::string emit_source(const ir::KernelProgram& p, const ir::SharedKernels& sha
     const ir::LocalKernel& l = shared.local[i];
     if (shared.first[f] != i) continue;  // emitted with the first kernel it runs
     const GemmConfig c = p.kernels[i].contraction ? config_of(p, gemm, i) : GemmConfig{};
-    KernelEmitter(l.program, l.kernel(), f, out, c).emit();
+    KernelEmitter(l.program, l.kernel(), f, out, c, false, {}, l.sizes).emit();
   }
   return out.str();
 }
@@ -242,7 +250,7 @@ std::string emit_function_source(const ir::KernelProgram& p, const ir::SharedKer
   if (random) out << kernels::cuda::detail::kPhiloxSource;
   if (k.contraction) out << gemm_template_source();
   const GemmConfig c = k.contraction ? config_of(p, gemm, i) : GemmConfig{};
-  KernelEmitter(l.program, k, f, out, c, false, function_symbol(shared.keys.at(f))).emit();
+  KernelEmitter(l.program, k, f, out, c, false, function_symbol(shared.keys.at(f)), l.sizes).emit();
   return out.str();
 }
 

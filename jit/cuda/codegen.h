@@ -106,7 +106,12 @@ inline constexpr long long kErrorIndexOutOfRange = 2;
 // its local buffer addresses, followed by its node table (the canonical
 // node of each local node number, for the error word), and `fs` / `is` at
 // its local scalars. Unused by a single-block program (one kernel in all).
-ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm = {});
+// `lift`: each kernel localized with those sizes as arguments
+// (ir::SizeArgs): the text then serves every size at which the kernel
+// plans alike (KernelPlan's choices are in the text and in the key);
+// `history` notes the numbers (ir::SizeHistory).
+ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm = {},
+                                ir::Lift lift = ir::Lift::None, ir::SizeHistory* history = nullptr);
 
 // The CUDA C of the functions of `shared`, shared_symbol(j) each, emitted
 // from the first kernel each runs. A GEMM kernel i (ir::Kernel::contraction)

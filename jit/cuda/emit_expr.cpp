@@ -112,16 +112,26 @@ void KernelEmitter::body(const std::vector<bool>& need, const char* in) {
 // Element offset of access `a` at the current indices; in a lane loop the
 // innermost index is advanced by `lane` (e.g. "l").
 std::string KernelEmitter::offset(const ir::Access& a, const std::string& lane) {
-  std::string s = std::to_string(a.offset) + "LL";
+  const uint32_t ai = access_index(a);
+  std::string s = access_offset(ai);
   if (a.has_runtime_offset()) s += " + is[" + std::to_string(a.offset_scalar) + "]";
   const int n = k_.loop.n;
   for (int d = 0; d < a.strides.n; ++d) {
     if (!a.strides[d]) continue;
     std::string i = "i" + std::to_string(d);
     if (d == n - 1 && !lane.empty()) i = "(" + i + " + " + lane + ")";
-    s += " + " + i + " * " + std::to_string(a.strides[d]) + "LL";
+    s += " + " + i + " * " + stride(ai, d);
   }
   return s;
+}
+
+std::string KernelEmitter::extent_product(int from, int to, int64_t divisor) const {
+  bool lifted = false;
+  for (int d = from; d < to; ++d) lifted = lifted || sizes_.lifted_loop(d);
+  if (!lifted) return std::to_string(prod(k_.loop, from, to) / divisor) + "LL";
+  std::string s = "(1LL";
+  for (int d = from; d < to; ++d) s += " * " + extent(d);
+  return s + (divisor == 1 ? ")" : ") / " + std::to_string(divisor) + "LL");
 }
 
 // A bfloat16 (float16) value is a float holding a number bfloat16
@@ -151,7 +161,7 @@ std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
     case ExprKind::Gather: {  // in range: x.b is an IndexCheck (0 where the run fails)
       const ir::Access& a = k_.accesses[x.a];
       const std::string v = "b" + std::to_string(a.buffer) + "[" + offset(a, lane_index()) + " + x" +
-                            std::to_string(x.b) + " * " + std::to_string(x.imm) + "LL]";
+                            std::to_string(x.b) + " * " + imm(e) + "]";
       if (x.dtype == kBFloat16) return "loom_bf16_widen(" + v + ")";
       if (x.dtype == kHalf) return "loom_f16_widen(" + v + ")";
       return x.dtype == kBool ? "(" + v + " != 0)" : v;
@@ -181,7 +191,7 @@ std::string KernelEmitter::value(const ir::Expr& x, uint32_t e) {
     }
     case ExprKind::Contract: return "acc";
     case ExprKind::Operand: return "opx";
-    case ExprKind::Const: return "((" + std::string(ctype(x.dtype)) + ")" + std::to_string(x.imm) + "LL)";
+    case ExprKind::Const: return "((" + std::string(ctype(x.dtype)) + ")" + imm(e) + ")";
     case ExprKind::Op: break;
   }
   if (x.op == Op::RandUniform || x.op == Op::RandNormal) {

@@ -15,7 +15,7 @@ void KernelEmitter::emit() {
   if (k_.contraction) return emit_gemm();
   const LaunchDims dims = launch_dims(plan_);
   o_ << "\n// " << k_.name << ": loop [";
-  for (int d = 0; d < k_.loop.n; ++d) o_ << (d ? ", " : "") << k_.loop[d];
+  for (int d = 0; d < k_.loop.n; ++d) o_ << (d ? ", " : "") << (sizes_.lifted_loop(d) ? std::string("?") : std::to_string(k_.loop[d]));
   o_ << "], outer " << int(k_.outer) << "\n";
   // In a single-block program (see single_block()) the kernel is a step of
   // loom_program: the same grid-stride loop, with a grid of one block.
@@ -24,6 +24,7 @@ void KernelEmitter::emit() {
   else
     o_ << "extern \"C\" __global__ void __launch_bounds__(" << dims.block << ") " << symbol();
   o_ << "(" << kKernelParams << ") {\n";
+  o_ << size_registers();
   emit_buffer_pointers(kernel_buffers());
   // After an earlier kernel of the run failed on bad data, write nothing:
   // donated buffers must keep their values (runtime/output_plan.h). (A
@@ -49,7 +50,8 @@ void KernelEmitter::emit_gemm() {
   const char* t = ctype(g.dtype);   // the sums (float for bfloat16)
   const char* mt = mtype(g.dtype);  // the operands in memory
   const bool split = gemm_.split > 1;
-  o_ << "\n// " << k_.name << ": gemm [" << g.batch << " x] " << g.m << " x " << g.n << " x " << g.k << ", "
+  const GemmText gt = gemm_text(g);
+  o_ << "\n// " << k_.name << ": gemm [" << gt.batch << " x] " << gt.m << " x " << gt.n << " x " << gt.k << ", "
      << gemm_.str() << "\n";
   // Split-K: this kernel writes partial sums to the workspace (its fifth
   // parameter) and <symbol>_reduce adds them up and runs the epilogue.
@@ -62,6 +64,7 @@ void KernelEmitter::emit_gemm() {
   if (split || args) o_ << ", " << (split ? std::string(t) + "* ws" : std::string("void* ws"));
   if (args) o_ << ", const LoomGemmArgs shape, const " << mt << "* op_a_buffer, const " << mt << "* op_b_buffer";
   o_ << ") {\n";
+  o_ << size_registers();
   if (args && !split) o_ << "  (void)ws;\n";
   std::vector<bool> used = kernel_buffers();
   if (split) {  // the reduce kernel runs the epilogue
@@ -70,8 +73,8 @@ void KernelEmitter::emit_gemm() {
   }
   emit_gemm_prologue(used);
   if (!args) {
-    o_ << "  const LoomGemmArgs shape = {" << g.m << "LL, " << g.n << "LL, " << g.k << "LL, " << g.a_m << "LL, " << g.a_k
-       << "LL, " << g.a_b << "LL, " << g.b_k << "LL, " << g.b_n << "LL, " << g.b_b << "LL};\n";
+    o_ << "  const LoomGemmArgs shape = {" << gt.m << ", " << gt.n << ", " << gt.k << ", " << gt.a_m << ", " << gt.a_k
+       << ", " << gt.a_b << ", " << gt.b_k << ", " << gt.b_n << ", " << gt.b_b << "};\n";
     o_ << "  const " << mt << "* op_a_buffer = b" << g.a_buffer << ";\n  const " << mt << "* op_b_buffer = b" << g.b_buffer
        << ";\n";
   }
@@ -98,18 +101,19 @@ void KernelEmitter::emit_gemm() {
     for (uint32_t e : loads) o_ << " " << ctype(k_.exprs[e].dtype) << " x" << e << ";";
     o_ << " };\n";
   }
-  o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "(op_a_buffer + " << g.a_at()
-     << ", op_b_buffer + " << g.b_at() << ", shape,\n      [&](long long bz, long long gm, long long gn, "
+  o_ << "  " << gemm_instance(gemm_, g) << (split ? "::run" : "::run_with") << "(op_a_buffer + " << gt.a_at
+     << ", op_b_buffer + " << gt.b_at << ", shape,\n      [&](long long bz, long long gm, long long gn, "
      << t << " acc" << (split ? "" : ", const Loaded& loaded") << ") {\n" << reread;
   if (split) {
-    o_ << "        ws[((blockIdx.y * " << g.batch << "LL + bz) * " << g.m << "LL + gm) * " << g.n << "LL + gn] = acc;\n";
+    o_ << "        ws[((blockIdx.y * " << gt.batch << " + bz) * " << gt.m << " + gm) * " << gt.n << " + gn] = acc;\n";
     o_ << "      }, " << gemm_split_chunk(gemm_, g) << "LL" << ops << ");\n}\n";
     o_ << "extern \"C\" __global__ void __launch_bounds__(" << kGemmReduceThreads << ") " << symbol()
        << "_reduce(" << kKernelParams << ", const " << t << "* ws) {\n";
+    o_ << size_registers();
     emit_gemm_prologue(kernel_buffers());
     hoisted(need, "  ");
-    o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << g.batch << "LL, " << g.m << "LL, " << g.n
-       << "LL,\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
+    o_ << "  LoomGemmReduce<" << t << ">::run(ws, " << gemm_.split << ", " << gt.batch << ", " << gt.m << ", " << gt.n
+       << ",\n      [&](long long bz, long long gm, long long gn, " << t << " acc) {\n";
   }
   const std::string indices = element_indices("        ");
   o_ << indices;
@@ -125,6 +129,44 @@ void KernelEmitter::emit_gemm() {
   o_ << ",\n      [&](long long bz, long long gm, long long gn) {\n" << reread << indices << "        Loaded loaded;\n";
   for (uint32_t e : loads) o_ << "        loaded.x" << e << " = " << value(k_.exprs[e], e) << ";\n";
   o_ << "        return loaded;\n      }" << (ops.empty() ? "" : ", 0LL" + ops) << ");\n}\n";
+}
+
+// The product's sizes, strides and operand offsets as C: gemm_problem's
+// numbers, each a literal unless it is a size argument of the kernel (a
+// number gemm_problem changed, the stride of a dim of extent 1, stays its
+// literal).
+KernelEmitter::GemmText KernelEmitter::gemm_text(const GemmProblem& g) const {
+  const ir::Contraction& c = *k_.contraction;
+  const int n = k_.loop.n;
+  const bool z = sizes_.any();
+  auto field = [&](int32_t slot, int64_t raw, int64_t value) {
+    return z && slot != ir::SizeArgs::kFixed && raw == value ? number(slot, raw) : std::to_string(value) + "LL";
+  };
+  const auto& sa = z ? sizes_.strides[c.a] : std::array<int32_t, ir::kMaxDims>{};
+  const auto& sb = z ? sizes_.strides[c.b] : std::array<int32_t, ir::kMaxDims>{};
+  const ir::Access& a = k_.accesses[c.a];
+  const ir::Access& b = k_.accesses[c.b];
+  auto at = [&](uint32_t ai, const std::string& fallback) {
+    if (!z || sizes_.offset[ai] == ir::SizeArgs::kFixed) return fallback;
+    const ir::Access& x = k_.accesses[ai];
+    std::string s = number(sizes_.offset[ai], x.offset);
+    if (x.has_runtime_offset()) s += " + is[" + std::to_string(x.offset_scalar) + "]";
+    return s;
+  };
+  GemmText t;
+  t.batch = n == 3 ? field(z ? sizes_.loop[0] : ir::SizeArgs::kFixed, k_.loop[0], g.batch) : "1LL";
+  t.m = field(z ? sizes_.loop[n - 2] : ir::SizeArgs::kFixed, k_.loop[n - 2], g.m);
+  t.n = field(z ? sizes_.loop[n - 1] : ir::SizeArgs::kFixed, k_.loop[n - 1], g.n);
+  t.k = field(sizes_.k, c.k, g.k);
+  t.a_m = field(z ? sa[n - 2] : ir::SizeArgs::kFixed, a.strides[n - 2], g.a_m);
+  t.a_k = field(sizes_.a_k, c.a_k, g.a_k);
+  t.a_b = n == 3 ? field(z ? sa[0] : ir::SizeArgs::kFixed, a.strides[0], g.a_b) : "0LL";
+  t.b_k = field(sizes_.b_k, c.b_k, g.b_k);
+  t.b_n = field(z ? sb[n - 1] : ir::SizeArgs::kFixed, b.strides[n - 1], g.b_n);
+  t.b_b = n == 3 ? field(z ? sb[0] : ir::SizeArgs::kFixed, b.strides[0], g.b_b) : "0LL";
+  t.a_at = at(c.a, g.a_at());
+  t.b_at = at(c.b, g.b_at());
+  return t;
 }
 
 // The operands' fused producers (ir::Contraction::a_value / b_value) as
@@ -251,7 +293,7 @@ void KernelEmitter::emit_gemm_prologue(const std::vector<bool>& used) {
 void KernelEmitter::emit_pointwise() {
   const int n = k_.loop.n;
   const int L = plan_.lanes, S = plan_.steps;
-  const bool narrow = plan_.threads * L < (int64_t(1) << 31);
+  const bool narrow = plan_.threads * L < (int64_t(1) << 31) && !sizes_.any();
   const char* ix = narrow ? "unsigned" : "long long";
   const ir::Phase& ph = k_.phases[0];
   std::vector<bool> need = needed(ph);
@@ -260,17 +302,22 @@ void KernelEmitter::emit_pointwise() {
   // contiguous), and issues the 16-byte loads of all S before computing
   // any: S times the bytes in flight per thread, for kernels whose
   // arithmetic would otherwise hold the next load back.
-  o_ << "  for (long long t0 = (long long)blockIdx.x * blockDim.x * " << S << " + threadIdx.x; t0 < " << plan_.threads
-     << "LL; t0 += (long long)gridDim.x * blockDim.x * " << S << ") {\n";
+  // With sizes as arguments the thread count is computed; every size the
+  // text serves takes 64-bit indices (it cannot know they fit 32 bits).
+  const std::string threads = sizes_.any() ? extent_product(0, n, L) : std::to_string(plan_.threads) + "LL";
+  o_ << "  const long long threads = " << threads << ";\n";
+  o_ << "  for (long long t0 = (long long)blockIdx.x * blockDim.x * " << S << " + threadIdx.x; t0 < threads"
+     << "; t0 += (long long)gridDim.x * blockDim.x * " << S << ") {\n";
   auto indices = [&](const char* in) {
     o_ << in << ix << " rest = (" << ix << ")t * " << L << ";\n";
     for (int d = n - 1; d >= 1; --d)
-      o_ << in << "const long long i" << d << " = rest % " << k_.loop[d] << "u; rest /= " << k_.loop[d] << "u;\n";
+      o_ << in << "const long long i" << d << " = rest % " << index_extent(d, narrow) << "; rest /= "
+         << index_extent(d, narrow) << ";\n";
     if (n) o_ << in << "const long long i0 = rest;\n";
     else o_ << in << "(void)rest;\n";
   };
   auto step_open = [&](const char* in) {
-    o_ << in << "const long long t = t0 + (long long)s * blockDim.x;\n" << in << "if (t < " << plan_.threads << "LL) {\n";
+    o_ << in << "const long long t = t0 + (long long)s * blockDim.x;\n" << in << "if (t < threads) {\n";
   };
   lane_ = L > 1;
   // 16-byte loads of the accesses that walk the lanes contiguously.
@@ -345,14 +392,16 @@ void KernelEmitter::emit_tiled() {
     o_ << "  __shared__ " << mtype(p_.buffers[k_.accesses[x.a].buffer].dtype) << " tile" << x.a << "[" << kTile << "]["
        << kTile + 1 << "];\n";
   }
-  const int64_t tiles1 = (L1 + kTile - 1) / kTile;
+  (void)L0, (void)L1;
+  const std::string e0 = extent(0), e1 = extent(1);
+  o_ << "  const long long L0 = " << e0 << ", L1 = " << e1 << ", tiles1 = (L1 + " << kTile - 1 << ") / " << kTile
+     << ", tiles = (L0 + " << kTile - 1 << ") / " << kTile << " * tiles1;\n";
   o_ << "  const int tx = threadIdx.x % " << kTile << ", ty = threadIdx.x / " << kTile << ";\n";
-  o_ << "  for (long long tile = blockIdx.x; tile < " << plan_.tiles << "LL; tile += gridDim.x) {\n";
-  o_ << "    const long long base0 = tile / " << tiles1 << "LL * " << kTile << ", base1 = tile % " << tiles1 << "LL * "
-     << kTile << ";\n";
+  o_ << "  for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n";
+  o_ << "    const long long base0 = tile / tiles1 * " << kTile << ", base1 = tile % tiles1 * " << kTile << ";\n";
   o_ << "#pragma unroll\n    for (int j = 0; j < " << kTile << "; j += 8) {\n";
   o_ << "      const long long i0 = base0 + tx, i1 = base1 + ty + j;\n";
-  o_ << "      if (i0 < " << L0 << "LL && i1 < " << L1 << "LL) {\n";
+  o_ << "      if (i0 < L0 && i1 < L1) {\n";
   for (size_t a = 0; a < k_.accesses.size(); ++a)
     if (from_tile_[a])
       o_ << "        tile" << a << "[ty + j][tx] = b" << k_.accesses[a].buffer << "[" << offset(k_.accesses[a], "")
@@ -360,7 +409,7 @@ void KernelEmitter::emit_tiled() {
   o_ << "      }\n    }\n    __syncthreads();\n";
   o_ << "#pragma unroll\n    for (int j = 0; j < " << kTile << "; j += 8) {\n";
   o_ << "      const long long i0 = base0 + ty + j, i1 = base1 + tx;\n";
-  o_ << "      if (i0 < " << L0 << "LL && i1 < " << L1 << "LL) {\n";
+  o_ << "      if (i0 < L0 && i1 < L1) {\n";
   body(need, "        ");
   for (auto [ai, e] : ph.stores) store(ai, e, "        ");
   o_ << "      }\n    }\n    __syncthreads();\n  }\n";
@@ -387,9 +436,9 @@ void KernelEmitter::emit_rows() {
     o_ << "  const int lane = threadIdx.x % G;\n";
     o_ << "  const long long row = (long long)blockIdx.x * " << RB << " + threadIdx.x / G;\n";
   }
-  o_ << "  const bool active = row < " << plan_.rows << "LL;\n";
+  o_ << "  const bool active = row < " << (sizes_.any() ? extent_product(0, outer) : std::to_string(plan_.rows) + "LL") << ";\n";
   o_ << "  long long rest = active ? row : 0;\n";
-  for (int d = outer - 1; d >= 0; --d) o_ << "  const long long i" << d << " = rest % " << k_.loop[d] << "LL; rest /= " << k_.loop[d] << "LL;\n";
+  for (int d = outer - 1; d >= 0; --d) o_ << "  const long long i" << d << " = rest % " << extent(d) << "; rest /= " << extent(d) << ";\n";
   o_ << "  (void)rest;\n";
   plan_stash();
   for (size_t e = 0; e < k_.exprs.size(); ++e)
@@ -407,17 +456,18 @@ void KernelEmitter::emit_rows() {
 // read with 16-byte loads, then an inner loop over `l` runs the body.
 void KernelEmitter::open_row_loop(const std::vector<bool>& need, const ir::Phase& ph, const char* in) {
   const int n = k_.loop.n, outer = k_.outer, L = plan_.lanes;
+  const std::string row_length = sizes_.any() ? extent_product(outer, n) : std::to_string(plan_.row_length) + "LL";
   if (plan_.per_thread) {
     o_ << in << "#pragma unroll\n" << in << "for (int j = 0; j < " << plan_.per_thread << "; ++j) {\n";
     o_ << in << "  const long long r = (lane + (long long)j * G) * " << L << ";\n";
-    o_ << in << "  if (!active || r >= " << plan_.row_length << "LL) continue;\n";
+    o_ << in << "  if (!active || r >= " << row_length << ") continue;\n";
   } else {
-    o_ << in << "for (long long r = lane * " << L << "LL; active && r < " << plan_.row_length << "LL; r += G * " << L
+    o_ << in << "for (long long r = lane * " << L << "LL; active && r < " << row_length << "; r += G * " << L
        << "LL) {\n";
     o_ << in << "  const int j = 0; (void)j;\n";
   }
   o_ << in << "  long long rr = r;\n";
-  for (int d = n - 1; d > outer; --d) o_ << in << "  const long long i" << d << " = rr % " << k_.loop[d] << "LL; rr /= " << k_.loop[d] << "LL;\n";
+  for (int d = n - 1; d > outer; --d) o_ << in << "  const long long i" << d << " = rr % " << extent(d) << "; rr /= " << extent(d) << ";\n";
   if (n > outer) o_ << in << "  const long long i" << outer << " = rr;\n";
   else o_ << in << "  (void)rr;\n";
   if (L == 1) {

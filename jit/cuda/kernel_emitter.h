@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ir/kernel.h"
+#include "ir/local_kernel.h"
 #include "jit/cuda/codegen.h"
 #include "jit/cuda/gemm.h"
 
@@ -125,10 +126,13 @@ class KernelEmitter {
   // given; else shared_symbol(index)), whose failures name their node
   // through the launch's node table (`nd`). A single-block step:
   // kernel_symbol(index) of the whole program, its nodes as constants.
+  // `sizes`: the kernel's numbers that are arguments (ir::SizeArgs; none:
+  // every number a literal of the text).
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
-                GemmConfig gemm = {}, bool single_block = false, std::string name = {})
-      : p_(p), k_(k), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm), single_block_(single_block),
-        name_(std::move(name)) {
+                GemmConfig gemm = {}, bool single_block = false, std::string name = {},
+                const ir::SizeArgs& sizes = kStatic)
+      : p_(p), k_(k), sizes_(sizes), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm),
+        single_block_(single_block), name_(std::move(name)) {
     // Values that are the same for every element of a phase (scalars, row
     // results and what is computed from them only) are computed once per
     // thread before the element loop: kernels have no __restrict__ (a
@@ -149,6 +153,10 @@ class KernelEmitter {
  private:
   // ---------------------------------------------------------------- GEMM, a product in a single block, pointwise, rows (kernel_emitter.cpp)
   void emit_gemm();
+  struct GemmText {
+    std::string batch, m, n, k, a_m, a_k, a_b, b_k, b_n, b_b, a_at, b_at;
+  };
+  GemmText gemm_text(const GemmProblem& g) const;
 
   std::string operand_ops();
 
@@ -196,6 +204,43 @@ class KernelEmitter {
   std::vector<bool> needed(const ir::Phase& ph);
   void mark(uint32_t e, std::vector<bool>& need);
 
+  // ---------------------------------------------------------------- sizes (emit_expr.cpp)
+  // A number of the kernel as C: its literal, or with sizes as arguments
+  // the run's value from the int scalars. The text then holds no lifted
+  // number: it is the same at every size (it keys the cubin), and what it
+  // does decide by size (lanes, steps, group widths) it prints, so a size
+  // that decides otherwise gets other text.
+  std::string number(int32_t slot, int64_t v) const {
+    return slot == ir::SizeArgs::kFixed ? std::to_string(v) + "LL" : "z" + std::to_string(slot);
+  }
+  // The size arguments read once, into registers, at a kernel's start:
+  // `const long long z<slot> = is[...]`. Read where used, each would be
+  // loaded again after every store (the kernel's pointers may alias: no
+  // __restrict__), which took W3's layer norm from 0.08 to 0.15 ms.
+  std::string size_registers() const {
+    std::string s;
+    for (size_t i = 0; i < sizes_.values.size(); ++i)
+      s += "  const long long z" + std::to_string(i) + " = is[" + std::to_string(sizes_.base + i) + "]; (void)z" +
+           std::to_string(i) + ";\n";
+    return s;
+  }
+  std::string extent(int d) const { return number(sizes_.any() ? sizes_.loop[d] : ir::SizeArgs::kFixed, k_.loop[d]); }
+  std::string stride(uint32_t ai, int d) const {
+    return number(sizes_.any() ? sizes_.strides[ai][d] : ir::SizeArgs::kFixed, k_.accesses[ai].strides[d]);
+  }
+  std::string imm(uint32_t e) const { return number(sizes_.any() ? sizes_.imm[e] : ir::SizeArgs::kFixed, k_.exprs[e].imm); }
+  std::string access_offset(uint32_t ai) const {
+    return number(sizes_.any() ? sizes_.offset[ai] : ir::SizeArgs::kFixed, k_.accesses[ai].offset);
+  }
+  // The product of loops [from, to)'s extents divided by `divisor`, as C:
+  // a literal unless one of them is an argument.
+  std::string extent_product(int from, int to, int64_t divisor = 1) const;
+  // "<extent>u" for a narrow (unsigned) index, else the extent as long long.
+  std::string index_extent(int d, bool narrow) const {
+    return sizes_.lifted_loop(d) ? (narrow ? "(unsigned)" : "") + extent(d) : std::to_string(k_.loop[d]) + (narrow ? "u" : "LL");
+  }
+  uint32_t access_index(const ir::Access& a) const { return static_cast<uint32_t>(&a - k_.accesses.data()); }
+
   // ---------------------------------------------------------------- bodies (emit_expr.cpp)
   std::string stash_slot() const { return plan_.lanes > 1 ? "[j * 4 + l]" : "[j]"; }
 
@@ -221,8 +266,10 @@ class KernelEmitter {
   void store(uint32_t ai, uint32_t e, const char* in);
 
   // ---------------------------------------------------------------- state
+  static inline const ir::SizeArgs kStatic{};
   const ir::KernelProgram& p_;
   const ir::Kernel& k_;
+  const ir::SizeArgs& sizes_;
   size_t index_;
   std::ostringstream& o_;
   KernelPlan plan_;

@@ -63,11 +63,12 @@ std::string build_id() { return std::string("llvm " LLVM_VERSION_STRING ", ") + 
 
 std::string function_symbol(const std::string& key) { return ir::key_symbol("loom_f", key); }
 
-LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
+LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs* sizes) {
   const int n = k.loop.n;
   if (k.contraction || k.outer != 0 || k.phases.size() != 1 || k.phases[0].kind != ir::Phase::Store ||
       k.phases[0].per_row || n < 2)
     return {};
+  if (sizes && sizes->any()) return {};  // its choice reads extents and strides
   int64_t widest = 0;  // bytes of the widest element read or written across rows
   for (const ir::Access& a : k.accesses) {
     const int64_t across = a.strides[n - 1], along = a.strides[n - 2];
@@ -80,8 +81,9 @@ LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k) {
   return b;
 }
 
-int64_t column_lanes(const ir::Kernel& k, int vector_width) {
+int64_t column_lanes(const ir::Kernel& k, int vector_width, const ir::SizeArgs* sizes) {
   if (k.outer < 1) return 0;
+  if (sizes && sizes->lifted_loop(k.outer - 1)) return 0;
   bool reduces = false;
   for (const ir::Phase& ph : k.phases) {
     if (ph.kind == ir::Phase::Reduce && (ph.reduce_op == ir::Op::ArgMax || ph.reduce_op == ir::Op::ArgMin)) return 0;
@@ -95,15 +97,15 @@ int64_t column_lanes(const ir::Kernel& k, int vector_width) {
   return lanes;
 }
 
-int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t) {
+int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t, const ir::SizeArgs* sizes) {
   if (k.loop.n == 2)
-    if (const int64_t rows = transpose_block(p, k).rows) return rows;
+    if (const int64_t rows = transpose_block(p, k, sizes).rows) return rows;
   if (k.outer == 1)
-    if (const int64_t lanes = column_lanes(k, t.vector_width)) return lanes;
+    if (const int64_t lanes = column_lanes(k, t.vector_width, sizes)) return lanes;
   return 1;
 }
 
-KernelFunctions share_functions(const ir::KernelProgram& p) {
+KernelFunctions share_functions(const ir::KernelProgram& p, ir::Lift lift, ir::SizeHistory* history) {
   // Memory hints depend on the rest of the program (whether anyone reads
   // an output again): part of what makes two kernels' code the same.
   return ir::share_kernels(p, [&](const ir::Kernel& k) {
@@ -116,7 +118,7 @@ KernelFunctions share_functions(const ir::KernelProgram& p) {
     key += ';';
     for (uint32_t a : h.ahead) key += ',' + std::to_string(a);
     return key;
-  });
+  }, {}, lift, history);
 }
 
 std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const KernelFunctions& f,
@@ -125,7 +127,8 @@ std::unique_ptr<llvm::Module> emit_module(const ir::KernelProgram& p, const Kern
   m->setTargetTriple(t.triple);
   for (uint32_t i : which) {
     const ir::LocalKernel& l = f.local[f.first[i]];
-    detail::KernelEmitter(l.program, l.kernel(), memory_hints(p, p.kernels[f.first[i]]), *m, t, function_symbol(f.keys[i]))
+    detail::KernelEmitter(l.program, l.kernel(), l.sizes, memory_hints(p, p.kernels[f.first[i]]), *m, t,
+                          function_symbol(f.keys[i]))
         .emit();
   }
   return m;

@@ -69,10 +69,14 @@ std::string build_id();
 // would touch a new line, and past 4 KiB a new page, for every element.
 // rows == 0: not blocked. With two loops, loop 0's [begin, end) ranges are
 // multiples of `rows` (runtime/cpu/cpu_executable.cpp).
+//
+// These schedules, like every choice a function's code makes, depend only
+// on what its key holds: with sizes as arguments (`sizes`, ir::SizeArgs) a
+// lifted extent is unknown, and the plain schedule is taken.
 struct LoopBlock {
   int64_t rows = 0, cols = 0;
 };
-LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k);
+LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs* sizes = nullptr);
 
 // A reduction kernel (Reduce and Store phases, no argmax, no random
 // numbers) whose rows lie across memory, each step a different memory row
@@ -81,17 +85,22 @@ LoopBlock transpose_block(const ir::KernelProgram& p, const ir::Kernel& k);
 // at once, one vector lane each: each step then reads adjacent elements.
 // 0: the usual order. With one outer loop, loop 0's [begin, end) ranges are
 // multiples of it.
-int64_t column_lanes(const ir::Kernel& k, int vector_width);
+int64_t column_lanes(const ir::Kernel& k, int vector_width, const ir::SizeArgs* sizes = nullptr);
 
 // The loop-0 indices a parallel range of kernel k must hold a multiple of,
 // for the two schedules above (1 for every other kernel).
-int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t);
+int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Target& t,
+                      const ir::SizeArgs* sizes = nullptr);
 
 // The functions a program compiles to. Kernels alike (equal
 // ir::LocalKernel keys and memory hints: the same code on other buffers)
 // share one, each running it with its own buffer and scalar tables.
+// `lift`: which extents, strides and offsets (other than 0 and +-1) are
+// arguments (ir::SizeArgs), so the functions serve the program's structure
+// at other sizes; `history` notes the numbers (ir::SizeHistory).
 using KernelFunctions = ir::SharedKernels;
-KernelFunctions share_functions(const ir::KernelProgram& p);
+KernelFunctions share_functions(const ir::KernelProgram& p, ir::Lift lift = ir::Lift::None,
+                                ir::SizeHistory* history = nullptr);
 
 // The symbol of the function whose key (KernelFunctions::keys) is `key`:
 // named by the key's 128-bit hash, so the same code has the same name in

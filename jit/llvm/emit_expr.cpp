@@ -17,12 +17,31 @@
 
 namespace loom::jit::llvm_cpu::detail {
 
+// ---------------------------------------------------------------- sizes
+// Read where it is used: is_ is noalias and never written, so LLVM hoists
+// the loads out of the loops.
+Value* KernelEmitter::number(int32_t slot, int64_t value) {
+  if (slot == ir::SizeArgs::kFixed) return b_.getInt64(value);
+  return b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), is_, sizes_.base + static_cast<uint32_t>(slot)));
+}
+
+Value* KernelEmitter::lane_offsets(uint32_t ai, int w) {
+  const ir::Access& a = k_.accesses[ai];
+  const int d = lane_dim();
+  std::vector<llvm::Constant*> lanes;
+  for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l));
+  Value* ramp = llvm::ConstantVector::get(lanes);
+  if (a.strides.n == 0) return b_.CreateMul(ramp, splat(b_.getInt64(0), w));
+  return b_.CreateMul(ramp, splat(stride(ai, d), w));
+}
+
 // ---------------------------------------------------------------- memory
 // Element offset of access `a` at the current loop indices (lane 0).
 Value* KernelEmitter::offset(const ir::Access& a) {
-  Value* off = b_.getInt64(a.offset);
+  const uint32_t ai = access_index(a);
+  Value* off = number(sizes_.any() ? sizes_.offset[ai] : ir::SizeArgs::kFixed, a.offset);
   for (uint8_t d = 0; d < a.strides.n; ++d)
-    if (a.strides[d]) off = b_.CreateAdd(off, b_.CreateMul(b_.CreateLoad(b_.getInt64Ty(), idx_[d]), b_.getInt64(a.strides[d])));
+    if (a.strides[d]) off = b_.CreateAdd(off, b_.CreateMul(b_.CreateLoad(b_.getInt64Ty(), idx_[d]), stride(ai, d)));
   return off;
 }
 
@@ -39,9 +58,10 @@ Value* KernelEmitter::load(uint32_t ai, ScalarType dt, int w) {
   } else if (inner == 0) {
     v = b_.CreateVectorSplat(w, b_.CreateLoad(mt, base));
   } else {
+    Value* step = stride(ai, lane_dim());
     v = llvm::PoisonValue::get(llvm::FixedVectorType::get(mt, w));
     for (int l = 0; l < w; ++l)
-      v = b_.CreateInsertElement(v, b_.CreateLoad(mt, b_.CreateConstGEP1_64(mt, base, l * inner)), uint64_t(l));
+      v = b_.CreateInsertElement(v, b_.CreateLoad(mt, b_.CreateGEP(mt, base, b_.CreateMul(step, b_.getInt64(l)))), uint64_t(l));
   }
   if (dt == kBool) v = b_.CreateICmpNE(v, llvm::Constant::getNullValue(v->getType()));
   if (dt == kBFloat16) v = bf16_widen(v);
@@ -56,15 +76,12 @@ Value* KernelEmitter::gather(const ir::Expr& x, Value* index, int w) {
   const ir::Access& a = k_.accesses[x.a];
   Type* mt = memory_type(x.dtype);
   Value* base = b_.CreateGEP(mt, base_[x.a], offset(a));
-  Value* moved = b_.CreateMul(index, splat(b_.getInt64(x.imm), w));
+  Value* moved = b_.CreateMul(index, splat(imm(static_cast<uint32_t>(&x - k_.exprs.data())), w));
   Value* v;
   if (w == 1) {
     v = b_.CreateLoad(mt, b_.CreateGEP(mt, base, moved));
   } else {
-    const int64_t inner = a.strides.n ? a.strides[lane_dim()] : 0;
-    std::vector<llvm::Constant*> lanes;
-    for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l * inner));
-    Value* at = b_.CreateAdd(moved, llvm::ConstantVector::get(lanes));
+    Value* at = b_.CreateAdd(moved, lane_offsets(x.a, w));
     v = b_.CreateMaskedGather(llvm::FixedVectorType::get(mt, w), b_.CreateGEP(mt, base, at),
                               llvm::Align(element_size(x.dtype)));
   }
@@ -91,8 +108,9 @@ void KernelEmitter::store(uint32_t ai, Value* v, ScalarType dt, int w) {
   } else if (inner == 1) {
     b_.CreateAlignedStore(v, base, llvm::Align(element_size(dt)));
   } else {
+    Value* step = stride(ai, lane_dim());
     for (int l = 0; l < w; ++l)
-      b_.CreateStore(b_.CreateExtractElement(v, uint64_t(l)), b_.CreateConstGEP1_64(mt, base, l * inner));
+      b_.CreateStore(b_.CreateExtractElement(v, uint64_t(l)), b_.CreateGEP(mt, base, b_.CreateMul(step, b_.getInt64(l))));
   }
 }
 
@@ -121,6 +139,8 @@ void KernelEmitter::plan_stash() {
   stash_first_.assign(n, -1);
   if (k_.outer == 0 && k_.loop.n) return;  // whole-tensor rows do not fit a stack buffer
   if (column_) return;  // rows side by side (column_phases): computed again, a lane each
+  for (int d = k_.outer; d < k_.loop.n; ++d)
+    if (sizes_.lifted_loop(d)) return;  // a row whose length is an argument: no stack buffer sized by it
   int64_t row = 1;
   for (int d = k_.outer; d < k_.loop.n; ++d) row *= k_.loop[d];
   if (row > kMaxStashRow) return;
@@ -200,6 +220,11 @@ Value* KernelEmitter::eval_value(const ir::Expr& x, const std::vector<Value*>& v
     case ExprKind::Operand: return operand_;
     case ExprKind::Const: {
       Type* t = scalar_type(x.dtype);
+      const uint32_t e = static_cast<uint32_t>(&x - k_.exprs.data());
+      if (sizes_.any() && sizes_.imm[e] != ir::SizeArgs::kFixed) {  // a size argument
+        Value* n = imm(e);
+        return splat(is_floating_point(x.dtype) ? b_.CreateSIToFP(n, t) : b_.CreateSExtOrTrunc(n, t), w);
+      }
       return splat(is_floating_point(x.dtype) ? llvm::ConstantFP::get(t, static_cast<double>(x.imm))
                                               : llvm::ConstantInt::get(t, static_cast<uint64_t>(x.imm), true),
                    w);

@@ -79,7 +79,7 @@ void KernelEmitter::prefetch_next_row(int w, int share) {
   const int row_loop = k_.outer - 1;
   if (!hints_.prefetch_spread) {
     prefetch_lines(hints_.prefetch, w, SpreadShare{}, [&](const ir::Access& acc, int64_t) {
-      return b_.getInt64(acc.strides[row_loop]);
+      return stride(access_index(acc), row_loop);
     }, 2);
     return;
   }
@@ -90,7 +90,7 @@ void KernelEmitter::prefetch_next_row(int w, int share) {
                               b_.getInt64(part.den));  // SpreadShare::from(i)
   Value* along = b_.CreateSub(from, i);  // from this step's element to where its prefetch starts, in the row
   prefetch_lines(hints_.prefetch, w, part, [&](const ir::Access& acc, int64_t) {
-    return b_.CreateAdd(along, b_.getInt64(acc.strides[row_loop]));
+    return b_.CreateAdd(along, stride(access_index(acc), row_loop));
   }, 2);
 }
 

@@ -484,9 +484,11 @@ void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, Value* tile, Sca
   TileEmitter(b, fn, tile, dt, s, epilogue, operand_op, fused, dot, epilogue_prefetch).emit();
 }
 
-bool gemm_dot_product(const ir::Kernel& k, const GemmShape& s) {
+bool gemm_dot_product(const ir::Kernel& k, const GemmShape& s, const ir::SizeArgs* sizes) {
   const ir::Contraction& c = *k.contraction;
   const int n = k.loop.n;
+  // A lifted M or N is unknown to the code: the general tile, which serves every shape.
+  if (sizes && (sizes->lifted_loop(n - 2) || sizes->lifted_loop(n - 1) || sizes->k != ir::SizeArgs::kFixed)) return false;
   const int64_t m = k.loop[n - 2], cols = k.loop[n - 1], b_n = k.accesses[c.b].strides[n - 1];
   const bool short_or_narrow = m < s.mr || (cols < s.nr && c.k >= 2 * s.lanes);
   return short_or_narrow && c.k > 0 && c.b_k == 1 && b_n != 1 && !c.fused_operand(1) &&

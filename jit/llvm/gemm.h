@@ -97,7 +97,7 @@ void emit_gemm_tile(llvm::IRBuilderBase& b, llvm::Function* fn, llvm::Value* til
 // not along N, B without fused producers (A's are applied to a contiguous
 // copy). Asked by the code generator and by the driver's plan, so both
 // agree on every kernel.
-bool gemm_dot_product(const ir::Kernel& k, const GemmShape& s);
+bool gemm_dot_product(const ir::Kernel& k, const GemmShape& s, const ir::SizeArgs* sizes = nullptr);
 
 
 }  // namespace loom::jit::llvm_cpu

@@ -135,7 +135,7 @@ void KernelEmitter::emit_gemm() {
     }
   };
   emit_gemm_tile(b_, fn_, tile, dt, gemm_shape(target_, dt), epilogue, operand_op,
-                 {c.fused_operand(0), c.fused_operand(1)}, gemm_dot_product(k_, gemm_shape(target_, dt)), prefetch_row);
+                 {c.fused_operand(0), c.fused_operand(1)}, gemm_dot_product(k_, gemm_shape(target_, dt), &sizes_), prefetch_row);
   end_body();
 }
 
@@ -186,7 +186,7 @@ void KernelEmitter::nest(int d, int to, int width, const std::function<void(int)
     return;
   }
   Value* lo = d == 0 ? begin_ : b_.getInt64(0);
-  Value* hi = d == 0 ? end_ : b_.getInt64(k_.loop[d]);
+  Value* hi = d == 0 ? end_ : extent(d);
   if (block_.rows && d + 2 == to) return blocked(d, lo, hi, width, body);
   b_.CreateStore(lo, idx_[d]);
   if (d + 1 < to) {
@@ -293,7 +293,7 @@ void KernelEmitter::loop(int d, Value* hi, int step, const std::function<void()>
 // left over one at a time, as every other kernel runs them.
 void KernelEmitter::column_loop() {
   const int d = k_.outer - 1;
-  Value* hi = d == 0 ? end_ : b_.getInt64(k_.loop[d]);
+  Value* hi = d == 0 ? end_ : extent(d);
   b_.CreateStore(d == 0 ? begin_ : b_.getInt64(0), idx_[d]);
   lane_dim_ = d;
   loop(d, hi, static_cast<int>(column_), [&] { column_phases(static_cast<int>(column_)); });
@@ -377,7 +377,7 @@ void KernelEmitter::emit_phase(size_t ph_index) {
   // An arg over a long row (one reduced dim: ir/ops.def) keeps a best
   // value and position per lane; a short one walks element by element
   // (folding the lanes would cost more than the row).
-  const int w = arg && k_.loop[k_.loop.n - 1] < kArgLanesMinRow ? 1 : width_;
+  const int w = arg && !sizes_.lifted_loop(k_.loop.n - 1) && k_.loop[k_.loop.n - 1] < kArgLanesMinRow ? 1 : width_;
   Type* st = scalar_type(dt);
   // One accumulator per step width of the loop (unrolled, vector, scalar
   // tail), folded together after the row. An arg's are positions (-1:

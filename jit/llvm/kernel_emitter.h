@@ -39,11 +39,17 @@ class KernelEmitter {
  public:
   // `p` and `k`: the kernel as its function sees it (ir::LocalKernel), of
   // whose buffers only the dtype may be read (the kernels sharing this
-  // function differ in the rest); `hints`: memory_hints of the kernel in
-  // its whole program.
-  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, MemoryHints hints, llvm::Module& m, const Target& t,
-                const std::string& symbol)
-      : p_(p), k_(k), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width), hints_(std::move(hints)) {
+  // function differ in the rest); `sizes`: its numbers that are arguments
+  // (none for a static kernel); `hints`: memory_hints of the kernel in its
+  // whole program.
+  KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs& sizes, MemoryHints hints,
+                llvm::Module& m, const Target& t, const std::string& symbol)
+      : p_(p), k_(k), sizes_(sizes), target_(t), m_(m), ctx_(m.getContext()), b_(ctx_), width_(t.vector_width),
+        hints_(std::move(hints)) {
+    // Spreading the next row's prefetch over a row's phases is planned
+    // from the row's length: with that length an argument, the next row
+    // is prefetched whole.
+    if (sizes.any() && k.loop.n && sizes.lifted_loop(k.loop.n - 1)) hints_.prefetch_spread = false;
     // Non-temporal stores: x86 only (the sfence below), and only where a
     // whole unrolled step is a multiple of a cache line, so one aligned
     // address keeps every later step aligned.
@@ -125,6 +131,20 @@ class KernelEmitter {
 
   Value* horizontal(Op op, ScalarType dt, Value* v);
 
+  // ---------------------------------------------------------------- sizes (emit_expr.cpp)
+  // A number of the kernel: its constant, or with sizes as arguments the
+  // run's value (ir::SizeArgs). Every extent, stride, offset and constant
+  // the code computes with is read through these.
+  Value* number(int32_t slot, int64_t value);
+  Value* extent(int d) { return number(sizes_.any() ? sizes_.loop[d] : ir::SizeArgs::kFixed, k_.loop[d]); }
+  Value* stride(uint32_t ai, int d) {
+    return number(sizes_.any() ? sizes_.strides[ai][d] : ir::SizeArgs::kFixed, k_.accesses[ai].strides[d]);
+  }
+  Value* imm(uint32_t e) { return number(sizes_.any() ? sizes_.imm[e] : ir::SizeArgs::kFixed, k_.exprs[e].imm); }
+  uint32_t access_index(const ir::Access& a) const { return static_cast<uint32_t>(&a - k_.accesses.data()); }
+  // The w lanes' element offsets from lane 0 along lane_dim() (0, s, 2s, ...).
+  Value* lane_offsets(uint32_t ai, int w);
+
   // ---------------------------------------------------------------- memory (emit_expr.cpp)
   Value* offset(const ir::Access& a);
   [[noreturn]] static void no_code(Op op, ScalarType dt);
@@ -200,6 +220,7 @@ class KernelEmitter {
   // ---------------------------------------------------------------- state
   const ir::KernelProgram& p_;
   const ir::Kernel& k_;
+  const ir::SizeArgs& sizes_;
   const Target& target_;
   Value* contract_ = nullptr;  // a GEMM's sums at the epilogue's position
   Value* operand_ = nullptr;   // a GEMM operand's elements while its fused producers are emitted
@@ -231,8 +252,8 @@ class KernelEmitter {
                       : k_.cost_per_element >= 16      ? 8
                       : (width_ >= 16 || k_.cost_per_element >= 8) ? 4
                                                                    : 2;
-  const LoopBlock block_ = transpose_block(p_, k_);
-  const int64_t column_ = column_lanes(k_, width_);
+  const LoopBlock block_ = transpose_block(p_, k_, &sizes_);
+  const int64_t column_ = column_lanes(k_, width_, &sizes_);
   int lane_dim_ = -1;  // -1: the innermost loop
   std::vector<llvm::AllocaInst*> column_rows_;  // the column path's row values, w lanes each
   llvm::Function* fn_ = nullptr;

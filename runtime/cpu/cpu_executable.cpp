@@ -27,8 +27,8 @@ CpuExecutable::CpuExecutable(ir::KernelProgram program, jit::llvm_cpu::KernelFun
       kernels_(std::move(kernels)),
       outputs_(program_, /*library_stops_on_failure=*/true) {
   for (const ir::LocalKernel& l : functions_.local) {
-    launches_.push_back(plan_launch(l.program, l.kernel()));
-    gemms_.push_back(l.kernel().contraction ? plan_gemm(l.program, l.kernel()) : GemmPlan{});
+    launches_.push_back(plan_launch(l.program, l.kernel(), l.sizes));
+    gemms_.push_back(l.kernel().contraction ? plan_gemm(l.program, l.kernel(), &l.sizes) : GemmPlan{});
   }
 }
 
@@ -61,7 +61,8 @@ void CpuExecutable::give_arena(BufferPtr a) {
   arenas_.push_back(std::move(a));
 }
 
-CpuExecutable::Launch CpuExecutable::plan_launch(const ir::KernelProgram& p, const ir::Kernel& k) {
+CpuExecutable::Launch CpuExecutable::plan_launch(const ir::KernelProgram& p, const ir::Kernel& k,
+                                                 const ir::SizeArgs& sizes) {
   Launch l;
   // Empty loops still run: a reduction over nothing stores its identity.
   int64_t total = 1;
@@ -75,19 +76,22 @@ CpuExecutable::Launch CpuExecutable::plan_launch(const ir::KernelProgram& p, con
   // Chunks of ~kParallelWork, at least a few per core for balance.
   const int64_t per_index = std::max<int64_t>(1, total / std::max<int64_t>(l.extent, 1));
   l.grain = std::max<int64_t>(1, static_cast<int64_t>(kParallelWork / (per_index * k.cost_per_element)));
-  l.block = jit::llvm_cpu::parallel_unit(p, k, jit::llvm_cpu::host_target());
+  l.block = jit::llvm_cpu::parallel_unit(p, k, jit::llvm_cpu::host_target(), &sizes);
   return l;
 }
 
 namespace {
 // A kernel's buffers and scalars under its function's local names
-// (ir::LocalKernel): a few entries, on the stack unless there are many.
+// (ir::LocalKernel), then `extra` (the int scalars: its sizes, when they
+// are arguments): a few entries, on the stack unless there are many.
 template <class T>
 class LocalTable {
  public:
-  LocalTable(const std::vector<uint32_t>& map, const T* global) {
-    T* out = map.size() <= kInline ? inline_ : (heap_.resize(map.size()), heap_.data());
+  LocalTable(const std::vector<uint32_t>& map, const T* global, const std::vector<T>& extra = {}) {
+    const size_t n = map.size() + extra.size();
+    T* out = n <= kInline ? inline_ : (heap_.resize(n), heap_.data());
     for (size_t i = 0; i < map.size(); ++i) out[i] = global[map[i]];
+    std::copy(extra.begin(), extra.end(), out + map.size());
     data_ = out;
   }
   const T* data() const { return data_; }
@@ -105,7 +109,7 @@ void CpuExecutable::run_kernel(size_t ki, void* const* global_bufs, const double
   const ir::LocalKernel& local = functions_.local[ki];
   const LocalTable<void*> local_bufs(local.buffers, global_bufs);
   const LocalTable<double> local_fs(local.scalars, global_fs);
-  const LocalTable<int64_t> local_is(local.scalars, global_is);
+  const LocalTable<int64_t> local_is(local.scalars, global_is, local.sizes.values);
   void* const* bufs = local_bufs.data();
   const double* fs = local_fs.data();
   const int64_t* is = local_is.data();

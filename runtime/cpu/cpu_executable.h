@@ -37,7 +37,7 @@ class CpuExecutable final : public Executable {
     int64_t block = 1;  // loop 0's ranges are multiples of it (jit/llvm/codegen.h: parallel_unit)
     bool serial = true;
   };
-  static Launch plan_launch(const ir::KernelProgram& p, const ir::Kernel& k);
+  static Launch plan_launch(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs& sizes);
   void run_kernel(size_t k, void* const* bufs, const double* fs, const int64_t* is);
   // One step of the program: a generated kernel, or a library call (whose
   // input views are built in `ins`, the run's scratch).

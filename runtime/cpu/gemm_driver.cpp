@@ -56,7 +56,7 @@ const CacheSizes& host_caches() {
   return c;
 }
 
-GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
+GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs* sizes) {
   GemmPlan g;
   const ir::Contraction& c = *k.contraction;
   const int n = k.loop.n;
@@ -141,7 +141,7 @@ GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k) {
   // Packing pays when its panels are reused: skip it when A is no taller
   // than a tile or B fits in half of L2 (it stays there as it is).
   g.direct = g.k == 0 || g.m <= mr || g.k * g.n * e <= cs.l2 / 2;
-  g.dot = jit::llvm_cpu::gemm_dot_product(k, g.shape);
+  g.dot = jit::llvm_cpu::gemm_dot_product(k, g.shape, sizes);
   g.direct = g.direct || g.dot;  // a dot kernel has no other path
   // Tuning experiments: LOOM_GEMM_MC / _NC (and _KC, _SG above; the test
   // of strip groups sets _SG).

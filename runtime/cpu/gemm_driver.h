@@ -62,7 +62,8 @@ struct GemmPlan {
 };
 
 // Decided once per kernel, at executable construction.
-GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k);
+// `sizes`: the kernel's numbers that are arguments of its function.
+GemmPlan plan_gemm(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs* sizes = nullptr);
 
 // Runs the GEMM kernel; `error` is set if an epilogue saw bad data.
 void run_gemm(const GemmPlan& plan, jit::llvm_cpu::GemmFn fn, void* const* bufs, const double* fs, const int64_t* is,

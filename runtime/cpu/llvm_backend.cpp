@@ -58,7 +58,7 @@ void dump_ir(const ir::KernelProgram& program, const jit::llvm_cpu::KernelFuncti
 LOOM_REGISTER_BACKEND(LlvmBackend, 100);  // the default CPU backend
 
 // The llvm code needs no alignment of view offsets: nothing to assume or guard.
-std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g, const CompileHints&) {
+std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g, const CompileHints& hints) {
   std::string folder;
   // Floating-point products are GEMM kernels with fused epilogues
   // (jit/llvm/gemm.h, runtime/cpu/gemm_driver.h), and their operands'
@@ -73,8 +73,9 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g, const Compi
   // Kernels alike (the same layer's backward in each of many unsynced
   // backward calls) compile to one function; a function some graph
   // compiled before (the function cache, in memory and on disk) is not
-  // compiled again.
-  jit::llvm_cpu::KernelFunctions functions = jit::llvm_cpu::share_functions(program);
+  // compiled again. With sizes as arguments, that graph may be this one
+  // at other sizes: then nothing is compiled here.
+  jit::llvm_cpu::KernelFunctions functions = jit::llvm_cpu::share_functions(program, hints.sizes, &sizes_seen_);
   const size_t n = functions.first.size();
   std::vector<std::string> symbols(n);
   for (size_t i = 0; i < n; ++i) symbols[i] = jit::llvm_cpu::function_symbol(functions.keys[i]);

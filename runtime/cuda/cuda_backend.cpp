@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "ir/lower/lower.h"
 #include "jit/cuda/codegen.h"
@@ -21,6 +23,41 @@ namespace {
 // along K for TF32 on sm_90a, a B contiguous along N for exact float32.
 // The copy is one pass over the operand, the product M N K multiply-adds.
 constexpr double kOperandCopyMinWork = 0x1p30;
+
+// With sizes as arguments a product keeps the tile configuration chosen at
+// the first size its kernel was compiled at (tuned there, static or not): at every later
+// size the text is the same and compiles nothing, where tuning again would
+// compile and time candidates for each new length. Keyed by the kernel with
+// its sizes lifted, its buffers' alignment, the TF32 mode and the device.
+class RememberedGemms {
+ public:
+  std::string key_of(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32, int device) const {
+    std::string key = ir::localize(p, k, ir::Lift::All).key;
+    for (const ir::Access& a : k.accesses) {
+      const ir::BufferInfo& b = p.buffers[a.buffer];
+      key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
+    }
+    return key + (tf32 ? ";tf32;" : ";") + std::to_string(device);
+  }
+  jit::cuda::GemmConfig find(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = by_kernel_.find(key);
+    return it == by_kernel_.end() ? jit::cuda::GemmConfig{} : it->second;
+  }
+  void keep(const std::string& key, const jit::cuda::GemmConfig& c) {
+    std::lock_guard lock(mu_);
+    if (by_kernel_.size() > 100000) by_kernel_.clear();  // bounded: a config is cheap to choose again
+    by_kernel_.emplace(key, c);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, jit::cuda::GemmConfig> by_kernel_;
+};
+RememberedGemms& remembered_gemms() {
+  static RememberedGemms* r = new RememberedGemms();  // used until exit
+  return *r;
+}
 }  // namespace
 
 LOOM_REGISTER_BACKEND(CudaBackend, 100);
@@ -58,15 +95,29 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
     // A single-block program computes its products itself: no tuning.
     // LOOM_CUDA_SINGLE_BLOCK=0 (read at each compile) keeps one kernel per
     // step, for comparisons and for tests of the GEMM template.
+    // With sizes as arguments, never: its one kernel holds every size.
     const char* env = std::getenv("LOOM_CUDA_SINGLE_BLOCK");
-    const bool single_block = !(env && std::string(env) == "0") && jit::cuda::single_block(program);
+    const bool lift = hints.sizes != ir::Lift::None;
+    const bool single_block = !lift && !(env && std::string(env) == "0") && jit::cuda::single_block(program);
     // Each product's tile configuration, tuned once per problem (in memory
-    // and on disk).
+    // and on disk); with sizes as arguments, the one its kernel had at the
+    // first size (RememberedGemms).
     module.gemm.resize(program.kernels.size());
+    std::vector<std::string> remembered(program.kernels.size());
+    for (size_t i = 0; i < program.kernels.size(); ++i)
+      if (program.kernels[i].contraction) {
+        remembered[i] = remembered_gemms().key_of(program, program.kernels[i], tf32, index);
+        if (!lift) continue;
+        // Only where it suits this size's operands (a tile that copies 16
+        // bytes at a time needs their alignment, which a size may break).
+        const jit::cuda::GemmConfig c = remembered_gemms().find(remembered[i]);
+        if (c.valid() && gemm_config_fits(c, jit::cuda::gemm_problem(program, program.kernels[i], tf32), index))
+          module.gemm[i] = c;
+      }
     if (!single_block) {  // the tuning modules this graph needs, compiled side by side first
       std::vector<std::string> tuning;
-      for (const ir::Kernel& k : program.kernels)
-        if (k.contraction)
+      for (size_t i = 0; i < program.kernels.size(); ++i)
+        if (const ir::Kernel& k = program.kernels[i]; k.contraction && !module.gemm[i].valid())
           if (std::string s = pending_tuning_source(jit::cuda::gemm_problem(program, k, tf32), index); !s.empty())
             tuning.push_back(std::move(s));
       std::sort(tuning.begin(), tuning.end());
@@ -74,8 +125,9 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
       compile_cubins(tuning, index, "GEMM tuning kernels");
     }
     for (size_t i = 0; i < program.kernels.size() && !single_block; ++i) {
-      if (!program.kernels[i].contraction) continue;
+      if (!program.kernels[i].contraction || module.gemm[i].valid()) continue;
       module.gemm[i] = choose_gemm(jit::cuda::gemm_problem(program, program.kernels[i], tf32), index);
+      remembered_gemms().keep(remembered[i], module.gemm[i]);  // static compiles too: the next size's config
     }
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
     if (single_block) {
@@ -97,7 +149,7 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
     // configuration), each function a program of its own, compiled once
     // per process (side by side with the others a graph lacks) and loaded
     // once per GPU, whichever graphs run it.
-    module.shared = jit::cuda::share_kernels(program, module.gemm);
+    module.shared = jit::cuda::share_kernels(program, module.gemm, hints.sizes, &sizes_seen_);
     std::vector<std::string> sources(module.shared.first.size());
     for (size_t f = 0; f < sources.size(); ++f)
       sources[f] = jit::cuda::emit_function_source(program, module.shared, module.gemm, f);

@@ -95,7 +95,7 @@ CudaExecutable::CudaExecutable(ir::KernelProgram program, int device, LoadedModu
   for (size_t i = 0; i < module_.shared.local.size(); ++i) {
     const ir::LocalKernel& l = module_.shared.local[i];
     tables_at_[i] = static_cast<int64_t>(arg_words_);
-    arg_words_ += l.buffers.size() + l.nodes.size() + 2 * l.scalars.size();
+    arg_words_ += l.buffers.size() + l.nodes.size() + 2 * l.scalars.size() + l.sizes.values.size();
   }
   for (Slot& s : slots_) {
     check(driver().cuMemHostAlloc(&s.host, arg_words_ * 8, CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc",
@@ -468,6 +468,7 @@ void CudaExecutable::run(const RunArgs& args, std::vector<BufferPtr>& result) {
     for (uint32_t n : l.nodes) *t++ = n;
     for (uint32_t sl : l.scalars) *t++ = words[scalar_at_ + sl];
     for (uint32_t sl : l.scalars) *t++ = words[scalar_at_ + ns + sl];
+    for (int64_t v : l.sizes.values) *t++ = v;  // its sizes, when they are arguments: after its int scalars
   }
 
   if (!launches_.empty()) {

@@ -179,6 +179,15 @@ std::string pending_tuning_source(const jc::GemmProblem& problem, int device) {
   return jc::gemm_tuning_source(g, jc::gemm_candidates(g));
 }
 
+bool gemm_config_fits(const jc::GemmConfig& c, const jc::GemmProblem& problem, int device) {
+  const DeviceContext& ctx = context(device);
+  jc::GemmProblem g = problem;
+  g.wgmma = ctx.wgmma();
+  if (c == jc::gemm_heuristic(g, ctx.multiprocessors)) return true;
+  const std::vector<jc::GemmConfig> cs = jc::gemm_candidates(g);
+  return std::find(cs.begin(), cs.end(), c) != cs.end();
+}
+
 jc::GemmConfig choose_gemm(const jc::GemmProblem& problem, int device) {
   const DeviceContext& ctx = context(device);
   jc::GemmProblem g = problem;

@@ -13,6 +13,11 @@ namespace loom::runtime::cuda {
 // does a product of fewer than kTuneMinWork multiply-adds: timing its
 // candidates costs seconds of NVRTC to save microseconds.
 jit::cuda::GemmConfig choose_gemm(const jit::cuda::GemmProblem& g, int device);
+// Whether configuration `c`, chosen for another problem, may compute `g`
+// on `device`: it is one choose_gemm could have picked for g (its
+// heuristic or one of its candidates, which hold to what each tile needs
+// of the operands' layout and alignment).
+bool gemm_config_fits(const jit::cuda::GemmConfig& c, const jit::cuda::GemmProblem& g, int device);
 inline constexpr double kTuneMinWork = 0x1p24;
 // The tuning module choose_gemm would compile for `g` (its candidates'
 // kernels), or "" when it would compile none (small, chosen before, on

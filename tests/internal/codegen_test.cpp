@@ -176,6 +176,73 @@ TEST(LlvmCodegen, FunctionsAreNamedByTheirKeyAcrossPrograms) {
   EXPECT_EQ(lc::function_symbol(f1.keys[0]).rfind("loom_f", 0), 0u);
 }
 
+// With sizes as arguments (ir::SizeArgs) a function's key holds no size
+// but 0 and 1: the same program at 48 and 80 rows shares its functions,
+// their numbers differ only in the arguments; at one row (a size-1 loop
+// decides code) it does not. Without, each size is its own function.
+TEST(LlvmCodegen, SizesAsArgumentsGiveOneFunctionForEverySize) {
+  auto program = [](int64_t n) {
+    auto x = loom::randn({n, 32});
+    auto w = loom::randn({32, 24});
+    loom::sync();
+    loom::ir::LowerOptions options;
+    options.gemm_kernels = true;
+    return lower_outputs({loom::softmax(loom::matmul(x, w), -1), loom::softmax(x.t(), -1), x.sum({0}, true)}, options);
+  };
+  const loom::ir::KernelProgram a = program(48), b = program(80), one = program(1);
+  const lc::KernelFunctions fa = lc::share_functions(a, loom::ir::Lift::All),
+                            fb = lc::share_functions(b, loom::ir::Lift::All),
+                            fone = lc::share_functions(one, loom::ir::Lift::All);
+  ASSERT_EQ(fa.keys.size(), fb.keys.size());
+  bool lifted = false;
+  for (size_t i = 0; i < fa.keys.size(); ++i) {
+    EXPECT_EQ(fa.keys[i], fb.keys[i]) << "function " << i;
+    const loom::ir::SizeArgs& za = fa.local[fa.first[i]].sizes;
+    const loom::ir::SizeArgs& zb = fb.local[fb.first[i]].sizes;
+    EXPECT_EQ(za.values.size(), zb.values.size());
+    lifted = lifted || za.values != zb.values;
+  }
+  EXPECT_TRUE(lifted) << "some kernel's numbers differ between 48 and 80 rows";
+  EXPECT_NE(fa.keys, fone.keys);
+  EXPECT_NE(lc::share_functions(a).keys, lc::share_functions(b).keys);
+  // The code reads the arguments: it compiles, and it has no schedule that
+  // depends on them (no transpose blocks, no column lanes).
+  for (size_t i = 0; i < fa.first.size(); ++i) {
+    const loom::ir::LocalKernel& l = fa.local[fa.first[i]];
+    if (!l.sizes.any()) continue;
+    EXPECT_EQ(lc::transpose_block(l.program, l.kernel(), &l.sizes).rows, 0);
+    EXPECT_EQ(lc::column_lanes(l.kernel(), 8, &l.sizes), 0);
+  }
+  llvm::LLVMContext ctx;
+  std::unique_ptr<llvm::Module> m = lc::emit_module(a, fa, ctx, lc::host_target());
+  EXPECT_FALSE(lc::compile_to_object(*m, "").empty());
+}
+
+// Lift::Seen lifts only the numbers that changed between the compiles of
+// a kernel (ir::SizeHistory): after 48 and 80 rows the row count is an
+// argument and the width of 32 stays a constant, and 120 rows have the
+// keys of 80.
+TEST(LlvmCodegen, SeenSizesLiftOnlyWhatChanged) {
+  auto program = [](int64_t n) {
+    auto x = loom::randn({n, 32});
+    loom::sync();
+    return lower_outputs({loom::softmax(x, -1), x.sum({0}, true) * 2});
+  };
+  loom::ir::SizeHistory seen;
+  const loom::ir::KernelProgram a = program(48), b = program(80), c = program(120);
+  const lc::KernelFunctions fa = lc::share_functions(a, loom::ir::Lift::None, &seen);
+  const lc::KernelFunctions fb = lc::share_functions(b, loom::ir::Lift::Seen, &seen);
+  const lc::KernelFunctions fc = lc::share_functions(c, loom::ir::Lift::Seen, &seen);
+  const lc::KernelFunctions all = lc::share_functions(b, loom::ir::Lift::All);
+  EXPECT_EQ(fb.keys, fc.keys);
+  EXPECT_NE(fa.keys, fb.keys);
+  size_t lifted_seen = 0, lifted_all = 0;
+  for (const auto& l : fb.local) lifted_seen += l.sizes.values.size();
+  for (const auto& l : all.local) lifted_all += l.sizes.values.size();
+  EXPECT_GT(lifted_seen, 0u);
+  EXPECT_LT(lifted_seen, lifted_all) << "the width, unchanged, stays a constant";
+}
+
 // The parts a program's functions are compiled in cover each function once,
 // and there are never more parts than functions; a subset, only it.
 TEST(LlvmCodegen, CompilePartsCoverEachFunctionOnce) {

@@ -769,4 +769,48 @@ TEST(CudaCodegen, KernelsAlikeAreOneFunction) {
   }
 }
 
+// With sizes as arguments the CUDA C of a program's functions is the same
+// text at 48 rows as at 80 (their numbers are read from `is`), given the
+// tile configurations the first size chose (the runtime keeps them:
+// RememberedGemms), and it compiles; without, the texts differ.
+TEST(CudaCodegen, SizesAsArgumentsGiveTheSameTextAtEverySize) {
+  auto program = [](int64_t n) {
+    loom::manual_seed(3);
+    auto x = loom::randn({n, 32});
+    auto w = loom::randn({32, 24});
+    auto idx = loom::randint(0, 32, {n, 4});
+    auto xb = x.to(loom::kBFloat16), wb = w.to(loom::kBFloat16);
+    loom::sync();
+    return lower_outputs({loom::relu(loom::matmul(x, w) + 1), loom::softmax(x, -1), loom::softmax(x.t(), -1),
+                          x.sum({0}), x.t().contiguous() * 2, x.gather(1, idx), loom::matmul(xb, wb) * 3},
+                         gemm_on());
+  };
+  const KernelProgram a = program(48), b = program(80);
+  std::vector<jc::GemmConfig> configs(a.kernels.size());
+  for (size_t i = 0; i < a.kernels.size(); ++i)
+    if (a.kernels[i].contraction) configs[i] = jc::gemm_heuristic(jc::gemm_problem(a, a.kernels[i], false), 132);
+  auto texts = [&](const KernelProgram& p, bool lift) {
+    const loom::ir::SharedKernels shared = jc::share_kernels(p, configs, lift ? loom::ir::Lift::All : loom::ir::Lift::None);
+    std::vector<std::string> out;
+    for (size_t f = 0; f < shared.first.size(); ++f) out.push_back(jc::emit_function_source(p, shared, configs, f));
+    return out;
+  };
+  ASSERT_EQ(a.kernels.size(), b.kernels.size());
+  const std::vector<std::string> ta = texts(a, true), tb = texts(b, true);
+  ASSERT_EQ(ta.size(), tb.size());
+  for (size_t f = 0; f < ta.size(); ++f) EXPECT_EQ(ta[f], tb[f]) << "function " << f;
+  EXPECT_NE(texts(a, false), texts(b, false));
+  bool reads_sizes = false;
+  for (const std::string& t : ta) reads_sizes = reads_sizes || t.find("is[") != std::string::npos;
+  EXPECT_TRUE(reads_sizes);
+  if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+  for (const std::string& src : ta) {
+    try {
+      loom::runtime::cuda::compile_cubin(src, "sm_90", "sizes as arguments");
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << e.what() << "\n--- source ---\n" << src;
+    }
+  }
+}
+
 }  // namespace

@@ -80,6 +80,12 @@ struct Metrics {
   int64_t executables_cached = 0;     // executables in the in-memory cache now
   int64_t executable_cache_bytes = 0; // what they hold now (code, arenas, argument blocks), host and device
   int64_t executables_evicted = 0;    // dropped, least recently used first, to stay within the bound
+  // Sizes as arguments (loom::set_dynamic_shapes): compiles whose kernels
+  // take every size other than 0 and 1 as an argument, and of those the
+  // ones that generated no code because every kernel's function was
+  // compiled before at other sizes: a lowering at the new sizes only.
+  int64_t compiles_sizes_as_args = 0;
+  int64_t executables_resized = 0;
   std::string to_string() const;   // an aligned two-column table
 };
 Metrics metrics();
@@ -90,6 +96,31 @@ void reset_metrics();
 // torch._logging.set_logs does. Lines go to stderr.
 void set_log(const std::string& topics);
 std::ostream& operator<<(std::ostream& os, const Metrics& m);
+
+// When a graph's sizes are arguments of its kernels instead of constants
+// in them (torch.compile's `dynamic=`; docs/ARCHITECTURE.md, "Sizes that
+// change"). With sizes as arguments a kernel keeps in its code only the
+// sizes that are 0 or 1 (they decide code: a broadcast, a size-1 loop), so
+// the same compiled kernels run the graph at any other size: a new size
+// costs a lowering (milliseconds), not a compile.
+//   Automatic (the default): a graph compiles with constant sizes; once a
+//     graph of the same structure comes with another shape, the sizes that
+//     changed (the batch, the length; not the model's widths) are
+//     arguments from then on, as torch.compile's automatic dynamic. A
+//     graph reading a tensor marked by mark_dynamic takes all its sizes
+//     as arguments from its first compile.
+//   Always: every compile, all sizes (the benchmark rows beside the static ones).
+//   Never: every shape compiles its own constant-size kernels.
+// LOOM_DYNAMIC=auto|always|never sets the default. Returns the previous mode.
+enum class DynamicShapes { Automatic, Always, Never };
+DynamicShapes set_dynamic_shapes(DynamicShapes mode);
+
+// Marks t (a data set, a batch, a prompt) as one whose sizes change between
+// calls, as torch._dynamo.mark_dynamic: every graph that reads it compiles
+// with sizes as arguments from its first compile, so the next size (a short
+// last batch, a longer prompt) compiles no code. loom lifts all of such a
+// graph's sizes, not one dimension. Materializes t.
+void mark_dynamic(const Tensor& t, SourceLoc loc = SourceLoc::current());
 
 // The graph the next sync of t's device would run (t's pending value and
 // every other live pending tensor of this thread on that device), one node
