@@ -42,6 +42,26 @@ class BlockImpl : public loom::nn::Module {
     loom::Tensor h = x + proj_(y.transpose(1, 2).contiguous().view({B, T, C}));
     return h + fc2_(F::gelu(fc_(ln2_(h)), F::GELUFuncOptions().approximate("tanh")));
   }
+  // The same block over T new positions pos..pos+T-1 of a sequence whose
+  // earlier keys and values are in `keys` and `values` ([B, H, capacity,
+  // D], filled up to pos): the new ones are written there, and each new
+  // query attends to every key at or before its position. `pos` is a
+  // runtime scalar of the graph (a view's offset into the cache, a bound
+  // of the mask), so every decoding step is the same graph.
+  loom::Tensor forward(const loom::Tensor& x, loom::Tensor& keys, loom::Tensor& values, int64_t pos) {
+    namespace F = loom::nn::functional;
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2), S = keys.size(2);
+    std::vector<loom::Tensor> qkv = attn_(ln1_(x)).split(C, 2);
+    auto heads = [&](const loom::Tensor& t) { return t.view({B, T, heads_, C / heads_}).transpose(1, 2); };
+    keys.slice(2, pos, pos + T).copy_(heads(qkv[1]));
+    values.slice(2, pos, pos + T).copy_(heads(qkv[2]));
+    const loom::TensorOptions longs = loom::TensorOptions(loom::kLong).device(x.device());
+    const loom::Tensor query_at = loom::arange(T, longs) + pos, key_at = loom::arange(S, longs);
+    const loom::Tensor sees = key_at.unsqueeze(0).le(query_at.unsqueeze(1));  // [T, S]
+    loom::Tensor y = loom::scaled_dot_product_attention(heads(qkv[0]), keys, values, sees);
+    loom::Tensor h = x + proj_(y.transpose(1, 2).contiguous().view({B, T, C}));
+    return h + fc2_(F::gelu(fc_(ln2_(h)), F::GELUFuncOptions().approximate("tanh")));
+  }
 
  private:
   int64_t heads_;
@@ -49,6 +69,8 @@ class BlockImpl : public loom::nn::Module {
   loom::nn::Linear attn_{nullptr}, proj_{nullptr}, fc_{nullptr}, fc2_{nullptr};
 };
 LOOM_MODULE(Block);
+
+struct KVCache;
 
 class GPTImpl : public loom::nn::Module {
  public:
@@ -67,6 +89,9 @@ class GPTImpl : public loom::nn::Module {
     for (Block& b : blocks_) x = b(x);
     return loom::nn::functional::linear(lnf_(x), wte_->weight);
   }
+  // idx [B, T] at positions pos..pos+T-1, the earlier ones' keys and values
+  // in `cache` (see KVCache) -> logits of the last position [B, vocab].
+  loom::Tensor forward(const loom::Tensor& idx, KVCache& cache, int64_t pos);
   Config config;
 
  private:
@@ -75,6 +100,45 @@ class GPTImpl : public loom::nn::Module {
   loom::nn::LayerNorm lnf_{nullptr};
 };
 LOOM_MODULE(GPT);
+
+// The keys and values of every layer for a sequence of up to `capacity`
+// positions, [B, H, capacity, D] each, so a decoding step writes one
+// position and reads the filled ones: the tensors keep their shape, and
+// every step is the same graph (one executable), its position a runtime
+// scalar.
+struct KVCache {
+  KVCache(const Config& c, int64_t batch, int64_t capacity, loom::Device device) {
+    const loom::TensorOptions o = loom::TensorOptions(loom::kFloat).device(device);
+    for (int64_t l = 0; l < c.layers; ++l) {
+      keys.push_back(loom::zeros({batch, c.heads, capacity, c.embd / c.heads}, o));
+      values.push_back(loom::zeros({batch, c.heads, capacity, c.embd / c.heads}, o));
+    }
+  }
+  std::vector<loom::Tensor> keys, values;
+};
+
+inline loom::Tensor GPTImpl::forward(const loom::Tensor& idx, KVCache& cache, int64_t pos) {
+  const int64_t T = idx.size(1);
+  loom::Tensor x = wte_(idx) + wpe_(loom::arange(T, loom::TensorOptions(loom::kLong).device(idx.device())) + pos);
+  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, cache.keys[i], cache.values[i], pos);
+  return loom::nn::functional::linear(lnf_(x.select(1, T - 1)), wte_->weight);
+}
+
+// Greedy decoding: the prompt in one call, then one token a call, each the
+// argmax of the last position's logits; `prompt` [1, P]. Returns the new
+// tokens. Every decoding step after the first is a replay.
+inline std::vector<int64_t> generate(GPT& model, const loom::Tensor& prompt, int64_t n, int64_t capacity) {
+  loom::NoGradGuard no_grad;
+  model->eval();
+  KVCache cache(model->config, 1, capacity, prompt.device());
+  std::vector<int64_t> out;
+  loom::Tensor next = model->forward(prompt, cache, 0).argmax(-1, true);  // [1, 1]
+  for (int64_t pos = prompt.size(1); static_cast<int64_t>(out.size()) < n && pos < capacity; ++pos) {
+    out.push_back(next.item<int64_t>());
+    next = model->forward(next, cache, pos).argmax(-1, true);
+  }
+  return out;
+}
 
 // One W7 training step: logits in float32 (under autocast the products run
 // in bfloat16), cross-entropy over every position, backward, the gradients'
