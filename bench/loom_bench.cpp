@@ -618,6 +618,52 @@ void w8(const std::string& peer) {
   row_ms("W8h causal f16", "loom", th, "GFLOP/s", flop / th / 1e9);
 }
 
+// W9: the W7 model in inference (no grad, eval; bfloat16 autocast on the
+// GPU), batch 1, 32 calls at the lengths WORKLOADS.md draws with Python's
+// random.Random(9).randint(16, T), each call's logits computed (synced),
+// timed from the first call with every compile in it. Run it in a process
+// of its own with an empty LOOM_CACHE_DIR for the cold start the workload
+// asks (bench/w9.sh). Lengths, from
+//   python3 -c "import random; r=random.Random(9); print([r.randint(16, T) for _ in range(32)])"
+void w9(const std::string& peer) {
+  const bool big = g_dev.is_cuda();
+  static const std::vector<int64_t> kLensCpu = {75, 94, 63, 50, 33, 39, 126, 102, 16, 59, 80, 75, 93, 26, 58, 86,
+                                                94, 105, 21, 109, 64, 37, 106, 73, 108, 70, 36, 37, 46, 22, 30, 32};
+  static const std::vector<int64_t> kLensGpu = {490, 643, 398, 289, 157, 206, 903, 708, 22, 362, 530,
+                                                490, 935, 635, 98,  358, 583, 974, 647, 732, 57,  761,
+                                                404, 189, 736, 984, 478, 990, 758, 448, 176, 188};
+  const gpt2::Config cfg = big ? gpt2::Config::gpu() : gpt2::Config::cpu();
+  const std::vector<int64_t>& lens = big ? kLensGpu : kLensCpu;
+  loom::manual_seed(0);
+  gpt2::GPT model(cfg);
+  model->to(g_dev);
+  model->eval();
+  std::vector<loom::Tensor> toks;
+  for (int64_t n : lens) toks.push_back(loom::randint(0, cfg.vocab, {1, n}, loom::TensorOptions(loom::kLong).device(g_dev)));
+  finish();
+  const loom::Metrics before = loom::metrics();
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    loom::NoGradGuard no_grad;
+    loom::autocast::AutocastMode amp(g_dev.type(), loom::kBFloat16, big);
+    for (const loom::Tensor& t : toks) {
+      loom::Tensor logits = model->forward(t);
+      finish();
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const loom::Metrics after = loom::metrics();
+  row_ms("W9 varlen-infer-32-calls", peer, s);
+  // Graphs compiled (one per new length), those of them that generated
+  // code (LLVM or NVRTC: the model's compiles), the rest resized.
+  const int64_t graphs = after.cache_misses - before.cache_misses;
+  const int64_t resized = after.executables_resized - before.executables_resized;
+  row_value("W9 graphs compiled", "n", static_cast<double>(graphs));
+  row_value("W9 graphs that compiled code", "n", static_cast<double>(graphs - resized));
+  row_value("W9 resized, no code", "n", static_cast<double>(resized));
+  row_value("W9 compile time", "ms", static_cast<double>(after.compile_ns - before.compile_ns) / 1e6);
+}
+
 void w10(const std::string& peer) {
   const bool big = g_dev.is_cuda();
   const int64_t batch = big ? 128 : 8;
@@ -987,6 +1033,7 @@ int main(int argc, char** argv) {
   std::string only, device = "cpu", backend, json;
   bool print_metrics = false;
   bool first_step = false;
+  bool sizes_as_args = false;
   {
     char path[4096];
     const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
@@ -1012,11 +1059,13 @@ int main(int argc, char** argv) {
       return nullptr;
     };
     if (a == "-h" || a == "--help") {
-      std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--metrics] [--json FILE]\n"
-                  "workloads: F0 W0 W1 W2 W3 W4 W5 W6 W7 W7L W8 W10 G1 L1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
+      std::printf("usage: loom-bench [--only ID,ID,...] [--device cpu|cuda] [--backend reference|llvm|cuda] [--sizes-as-args] [--metrics] [--json FILE]\n"
+                  "workloads: F0 W0 W1 W2 W3 W4 W5 W6 W7 W7L W8 W9 W10 G1 L1 O1 O2 O3 C1 C2 (see bench/README.md)\n");
       return 0;
     } else if (a == "--metrics") {
       print_metrics = true;
+    } else if (a == "--sizes-as-args") {
+      sizes_as_args = true;  // every compile takes sizes as arguments: the rows beside the static ones
     } else if (a == "--first-step") {
       first_step = true;  // internal: the child process of C1 / C2
     } else if (const char* v = value("--only")) {
@@ -1036,7 +1085,10 @@ int main(int argc, char** argv) {
   if (backend != "reference" && backend != "llvm" && backend != "cuda")
     return usage_error("unknown backend '" + backend + "' (expected reference, llvm or cuda)");
   g_device = device;
-  const std::string peer = "loom-" + backend;
+  // With --sizes-as-args the peer is named "loom-llvm-sizes-args": its rows
+  // sit beside the static build's in one table (bench/sizes_as_args.sh).
+  const std::string peer = "loom-" + backend + (sizes_as_args ? "-sizes-args" : "");
+  if (sizes_as_args) loom::set_dynamic_shapes(loom::DynamicShapes::Always);
   if (first_step) {
     if (device == "cuda") g_dev = loom::Device(loom::kCUDA, 0);
     else loom::set_backend(backend);
@@ -1060,6 +1112,7 @@ int main(int argc, char** argv) {
       {"W7", "W7 gpt-train-step", w7},
       {"W7L", "W7L loss-after-20", w7_loss},
       {"W8", "W8 causal-attention-fwd-bwd", w8},
+      {"W9", "W9 varlen-infer-32-calls", w9},
       {"W10", "W10 resnet18-train-step", w10},
       {"G1", "G1 linear-gelu 4096 f32", g1},
       {"L1", "L1 linear-relu batch1", l1},

@@ -29,6 +29,11 @@
 #                  implicit-GEMM convolution kernels against a float64 host
 #                  reference in every dtype, the bfloat16 kernels timed on
 #                  ResNet-18's shapes, and the check again under compute-sanitizer
+#   varlen.log     (step "varlen") W9 from a cold start (loom-bench in a fresh
+#                  process with an empty cache dir, then peers.py's W9), the
+#                  GPT-2 decode loop (train_gpt2 --generate), and the static
+#                  rows beside the sizes-as-arguments ones (VARLEN_ONLY,
+#                  default W1,W3,W4,W7: loom-bench and --sizes-as-args)
 #   diff<i>.log    (step "diff", not in the default) the differential test on
 #                  cuda over DIFF_PROCS processes of DIFF_PER seeds each from
 #                  DIFF_FIRST (default 14 x 200 from 100001)
@@ -103,6 +108,16 @@ for step in $STEPS; do
         python3 $carry/peer_memory.py $carry/bench-peers/peers.py --only W7,W10
         python3 $carry/linear_peer.py; } > "$OUT/models.log" 2>&1
       grep -v "^#" "$OUT/models.log" | head -80 ;;
+    varlen)
+      { rm -rf /tmp/loom-w9; LOOM_CACHE_DIR=/tmp/loom-w9 LOOM_LOG=cache "$bin/loom-bench" --device cuda --only W9 --metrics 2>&1 |
+          grep -v "disk \(hit\|miss\|write\)"
+        python3 $carry/bench-peers/peers.py --device cuda --only W9
+        "$bin/train_gpt2" --size gpu --device cuda --amp bf16 --steps 3 --generate 64
+        for i in 1 2; do
+          "$bin/loom-bench" --device cuda --only "${VARLEN_ONLY:-W1,W3,W4,W7}"
+          "$bin/loom-bench" --device cuda --only "${VARLEN_ONLY:-W1,W3,W4,W7}" --sizes-as-args
+        done; } > "$OUT/varlen.log" 2>&1
+      grep -v "^#" "$OUT/varlen.log" | grep -v "^step" | head -60 ;;
     diff)
       procs=${DIFF_PROCS:-14} per=${DIFF_PER:-200} first=${DIFF_FIRST:-100001}
       for i in $(seq 0 $((procs - 1))); do
