@@ -1855,7 +1855,7 @@ TEST(Differential, RandomGraphsLlvmVsReference) { run_random_graphs("llvm"); }
 // sizes of a graph run the kernels compiled for the first (counted: some
 // must), and each size agrees with the reference. LOOM_DIFF_SIZE_GRAPHS
 // (default 40) programs from LOOM_DIFF_SEED.
-TEST(Differential, ProgramsAtChangingSizesLlvmVsReference) {
+void run_at_changing_sizes(const std::string& backend) {
   const int64_t graphs = env_int("LOOM_DIFF_SIZE_GRAPHS", 40);
   const uint64_t first = static_cast<uint64_t>(env_int("LOOM_DIFF_SEED", 1));
   const std::string previous = loom::set_backend("reference");
@@ -1865,7 +1865,7 @@ TEST(Differential, ProgramsAtChangingSizesLlvmVsReference) {
   for (int64_t g = 0; g < graphs && failed < 5; ++g) {
     const uint64_t seed = first + static_cast<uint64_t>(g);
     for (int64_t grow : {0, 3, 7}) {
-      const std::string why = check_seed(seed, "llvm", grow);
+      const std::string why = check_seed(seed, backend, grow);
       if (why.empty()) continue;
       ++failed;
       ADD_FAILURE() << "seed " << seed << " grown by " << grow << ": " << why;
@@ -1875,10 +1875,17 @@ TEST(Differential, ProgramsAtChangingSizesLlvmVsReference) {
   const int64_t resized = loom::metrics().executables_resized - resized_before;
   loom::set_dynamic_shapes(mode);
   loom::set_backend(previous);
-  std::printf("[ differential ] llvm at three sizes, %lld programs: %lld executables resized with no code compiled\n",
-              static_cast<long long>(graphs), static_cast<long long>(resized));
+  std::printf("[ differential ] %s at three sizes, %lld programs: %lld executables resized with no code compiled\n",
+              backend.c_str(), static_cast<long long>(graphs), static_cast<long long>(resized));
   EXPECT_EQ(failed, 0);
   EXPECT_GT(resized, graphs / 4) << "too few runs reused the kernels of another size: the test tests little";
+}
+
+TEST(Differential, ProgramsAtChangingSizesLlvmVsReference) { run_at_changing_sizes("llvm"); }
+
+TEST(Differential, ProgramsAtChangingSizesCudaVsReference) {
+  if (!loom::cuda::is_available()) GTEST_SKIP() << "no GPU here: " << loom::cuda::unavailable_reason();
+  run_at_changing_sizes("cuda");
 }
 
 // Seeds that once failed on llvm, run whatever the slice above covers: 130

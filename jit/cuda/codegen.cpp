@@ -172,8 +172,15 @@ ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<Ge
       const ir::BufferInfo& b = p.buffers[a.buffer];
       key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
     }
-    if (k.contraction)
-      for (uint64_t w : config_of(p, gemm, static_cast<size_t>(&k - p.kernels.data())).key()) key += ";" + std::to_string(w);
+    if (k.contraction) {
+      const GemmConfig c = config_of(p, gemm, static_cast<size_t>(&k - p.kernels.data()));
+      for (uint64_t w : c.key()) key += ";" + std::to_string(w);
+      // The operands' layout the tile is instantiated for (gemm_instance):
+      // with sizes as arguments two products of one key may have strides
+      // that allow 16-byte copies in one and not in the other.
+      const GemmProblem g = gemm_problem(p, k, c.mma);
+      for (bool f : {g.a_kmajor, g.a_vec, g.b_kmajor, g.b_vec}) key += f ? 'T' : 'F';
+    }
     // The plan's choices, which the text holds: kernels of one key at other
     // sizes (sizes as arguments) may plan otherwise, and must not share.
     const KernelPlan plan = plan_kernel(p, k);
