@@ -183,6 +183,10 @@ TEST(SizesAsArgs, ACompiledFunctionAtANewBatchSizeCompilesNoCode) {
   EXPECT_EQ(f.traces(), 4u);
 }
 
+TEST(SizesAsArgs, MarkingAnUndefinedTensorNamesTheCall) {
+  EXPECT_LOOM_ERROR(loom::mark_dynamic(Tensor()), "mark_dynamic", "undefined");
+}
+
 // A training loop over 11 samples in batches of 4 whose data is marked
 // dynamic: the short last batch's step runs the full batches' kernels
 // (no code compiled for it), every later epoch compiles nothing, and the
