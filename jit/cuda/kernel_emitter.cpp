@@ -380,7 +380,6 @@ void KernelEmitter::emit_pointwise() {
 // warp: W6's [4096, 4096] B copied contiguous along K for TF32
 // (ir/lower/operand_copies.cpp) took 0.11 ms on an H200, 1.2 TB/s.
 void KernelEmitter::emit_tiled() {
-  const int64_t L0 = k_.loop[0], L1 = k_.loop[1];
   const ir::Phase& ph = k_.phases[0];
   std::vector<bool> need = needed(ph);
   hoisted(need, "  ");
@@ -392,9 +391,9 @@ void KernelEmitter::emit_tiled() {
     o_ << "  __shared__ " << mtype(p_.buffers[k_.accesses[x.a].buffer].dtype) << " tile" << x.a << "[" << kTile << "]["
        << kTile + 1 << "];\n";
   }
-  (void)L0, (void)L1;
-  const std::string e0 = extent(0), e1 = extent(1);
-  o_ << "  const long long L0 = " << e0 << ", L1 = " << e1 << ", tiles1 = (L1 + " << kTile - 1 << ") / " << kTile
+  // The loops' extents and the tiles they make, as C: literals, or with
+  // sizes as arguments computed from them.
+  o_ << "  const long long L0 = " << extent(0) << ", L1 = " << extent(1) << ", tiles1 = (L1 + " << kTile - 1 << ") / " << kTile
      << ", tiles = (L0 + " << kTile - 1 << ") / " << kTile << " * tiles1;\n";
   o_ << "  const int tx = threadIdx.x % " << kTile << ", ty = threadIdx.x / " << kTile << ";\n";
   o_ << "  for (long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {\n";
