@@ -40,10 +40,15 @@ struct SizeArgs {
   std::vector<int64_t> values;  // slot -> this kernel's number
   uint32_t base = 0;            // slot 0's place in the kernel's int scalars (its runtime scalars come first)
   bool any() const { return !values.empty(); }
+  // The slot of a number, or kFixed: every one for a static kernel, whose
+  // per-place lists are empty.
+  int32_t loop_slot(int d) const { return any() ? loop[d] : kFixed; }
+  int32_t offset_slot(uint32_t a) const { return any() ? offset[a] : kFixed; }
+  int32_t stride_slot(uint32_t a, int d) const { return any() ? strides[a][d] : kFixed; }
+  int32_t imm_slot(uint32_t e) const { return any() ? imm[e] : kFixed; }
   // Whether loop d's extent is an argument (a code generator must not
   // size a stack buffer or pick a schedule by it).
-  bool lifted_loop(int d) const { return d < static_cast<int>(loop.size()) && loop[d] != kFixed; }
-  bool lifted_stride(uint32_t a, int d) const { return a < strides.size() && strides[a][d] != kFixed; }
+  bool lifted_loop(int d) const { return loop_slot(d) != kFixed; }
 };
 
 // Whether a number can be an argument: 0, 1 and -1 decide code (a broadcast

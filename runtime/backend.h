@@ -111,7 +111,7 @@ class Backend {
   virtual const char* name() const = 0;
   virtual DeviceType device_type() const = 0;
   virtual std::unique_ptr<Executable> compile(const ir::Graph& g, const CompileHints& hints) = 0;
-  // Whether compile() honours CompileHints::sizes_as_args.
+  // Whether compile() honours CompileHints::sizes.
   virtual bool takes_sizes_as_args() const { return false; }
 };
 

@@ -38,7 +38,7 @@ class Buffer : public ir::DataRef {
   const std::string* poisoned() const { return poison_.load(std::memory_order_acquire); }
 
   // loom::mark_dynamic: graphs reading this buffer compile with sizes as
-  // arguments (runtime/recompile.h wants_sizes_as_args).
+  // arguments (runtime/recompile.h sizes_as_args).
   void mark_dynamic() const { dynamic_.store(true, std::memory_order_relaxed); }
   bool dynamic() const { return dynamic_.load(std::memory_order_relaxed); }
 

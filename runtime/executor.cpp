@@ -116,18 +116,17 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
       const int64_t code_before = c.jit_compiles.load(std::memory_order_relaxed);
       std::shared_ptr<Executable> fresh = backend.compile(g, CompileHints{variant == 1, lift});
       bump(c.compile_ns, now_ns() - t0);
-      if (sizes_as_args) {
-        bump(c.compiles_sizes_as_args);
-        if (c.jit_compiles.load(std::memory_order_relaxed) == code_before) bump(c.executables_resized);
-      }
+      const bool resized = sizes_as_args && c.jit_compiles.load(std::memory_order_relaxed) == code_before;
+      if (sizes_as_args) bump(c.compiles_sizes_as_args);
+      if (resized) bump(c.executables_resized);
       exe = cache.insert(backend, g, std::move(fresh), variant);
       if (log_enabled(LogTopic::Cache))
         log_line(LogTopic::Cache, "miss key=%016llx nodes=%zu backend=%s compiled in %.3f ms%s%s",
                  static_cast<unsigned long long>(g.hash), g.size(), backend.name(), (now_ns() - t0) / 1e6,
                  variant ? " (the variant for view offsets the first compile's code could not take)" : "",
-                 !sizes_as_args ? "" : c.jit_compiles.load(std::memory_order_relaxed) == code_before
-                                           ? " (sizes as arguments: every kernel compiled before, lowered anew only)"
-                                           : " (sizes as arguments)");
+                 resized         ? " (sizes as arguments: every kernel compiled before, lowered anew only)"
+                 : sizes_as_args ? " (sizes as arguments)"
+                                 : "");
     }
     run_exe = exe.get();
     if (use_last) {  // remembered as it was found: a clear() since then makes it stale at once

@@ -34,7 +34,7 @@ CompileWhy explain_compile(const ir::Graph& g, const char* backend, bool alignme
 const char* compile_reason_name(CompileReason r);
 
 // loom::set_dynamic_shapes (api/include/loom/runtime.h): when a compile
-// takes sizes as arguments (CompileHints::sizes_as_args).
+// takes sizes as arguments (CompileHints::sizes).
 enum class SizesAsArgs : uint8_t { Automatic, Always, Never };
 SizesAsArgs sizes_as_args_mode();
 SizesAsArgs set_sizes_as_args_mode(SizesAsArgs mode);

@@ -33,14 +33,9 @@ class BlockImpl : public loom::nn::Module {
     fc2_ = register_module("fc2", nn::Linear(4 * c.embd, c.embd));
   }
   loom::Tensor forward(const loom::Tensor& x) {
-    namespace F = loom::nn::functional;
-    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
-    std::vector<loom::Tensor> qkv = attn_(ln1_(x)).split(C, 2);
-    auto heads = [&](const loom::Tensor& t) { return t.view({B, T, heads_, C / heads_}).transpose(1, 2); };
-    loom::Tensor y = loom::scaled_dot_product_attention(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]), {}, 0.0,
-                                                        /*is_causal=*/true);
-    loom::Tensor h = x + proj_(y.transpose(1, 2).contiguous().view({B, T, C}));
-    return h + fc2_(F::gelu(fc_(ln2_(h)), F::GELUFuncOptions().approximate("tanh")));
+    return with_attention(x, [](const loom::Tensor& q, const loom::Tensor& k, const loom::Tensor& v) {
+      return loom::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
+    });
   }
   // The same block over T new positions pos..pos+T-1 of a sequence whose
   // earlier keys and values are in `keys` and `values` ([B, H, capacity,
@@ -49,21 +44,30 @@ class BlockImpl : public loom::nn::Module {
   // runtime scalar of the graph (a view's offset into the cache, a bound
   // of the mask), so every decoding step is the same graph.
   loom::Tensor forward(const loom::Tensor& x, loom::Tensor& keys, loom::Tensor& values, int64_t pos) {
+    return with_attention(x, [&](const loom::Tensor& q, const loom::Tensor& k, const loom::Tensor& v) {
+      const int64_t T = q.size(2), S = keys.size(2);
+      keys.slice(2, pos, pos + T).copy_(k);
+      values.slice(2, pos, pos + T).copy_(v);
+      const loom::TensorOptions longs = loom::TensorOptions(loom::kLong).device(x.device());
+      const loom::Tensor query_at = loom::arange(T, longs) + pos, key_at = loom::arange(S, longs);
+      const loom::Tensor sees = key_at.unsqueeze(0).le(query_at.unsqueeze(1));  // [T, S]
+      return loom::scaled_dot_product_attention(q, keys, values, sees);
+    });
+  }
+
+ private:
+  // The block around its attention, `attend(q, k, v)` on [B, H, T, D] heads.
+  template <class Attend>
+  loom::Tensor with_attention(const loom::Tensor& x, Attend&& attend) {
     namespace F = loom::nn::functional;
-    const int64_t B = x.size(0), T = x.size(1), C = x.size(2), S = keys.size(2);
+    const int64_t B = x.size(0), T = x.size(1), C = x.size(2);
     std::vector<loom::Tensor> qkv = attn_(ln1_(x)).split(C, 2);
     auto heads = [&](const loom::Tensor& t) { return t.view({B, T, heads_, C / heads_}).transpose(1, 2); };
-    keys.slice(2, pos, pos + T).copy_(heads(qkv[1]));
-    values.slice(2, pos, pos + T).copy_(heads(qkv[2]));
-    const loom::TensorOptions longs = loom::TensorOptions(loom::kLong).device(x.device());
-    const loom::Tensor query_at = loom::arange(T, longs) + pos, key_at = loom::arange(S, longs);
-    const loom::Tensor sees = key_at.unsqueeze(0).le(query_at.unsqueeze(1));  // [T, S]
-    loom::Tensor y = loom::scaled_dot_product_attention(heads(qkv[0]), keys, values, sees);
+    loom::Tensor y = attend(heads(qkv[0]), heads(qkv[1]), heads(qkv[2]));
     loom::Tensor h = x + proj_(y.transpose(1, 2).contiguous().view({B, T, C}));
     return h + fc2_(F::gelu(fc_(ln2_(h)), F::GELUFuncOptions().approximate("tanh")));
   }
 
- private:
   int64_t heads_;
   loom::nn::LayerNorm ln1_{nullptr}, ln2_{nullptr};
   loom::nn::Linear attn_{nullptr}, proj_{nullptr}, fc_{nullptr}, fc2_{nullptr};

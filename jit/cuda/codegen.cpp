@@ -164,14 +164,19 @@ GemmConfig config_of(const ir::KernelProgram& p, const std::vector<GemmConfig>& 
 }
 }  // namespace
 
+std::string alignment_key(const ir::KernelProgram& p, const ir::Kernel& k) {
+  std::string key;
+  for (const ir::Access& a : k.accesses) {
+    const ir::BufferInfo& b = p.buffers[a.buffer];
+    key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
+  }
+  return key;
+}
+
 ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, ir::Lift lift,
                                 ir::SizeHistory* history) {
   return ir::share_kernels(p, [&](const ir::Kernel& k) {
-    std::string key;
-    for (const ir::Access& a : k.accesses) {
-      const ir::BufferInfo& b = p.buffers[a.buffer];
-      key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
-    }
+    std::string key = alignment_key(p, k);
     if (k.contraction) {
       const GemmConfig c = config_of(p, gemm, static_cast<size_t>(&k - p.kernels.data()));
       for (uint64_t w : c.key()) key += ";" + std::to_string(w);

@@ -106,6 +106,11 @@ inline constexpr long long kErrorIndexOutOfRange = 2;
 // its local buffer addresses, followed by its node table (the canonical
 // node of each local node number, for the error word), and `fs` / `is` at
 // its local scalars. Unused by a single-block program (one kernel in all).
+// Per access of k, whether its buffer is a temporary that starts off a
+// 32-byte boundary ('u') or not ('a'): what can_use_lanes and gemm_problem
+// read of the buffer plan, so part of a function's sharing key.
+std::string alignment_key(const ir::KernelProgram& p, const ir::Kernel& k);
+
 // `lift`: each kernel localized with those sizes as arguments
 // (ir::SizeArgs): the text then serves every size at which the kernel
 // plans alike (KernelPlan's choices are in the text and in the key);

@@ -138,32 +138,29 @@ void KernelEmitter::emit_gemm() {
 KernelEmitter::GemmText KernelEmitter::gemm_text(const GemmProblem& g) const {
   const ir::Contraction& c = *k_.contraction;
   const int n = k_.loop.n;
-  const bool z = sizes_.any();
   auto field = [&](int32_t slot, int64_t raw, int64_t value) {
-    return z && slot != ir::SizeArgs::kFixed && raw == value ? number(slot, raw) : std::to_string(value) + "LL";
+    return slot != ir::SizeArgs::kFixed && raw == value ? number(slot, raw) : std::to_string(value) + "LL";
   };
-  const auto& sa = z ? sizes_.strides[c.a] : std::array<int32_t, ir::kMaxDims>{};
-  const auto& sb = z ? sizes_.strides[c.b] : std::array<int32_t, ir::kMaxDims>{};
   const ir::Access& a = k_.accesses[c.a];
   const ir::Access& b = k_.accesses[c.b];
   auto at = [&](uint32_t ai, const std::string& fallback) {
-    if (!z || sizes_.offset[ai] == ir::SizeArgs::kFixed) return fallback;
+    if (sizes_.offset_slot(ai) == ir::SizeArgs::kFixed) return fallback;
     const ir::Access& x = k_.accesses[ai];
-    std::string s = number(sizes_.offset[ai], x.offset);
+    std::string s = access_offset(ai);
     if (x.has_runtime_offset()) s += " + is[" + std::to_string(x.offset_scalar) + "]";
     return s;
   };
   GemmText t;
-  t.batch = n == 3 ? field(z ? sizes_.loop[0] : ir::SizeArgs::kFixed, k_.loop[0], g.batch) : "1LL";
-  t.m = field(z ? sizes_.loop[n - 2] : ir::SizeArgs::kFixed, k_.loop[n - 2], g.m);
-  t.n = field(z ? sizes_.loop[n - 1] : ir::SizeArgs::kFixed, k_.loop[n - 1], g.n);
+  t.batch = n == 3 ? field(sizes_.loop_slot(0), k_.loop[0], g.batch) : "1LL";
+  t.m = field(sizes_.loop_slot(n - 2), k_.loop[n - 2], g.m);
+  t.n = field(sizes_.loop_slot(n - 1), k_.loop[n - 1], g.n);
   t.k = field(sizes_.k, c.k, g.k);
-  t.a_m = field(z ? sa[n - 2] : ir::SizeArgs::kFixed, a.strides[n - 2], g.a_m);
+  t.a_m = field(sizes_.stride_slot(c.a, n - 2), a.strides[n - 2], g.a_m);
   t.a_k = field(sizes_.a_k, c.a_k, g.a_k);
-  t.a_b = n == 3 ? field(z ? sa[0] : ir::SizeArgs::kFixed, a.strides[0], g.a_b) : "0LL";
+  t.a_b = n == 3 ? field(sizes_.stride_slot(c.a, 0), a.strides[0], g.a_b) : "0LL";
   t.b_k = field(sizes_.b_k, c.b_k, g.b_k);
-  t.b_n = field(z ? sb[n - 1] : ir::SizeArgs::kFixed, b.strides[n - 1], g.b_n);
-  t.b_b = n == 3 ? field(z ? sb[0] : ir::SizeArgs::kFixed, b.strides[0], g.b_b) : "0LL";
+  t.b_n = field(sizes_.stride_slot(c.b, n - 1), b.strides[n - 1], g.b_n);
+  t.b_b = n == 3 ? field(sizes_.stride_slot(c.b, 0), b.strides[0], g.b_b) : "0LL";
   t.a_at = at(c.a, g.a_at());
   t.b_at = at(c.b, g.b_at());
   return t;

@@ -224,14 +224,10 @@ class KernelEmitter {
            std::to_string(i) + ";\n";
     return s;
   }
-  std::string extent(int d) const { return number(sizes_.any() ? sizes_.loop[d] : ir::SizeArgs::kFixed, k_.loop[d]); }
-  std::string stride(uint32_t ai, int d) const {
-    return number(sizes_.any() ? sizes_.strides[ai][d] : ir::SizeArgs::kFixed, k_.accesses[ai].strides[d]);
-  }
-  std::string imm(uint32_t e) const { return number(sizes_.any() ? sizes_.imm[e] : ir::SizeArgs::kFixed, k_.exprs[e].imm); }
-  std::string access_offset(uint32_t ai) const {
-    return number(sizes_.any() ? sizes_.offset[ai] : ir::SizeArgs::kFixed, k_.accesses[ai].offset);
-  }
+  std::string extent(int d) const { return number(sizes_.loop_slot(d), k_.loop[d]); }
+  std::string stride(uint32_t ai, int d) const { return number(sizes_.stride_slot(ai, d), k_.accesses[ai].strides[d]); }
+  std::string imm(uint32_t e) const { return number(sizes_.imm_slot(e), k_.exprs[e].imm); }
+  std::string access_offset(uint32_t ai) const { return number(sizes_.offset_slot(ai), k_.accesses[ai].offset); }
   // The product of loops [from, to)'s extents divided by `divisor`, as C:
   // a literal unless one of them is an argument.
   std::string extent_product(int from, int to, int64_t divisor = 1) const;

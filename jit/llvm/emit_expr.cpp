@@ -31,7 +31,7 @@ Value* KernelEmitter::lane_offsets(uint32_t ai, int w) {
   std::vector<llvm::Constant*> lanes;
   for (int l = 0; l < w; ++l) lanes.push_back(b_.getInt64(l));
   Value* ramp = llvm::ConstantVector::get(lanes);
-  if (a.strides.n == 0) return b_.CreateMul(ramp, splat(b_.getInt64(0), w));
+  if (a.strides.n == 0) return llvm::Constant::getNullValue(ramp->getType());
   return b_.CreateMul(ramp, splat(stride(ai, d), w));
 }
 
@@ -39,7 +39,7 @@ Value* KernelEmitter::lane_offsets(uint32_t ai, int w) {
 // Element offset of access `a` at the current loop indices (lane 0).
 Value* KernelEmitter::offset(const ir::Access& a) {
   const uint32_t ai = access_index(a);
-  Value* off = number(sizes_.any() ? sizes_.offset[ai] : ir::SizeArgs::kFixed, a.offset);
+  Value* off = number(sizes_.offset_slot(ai), a.offset);
   for (uint8_t d = 0; d < a.strides.n; ++d)
     if (a.strides[d]) off = b_.CreateAdd(off, b_.CreateMul(b_.CreateLoad(b_.getInt64Ty(), idx_[d]), stride(ai, d)));
   return off;
@@ -221,7 +221,7 @@ Value* KernelEmitter::eval_value(const ir::Expr& x, const std::vector<Value*>& v
     case ExprKind::Const: {
       Type* t = scalar_type(x.dtype);
       const uint32_t e = static_cast<uint32_t>(&x - k_.exprs.data());
-      if (sizes_.any() && sizes_.imm[e] != ir::SizeArgs::kFixed) {  // a size argument
+      if (sizes_.imm_slot(e) != ir::SizeArgs::kFixed) {  // a size argument
         Value* n = imm(e);
         return splat(is_floating_point(x.dtype) ? b_.CreateSIToFP(n, t) : b_.CreateSExtOrTrunc(n, t), w);
       }

@@ -136,11 +136,9 @@ class KernelEmitter {
   // run's value (ir::SizeArgs). Every extent, stride, offset and constant
   // the code computes with is read through these.
   Value* number(int32_t slot, int64_t value);
-  Value* extent(int d) { return number(sizes_.any() ? sizes_.loop[d] : ir::SizeArgs::kFixed, k_.loop[d]); }
-  Value* stride(uint32_t ai, int d) {
-    return number(sizes_.any() ? sizes_.strides[ai][d] : ir::SizeArgs::kFixed, k_.accesses[ai].strides[d]);
-  }
-  Value* imm(uint32_t e) { return number(sizes_.any() ? sizes_.imm[e] : ir::SizeArgs::kFixed, k_.exprs[e].imm); }
+  Value* extent(int d) { return number(sizes_.loop_slot(d), k_.loop[d]); }
+  Value* stride(uint32_t ai, int d) { return number(sizes_.stride_slot(ai, d), k_.accesses[ai].strides[d]); }
+  Value* imm(uint32_t e) { return number(sizes_.imm_slot(e), k_.exprs[e].imm); }
   uint32_t access_index(const ir::Access& a) const { return static_cast<uint32_t>(&a - k_.accesses.data()); }
   // The w lanes' element offsets from lane 0 along lane_dim() (0, s, 2s, ...).
   Value* lane_offsets(uint32_t ai, int w);

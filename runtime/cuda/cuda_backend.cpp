@@ -32,12 +32,8 @@ constexpr double kOperandCopyMinWork = 0x1p30;
 class RememberedGemms {
  public:
   std::string key_of(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32, int device) const {
-    std::string key = ir::localize(p, k, ir::Lift::All).key;
-    for (const ir::Access& a : k.accesses) {
-      const ir::BufferInfo& b = p.buffers[a.buffer];
-      key += b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0 ? 'u' : 'a';
-    }
-    return key + (tf32 ? ";tf32;" : ";") + std::to_string(device);
+    return ir::localize(p, k, ir::Lift::All).key + jit::cuda::alignment_key(p, k) + (tf32 ? ";tf32;" : ";") +
+           std::to_string(device);
   }
   jit::cuda::GemmConfig find(const std::string& key) {
     std::lock_guard lock(mu_);

@@ -81,9 +81,9 @@ struct Metrics {
   int64_t executable_cache_bytes = 0; // what they hold now (code, arenas, argument blocks), host and device
   int64_t executables_evicted = 0;    // dropped, least recently used first, to stay within the bound
   // Sizes as arguments (loom::set_dynamic_shapes): compiles whose kernels
-  // take every size other than 0 and 1 as an argument, and of those the
+  // take sizes as arguments (those that changed, or all), and of those the
   // ones that generated no code because every kernel's function was
-  // compiled before at other sizes: a lowering at the new sizes only.
+  // compiled before (at other sizes, or on disk): a lowering only.
   int64_t compiles_sizes_as_args = 0;
   int64_t executables_resized = 0;
   std::string to_string() const;   // an aligned two-column table
@@ -99,10 +99,10 @@ std::ostream& operator<<(std::ostream& os, const Metrics& m);
 
 // When a graph's sizes are arguments of its kernels instead of constants
 // in them (torch.compile's `dynamic=`; docs/ARCHITECTURE.md, "Sizes that
-// change"). With sizes as arguments a kernel keeps in its code only the
-// sizes that are 0 or 1 (they decide code: a broadcast, a size-1 loop), so
-// the same compiled kernels run the graph at any other size: a new size
-// costs a lowering (milliseconds), not a compile.
+// change"). A size that is an argument is read at run time instead of
+// being a constant of the code (0 and 1 never are: they decide code, a
+// broadcast, a size-1 loop), so the same compiled kernels run the graph at
+// other sizes: a new size costs a lowering (milliseconds), not a compile.
 //   Automatic (the default): a graph compiles with constant sizes; once a
 //     graph of the same structure comes with another shape, the sizes that
 //     changed (the batch, the length; not the model's widths) are
