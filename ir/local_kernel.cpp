@@ -2,10 +2,12 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
+#include <utility>
 
 namespace loom::ir {
 
@@ -50,7 +52,13 @@ class KeyWriter {
 constexpr int64_t kArgument = std::numeric_limits<int64_t>::min();
 int64_t keyed(int64_t value, int32_t slot) { return slot == SizeArgs::kFixed ? value : kArgument; }
 
-void write_key(const LocalKernel& l, std::string& out) {
+// `shape`: the key SizeHistory keeps kernels by (every liftable number an
+// argument), which also leaves out whether an access's offset is a runtime
+// scalar: a product reading a weight its graph computes (offset 0) and the
+// same product reading it as an input (a view, its offset a scalar) are one
+// lineage, so the second lifts its length (each keeps its own code: the
+// shape only says which numbers to lift).
+void write_key(const LocalKernel& l, std::string& out, bool shape = false) {
   KeyWriter w(out);
   const Kernel& k = l.kernel();
   const SizeArgs& z = l.sizes;
@@ -66,8 +74,8 @@ void write_key(const LocalKernel& l, std::string& out) {
   w.put(k.accesses.size());
   for (size_t i = 0; i < k.accesses.size(); ++i) {
     const Access& a = k.accesses[i];
-    w.put(a.buffer), w.put(keyed(a.offset, args ? z.offset[i] : SizeArgs::kFixed)), w.put(a.offset_scalar),
-        w.put(a.offset_align);
+    w.put(a.buffer), w.put(keyed(a.offset, args ? z.offset[i] : SizeArgs::kFixed));
+    if (!shape) w.put(a.offset_scalar), w.put(a.offset_align);
     w.put(a.strides.n);
     for (int d = 0; d < a.strides.n; ++d) w.put(keyed(a.strides[d], args ? z.strides[i][d] : SizeArgs::kFixed));
   }
@@ -120,7 +128,20 @@ void lift_sizes(const Kernel& k, SizeArgs& z, const std::vector<bool>* only = nu
 
 }  // namespace
 
-LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift, SizeHistory* history) {
+namespace {
+// The kernel's shape (its key with every liftable number an argument) and
+// those numbers, in SizeArgs slot order of Lift::All.
+std::string shape_of(LocalKernel& l, SizeArgs& all) {
+  lift_sizes(l.kernel(), all);
+  l.sizes = all;
+  std::string shape;
+  write_key(l, shape, true);
+  l.sizes = SizeArgs{};
+  return shape;
+}
+
+// The kernel alone, its places renamed; sizes static, no key yet.
+LocalKernel rename(const KernelProgram& p, const Kernel& k) {
   LocalKernel l;
   Kernel local = k;
   local.name.clear();          // dumps only
@@ -139,20 +160,20 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift, SizeHis
   for (uint32_t b : l.buffers) l.program.buffers.push_back(p.buffers[b]);
   l.program.kernels.push_back(std::move(local));
   l.program.steps.push_back({Step::Generated, 0});
+  return l;
+}
+}  // namespace
+
+LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift, SizeHistory* history, uint64_t generation) {
+  LocalKernel l = rename(p, k);
   if (lift != Lift::None || history) {
     SizeArgs all;
-    lift_sizes(l.kernel(), all);
+    const std::string shape = shape_of(l, all);
     if (all.any()) {
       std::vector<bool> varied;
-      if (history) {
-        l.sizes = all;
-        std::string shape;
-        write_key(l, shape);
-        varied = history->note(shape, all.values);
-      }
-      l.sizes = SizeArgs{};
+      if (history) varied = history->note(shape, all.values, generation);
       if (lift == Lift::All) l.sizes = std::move(all);
-      if (lift == Lift::Seen) lift_sizes(l.kernel(), l.sizes, &varied);
+      if (lift == Lift::Seen && !varied.empty()) lift_sizes(l.kernel(), l.sizes, &varied);
       l.sizes.base = static_cast<uint32_t>(l.scalars.size());
       if (!l.sizes.any()) l.sizes = SizeArgs{};  // nothing lifted: the static kernel, and its key
     }
@@ -161,28 +182,83 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift, SizeHis
   return l;
 }
 
-std::vector<bool> SizeHistory::note(const std::string& shape, const std::vector<int64_t>& values) {
-  std::lock_guard lock(mu_);
-  if (by_shape_.size() > 100000) by_shape_.clear();  // bounded: forgetting costs a compile at most
-  auto [it, fresh] = by_shape_.try_emplace(shape);
-  Seen& s = it->second;
-  if (fresh) {
-    s.first = values;
-    s.varied.assign(values.size(), false);
-  }
-  for (size_t i = 0; i < values.size(); ++i) s.varied[i] = s.varied[i] || values[i] != s.first[i];
-  return s.varied;
+std::string shape_key(const KernelProgram& p, const Kernel& k) {
+  LocalKernel l = rename(p, k);
+  SizeArgs all;
+  return shape_of(l, all);
 }
 
-SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
+bool seen_would_lift(const KernelProgram& p, SizeHistory& history) {
+  for (const Kernel& k : p.kernels) {
+    LocalKernel l = rename(p, k);
+    SizeArgs all;
+    const std::string shape = shape_of(l, all);
+    if (all.any() && history.would_lift(shape, all.values)) return true;
+  }
+  return false;
+}
+
+SizeHistory::Lineage* SizeHistory::nearest(std::vector<Lineage>& lineages, const std::vector<int64_t>& values,
+                                           uint64_t generation, std::vector<bool>& lift) {
+  // Nearest: the fewest numbers that differ and are not arguments yet, then
+  // the fewest that differ (of rows x width, 80 x 64 is the lineage of
+  // 48 x 64, whose rows vary, not of 48 x 32, whose rows vary too).
+  Lineage* best = nullptr;
+  std::pair<size_t, size_t> best_cost;
+  for (Lineage& l : lineages) {
+    if (l.generation >= generation || l.first.size() != values.size()) continue;
+    std::pair<size_t, size_t> cost{0, 0};
+    for (size_t i = 0; i < values.size(); ++i) {
+      cost.first += !l.varied[i] && values[i] != l.first[i];
+      cost.second += values[i] != l.first[i];
+    }
+    if (!best || cost < best_cost) best = &l, best_cost = cost;
+  }
+  lift.assign(values.size(), false);
+  if (best)
+    for (size_t i = 0; i < values.size(); ++i) lift[i] = best->varied[i] || values[i] != best->first[i];
+  return best;
+}
+
+std::vector<bool> SizeHistory::note(const std::string& shape, const std::vector<int64_t>& values,
+                                    uint64_t generation) {
+  std::lock_guard lock(mu_);
+  if (by_shape_.size() > 100000) by_shape_.clear();  // bounded: forgetting costs a compile at most
+  std::vector<Lineage>& lineages = by_shape_[shape];
+  std::vector<bool> lift;
+  if (Lineage* l = nearest(lineages, values, generation, lift)) {
+    l->varied = lift;  // what it lifts now, its lineage lifts from now on
+    return lift;
+  }
+  // None earlier: a lineage of its own, unless this compile began one with
+  // the same numbers (a model's twelve blocks).
+  for (const Lineage& l : lineages)
+    if (l.generation == generation && l.first == values) return lift;
+  if (lineages.size() >= kLineagesPerShape) lineages.erase(lineages.begin());  // the oldest
+  lineages.push_back({values, std::vector<bool>(values.size(), false), generation});
+  return lift;
+}
+
+bool SizeHistory::would_lift(const std::string& shape, const std::vector<int64_t>& values) {
+  std::lock_guard lock(mu_);
+  auto it = by_shape_.find(shape);
+  if (it == by_shape_.end()) return false;
+  std::vector<bool> lift;
+  nearest(it->second, values, std::numeric_limits<uint64_t>::max(), lift);
+  return std::find(lift.begin(), lift.end(), true) != lift.end();
+}
+
+SharedKernels share_kernels(const KernelProgram& p,
+                            const std::function<std::string(const Kernel&, const LocalKernel&)>& extra_key,
                             const std::function<bool(const Kernel&)>& shareable, Lift lift, SizeHistory* history) {
   SharedKernels f;
   std::unordered_map<std::string, uint32_t> by_key;
+  const uint64_t generation = history ? history->begin() : 0;
   for (const Kernel& k : p.kernels) {
-    LocalKernel l = localize(p, k, lift, history);
+    LocalKernel l = localize(p, k, lift, history, generation);
     const uint32_t fresh_id = static_cast<uint32_t>(f.first.size());
     uint32_t id = fresh_id;
-    std::string key = l.key + extra_key(k);
+    std::string key = l.key + extra_key(k, l);
     if (!shareable || shareable(k)) id = by_key.try_emplace(key, fresh_id).first->second;
     if (id == fresh_id) {
       f.first.push_back(static_cast<uint32_t>(f.local.size()));

@@ -10,6 +10,7 @@
 // own tables (`buffers`, `scalars`, `nodes`) mapping the local names back.
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -64,23 +65,46 @@ enum class Lift : uint8_t {
   All,   // every one (loom::set_dynamic_shapes Always, a graph reading a marked tensor)
 };
 
-// The numbers each kernel was compiled with, for Lift::Seen: per shape (the
-// kernel's key with every liftable number an argument), the first numbers
-// noted and which of them have differed since. A backend owns one for the
-// process and notes every compile, static ones too. Thread-safe.
+// The numbers each kernel was compiled with, for Lift::Seen. Per shape (the
+// kernel's key with every liftable number an argument) a few lineages: the
+// numbers a kernel of that shape had in the compile that met it first, and
+// which of them have differed since. A compile's kernel follows the lineage
+// of an earlier compile nearest to it (fewest numbers that differ and are
+// not arguments yet) and lifts what differs from it; what it lifts, that
+// lineage lifts from then on. So a graph never seen before reuses the
+// kernels an earlier graph compiled at other sizes (the first call of a
+// model casting its weights for autocast, the later calls not), while one
+// graph's own kernels of one shape at several widths (a block's three
+// products) stay static in its first compile: they are lineages of their
+// own, not differences. A backend owns one for the process and notes every
+// compile, static ones too. Thread-safe.
 class SizeHistory {
  public:
-  // Notes `values` (in SizeArgs slot order of Lift::All) for `shape`;
-  // returns, per value, whether it has differed between the notes.
-  std::vector<bool> note(const std::string& shape, const std::vector<int64_t>& values);
+  // A compile's number: what it notes is seen by later compiles, not by
+  // itself. share_kernels() takes one per call.
+  uint64_t begin() { return next_.fetch_add(1) + 1; }
+  // Notes `values` (in SizeArgs slot order of Lift::All) for `shape` in
+  // compile `generation`; returns, per value, whether to lift it.
+  std::vector<bool> note(const std::string& shape, const std::vector<int64_t>& values, uint64_t generation);
+  // Whether note() would lift any of `values` in a compile beginning now
+  // (notes nothing): a backend asks before choosing a form that cannot take
+  // sizes as arguments (jit/cuda's single-block program).
+  bool would_lift(const std::string& shape, const std::vector<int64_t>& values);
 
  private:
-  struct Seen {
+  struct Lineage {
     std::vector<int64_t> first;
     std::vector<bool> varied;
+    uint64_t generation = 0;  // the compile that began it
   };
+  static constexpr size_t kLineagesPerShape = 16;
+  // The lineage of an earlier compile than `generation` that `values` lie
+  // nearest, and what lifting it asks, or null.
+  Lineage* nearest(std::vector<Lineage>& lineages, const std::vector<int64_t>& values, uint64_t generation,
+                   std::vector<bool>& lift);
   std::mutex mu_;
-  std::unordered_map<std::string, Seen> by_shape_;
+  std::atomic<uint64_t> next_{0};
+  std::unordered_map<std::string, std::vector<Lineage>> by_shape_;
 };
 
 struct LocalKernel {
@@ -109,11 +133,23 @@ struct LocalKernel {
   const Kernel& kernel() const { return program.kernels[0]; }
 };
 
-// `history`, when given, notes the kernel's numbers (and serves Lift::Seen).
-LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift = Lift::None, SizeHistory* history = nullptr);
+// `history`, when given, notes the kernel's numbers in compile `generation`
+// (SizeHistory::begin) and serves Lift::Seen.
+LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift = Lift::None, SizeHistory* history = nullptr,
+                     uint64_t generation = 0);
+
+// The kernel's shape as SizeHistory keeps it: its key with every liftable
+// number an argument, and runtime view offsets not told from constant ones
+// (a code generator keeps what the kernel's other sizes chose by it:
+// jit/cuda's tile configurations).
+std::string shape_key(const KernelProgram& p, const Kernel& k);
+
+// Whether localizing p's kernels with Lift::Seen in a compile beginning now
+// would make any number an argument (notes nothing).
+bool seen_would_lift(const KernelProgram& p, SizeHistory& history);
 
 // A program's kernels grouped into shared functions: kernels whose
-// localize() keys, followed by `extra_key(kernel)` (what a code generator
+// localize() keys, followed by `extra_key(kernel, its local form)` (what a code generator
 // reads beyond the kernel: jit/llvm's memory hints, jit/cuda's alignment
 // of temporaries), are equal share one. A kernel `shareable` refuses
 // (jit/cuda's GEMM kernels) gets a function of its own.
@@ -126,7 +162,8 @@ struct SharedKernels {
   // generator may reuse what it compiled for the other: jit/llvm).
   std::vector<std::string> keys;
 };
-SharedKernels share_kernels(const KernelProgram& p, const std::function<std::string(const Kernel&)>& extra_key,
+SharedKernels share_kernels(const KernelProgram& p,
+                            const std::function<std::string(const Kernel&, const LocalKernel&)>& extra_key,
                             const std::function<bool(const Kernel&)>& shareable = {}, Lift lift = Lift::None,
                             SizeHistory* history = nullptr);
 

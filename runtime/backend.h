@@ -74,6 +74,9 @@ class Executable {
   virtual int64_t bytes() const = 0;
   // The executable cache's clock at its last use (ExecutableCache::touch).
   std::atomic<uint64_t> last_used{0};
+  // Whether any of its kernels reads sizes from arguments (CompileHints::
+  // sizes lifted some): the executor's counters and log line.
+  bool sizes_as_args = false;
   // What its code relies on of the run's view offsets (ir::KernelProgram::
   // offset_guards: scalar slot, elements they are a multiple of).
   std::vector<std::pair<uint32_t, int64_t>> offset_guards;
@@ -92,10 +95,18 @@ class Executable {
 // strides and offsets other than 0 and +-1 they read from arguments
 // (ir::Lift, ir::SizeArgs), so the functions compiled serve the graph's
 // structure at other sizes. A backend that cannot may ignore it (its code
-// is then static).
+// is then static); one that honours it says in Executable::sizes_as_args
+// whether any number became an argument (under Lift::Seen, none may).
+//
+// `first_of_structure`: no graph of this structure was compiled before
+// (CompileReason::NewGraph). A backend may then prefer a form that cannot
+// take sizes as arguments (jit/cuda's single-block program) to lifting the
+// sizes its kernels had in other graphs: a control step stays one launch
+// though a larger model with kernels of its shape ran before.
 struct CompileHints {
   bool unaligned_offsets = false;
   ir::Lift sizes = ir::Lift::None;
+  bool first_of_structure = false;
 };
 
 // A backend turns a graph into an Executable (docs/ADDING_A_BACKEND.md).

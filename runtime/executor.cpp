@@ -99,12 +99,7 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
       bump(c.cache_misses);
       const CompileWhy why = explain_compile(g, backend.name(), variant == 1);
       bump(reason_counter(c, why.reason));
-      const ir::Lift lift = backend.takes_sizes_as_args() ? runtime::sizes_as_args(g, why.reason) : ir::Lift::None;
-      const bool sizes_as_args = lift != ir::Lift::None;
-      if (why.reason != CompileReason::NewGraph && log_enabled(LogTopic::Recompiles))
-        log_line(LogTopic::Recompiles, "key=%016llx nodes=%zu backend=%s %s: %s%s",
-                 static_cast<unsigned long long>(g.hash), g.size(), backend.name(), compile_reason_name(why.reason),
-                 why.text.c_str(), sizes_as_args ? " [sizes as arguments]" : "");
+      const ir::Lift lift = backend.takes_sizes_as_args() ? runtime::sizes_as_args(g) : ir::Lift::None;
       // The graph's text only when dumping is on: printing a 1,000-node graph
       // costs more than the reference backend's compile.
       if (std::string folder = dump_folder(g, backend.name()); !folder.empty())
@@ -114,8 +109,14 @@ void execute(const ir::Graph& g, Device device, std::span<const BufferPtr> targe
       // and NVRTC compiles (made on TBB's threads too) before and after. A
       // compile on another thread meanwhile would count as this one's.
       const int64_t code_before = c.jit_compiles.load(std::memory_order_relaxed);
-      std::shared_ptr<Executable> fresh = backend.compile(g, CompileHints{variant == 1, lift});
+      std::shared_ptr<Executable> fresh =
+          backend.compile(g, CompileHints{variant == 1, lift, why.reason == CompileReason::NewGraph});
       bump(c.compile_ns, now_ns() - t0);
+      const bool sizes_as_args = fresh->sizes_as_args;
+      if (why.reason != CompileReason::NewGraph && log_enabled(LogTopic::Recompiles))
+        log_line(LogTopic::Recompiles, "key=%016llx nodes=%zu backend=%s %s: %s%s",
+                 static_cast<unsigned long long>(g.hash), g.size(), backend.name(), compile_reason_name(why.reason),
+                 why.text.c_str(), sizes_as_args ? " [sizes as arguments]" : "");
       const bool resized = sizes_as_args && c.jit_compiles.load(std::memory_order_relaxed) == code_before;
       if (sizes_as_args) bump(c.compiles_sizes_as_args);
       if (resized) bump(c.executables_resized);

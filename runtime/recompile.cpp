@@ -209,7 +209,7 @@ std::atomic<SizesAsArgs>& mode_now() {
 SizesAsArgs sizes_as_args_mode() { return mode_now().load(std::memory_order_relaxed); }
 SizesAsArgs set_sizes_as_args_mode(SizesAsArgs mode) { return mode_now().exchange(mode); }
 
-ir::Lift sizes_as_args(const ir::Graph& g, CompileReason reason) {
+ir::Lift sizes_as_args(const ir::Graph& g) {
   switch (sizes_as_args_mode()) {
     case SizesAsArgs::Always: return ir::Lift::All;
     case SizesAsArgs::Never: return ir::Lift::None;
@@ -217,7 +217,7 @@ ir::Lift sizes_as_args(const ir::Graph& g, CompileReason reason) {
   }
   for (uint32_t i : g.input_nodes)
     if (const auto* b = static_cast<const Buffer*>(g.nodes[i]->data.get()); b && b->dynamic()) return ir::Lift::All;
-  return reason == CompileReason::Shape ? ir::Lift::Seen : ir::Lift::None;
+  return ir::Lift::Seen;
 }
 
 }  // namespace loom::runtime

@@ -38,10 +38,12 @@ const char* compile_reason_name(CompileReason r);
 enum class SizesAsArgs : uint8_t { Automatic, Always, Never };
 SizesAsArgs sizes_as_args_mode();
 SizesAsArgs set_sizes_as_args_mode(SizesAsArgs mode);
-// Which sizes the compile of `g`, for `reason`, takes as arguments: by the
-// mode (Always: all; Never: none), and in Automatic mode all when one of
-// its inputs is marked (Buffer::mark_dynamic), those that changed when
-// its structure came before with another shape, else none.
-ir::Lift sizes_as_args(const ir::Graph& g, CompileReason reason);
+// Which sizes the compile of `g` takes as arguments: by the mode (Always:
+// all; Never: none), and in Automatic mode all when one of its inputs is
+// marked (Buffer::mark_dynamic), else those its kernels had otherwise in
+// earlier compiles (ir::Lift::Seen: of this graph's structure at another
+// shape, or of another graph with kernels of the same shape), so the first
+// compile of a process is static.
+ir::Lift sizes_as_args(const ir::Graph& g);
 
 }  // namespace loom::runtime

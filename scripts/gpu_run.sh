@@ -34,6 +34,9 @@
 #                  GPT-2 decode loop (train_gpt2 --generate), and the static
 #                  rows beside the sizes-as-arguments ones (VARLEN_ONLY,
 #                  default W1,W3,W4,W7: loom-bench and --sizes-as-args)
+#   w9.log         (step "w9") W9 alone from a cold start with LOOM_LOG=cache,
+#                  recompiles,kernels (each compile, why, and the functions it
+#                  sent to NVRTC), then peers.py's W9
 #   diff<i>.log    (step "diff", not in the default) the differential test on
 #                  cuda over DIFF_PROCS processes of DIFF_PER seeds each from
 #                  DIFF_FIRST (default 14 x 200 from 100001)
@@ -111,13 +114,20 @@ for step in $STEPS; do
     varlen)
       { rm -rf /tmp/loom-w9; LOOM_CACHE_DIR=/tmp/loom-w9 LOOM_LOG=cache "$bin/loom-bench" --device cuda --only W9 --metrics 2>&1 |
           grep -v "disk \(hit\|miss\|write\)"
-        python3 $carry/bench-peers/peers.py --device cuda --only W9
+        rm -rf /tmp/w9-inductor; TORCHINDUCTOR_CACHE_DIR=/tmp/w9-inductor TRITON_CACHE_DIR=/tmp/w9-inductor/triton \
+          python3 $carry/bench-peers/peers.py --device cuda --only W9
         "$bin/train_gpt2" --size gpu --device cuda --amp bf16 --steps 3 --generate 64
         for i in 1 2; do
           "$bin/loom-bench" --device cuda --only "${VARLEN_ONLY:-W1,W3,W4,W7}"
           "$bin/loom-bench" --device cuda --only "${VARLEN_ONLY:-W1,W3,W4,W7}" --sizes-as-args
         done; } > "$OUT/varlen.log" 2>&1
       grep -v "^#" "$OUT/varlen.log" | grep -v "^step" | head -60 ;;
+    w9)
+      { rm -rf /tmp/loom-w9; LOOM_CACHE_DIR=/tmp/loom-w9 LOOM_LOG=cache,recompiles,kernels \
+          "$bin/loom-bench" --device cuda --only W9 --metrics 2>&1 | grep -v "disk \(hit\|miss\|write\)"
+        rm -rf /tmp/w9-inductor; TORCHINDUCTOR_CACHE_DIR=/tmp/w9-inductor TRITON_CACHE_DIR=/tmp/w9-inductor/triton \
+          python3 $carry/bench-peers/peers.py --device cuda --only W9; } > "$OUT/w9.log" 2>&1
+      grep "^W9\|compiled in" "$OUT/w9.log" ;;
     diff)
       procs=${DIFF_PROCS:-14} per=${DIFF_PER:-200} first=${DIFF_FIRST:-100001}
       for i in $(seq 0 $((procs - 1))); do

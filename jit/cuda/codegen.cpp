@@ -30,7 +30,7 @@ const char* kPrelude =
 }  // namespace
 
 
-KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
+KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k, const ir::SizeArgs* sizes) {
   KernelPlan p;
   const int n = k.loop.n;
   if (is_pointwise(k)) {
@@ -38,6 +38,9 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
     p.lanes = can_use_lanes(program, k) ? kLanes : 1;
     p.threads = prod(k.loop, 0, n) / p.lanes;
     p.empty = p.threads == 0;
+    // Lanes by the run's numbers: steps and block as for 4 lanes, in both.
+    p.lanes_at_run_time = sizes && lanes_at_run_time(program, k, *sizes);
+    const int64_t threads = p.lanes_at_run_time ? prod(k.loop, 0, n) / kLanes : p.threads;
     // Costly elementwise work (W1's tanh and sigmoid): four steps a thread,
     // the loads of all first, so one step's arithmetic does not hold back
     // the next step's loads, in blocks of 128. W1 (2^24 floats), 20 calls
@@ -48,7 +51,7 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
     // same arithmetic; 4/128 is the best of both. A plain copy keeps one
     // step in blocks of 256 (2^26 floats on an H100: 184 us, 188 with two
     // steps), and small grids keep their blocks.
-    if (k.cost_per_element >= kCostlyElement && p.threads >= kCostlyMinThreads) {
+    if (k.cost_per_element >= kCostlyElement && threads >= kCostlyMinThreads) {
       p.steps = kCostlySteps;
       p.block = kCostlyBlock;
     }
@@ -57,7 +60,7 @@ KernelPlan plan_kernel(const ir::KernelProgram& program, const ir::Kernel& k) {
       for (const ir::Expr& x : k.exprs)
         if (x.kind == ExprKind::Load && tiled_load(k, k.accesses[x.a])) p.tiled = true;
     if (p.tiled) {
-      p.lanes = 1, p.steps = 1, p.block = kTile * 8;
+      p.lanes = 1, p.steps = 1, p.block = kTile * 8, p.lanes_at_run_time = false;
       p.threads = prod(k.loop, 0, n);
       p.tiles = ((k.loop[0] + kTile - 1) / kTile) * ((k.loop[1] + kTile - 1) / kTile);
     }
@@ -175,7 +178,7 @@ std::string alignment_key(const ir::KernelProgram& p, const ir::Kernel& k) {
 
 ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<GemmConfig>& gemm, ir::Lift lift,
                                 ir::SizeHistory* history) {
-  return ir::share_kernels(p, [&](const ir::Kernel& k) {
+  return ir::share_kernels(p, [&](const ir::Kernel& k, const ir::LocalKernel& l) {
     std::string key = alignment_key(p, k);
     if (k.contraction) {
       const GemmConfig c = config_of(p, gemm, static_cast<size_t>(&k - p.kernels.data()));
@@ -187,9 +190,11 @@ ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<Ge
       for (bool f : {g.a_kmajor, g.a_vec, g.b_kmajor, g.b_vec}) key += f ? 'T' : 'F';
     }
     // The plan's choices, which the text holds: kernels of one key at other
-    // sizes (sizes as arguments) may plan otherwise, and must not share.
-    const KernelPlan plan = plan_kernel(p, k);
-    for (int64_t w : {int64_t{plan.pointwise}, int64_t{plan.tiled}, int64_t{plan.lanes}, int64_t{plan.steps},
+    // sizes (sizes as arguments) may plan otherwise, and must not share;
+    // lanes picked at run time are both forms, whichever this size takes.
+    const KernelPlan plan = plan_kernel(p, k, &l.sizes);
+    key += plan.lanes_at_run_time ? "r" : "";
+    for (int64_t w : {int64_t{plan.pointwise}, int64_t{plan.tiled}, int64_t{plan.lanes_at_run_time ? 0 : plan.lanes}, int64_t{plan.steps},
                       int64_t{plan.block}, int64_t{plan.group}, int64_t{plan.rows_per_block}, int64_t{plan.per_thread},
                       int64_t{plan.columns}, int64_t{plan.threads * plan.lanes < (int64_t{1} << 31)}})
       key += "," + std::to_string(w);

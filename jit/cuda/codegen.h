@@ -49,8 +49,15 @@ struct KernelPlan {
   // RB + row within the block) instead of G consecutive threads.
   bool columns = false;
   bool empty = false;      // nothing to do: the launch is skipped
+  // pointwise, sizes as arguments: whether 4 lanes fit depends on numbers
+  // that are arguments (lanes_at_run_time), so the text holds both forms
+  // and picks by the run's numbers; `lanes` is this size's, `steps` and
+  // `block` the same for both.
+  bool lanes_at_run_time = false;
 };
-KernelPlan plan_kernel(const ir::KernelProgram& p, const ir::Kernel& k);
+// `sizes`: the kernel's numbers that are arguments, where it is localized
+// with them (the plan of its text and of its launch at this size).
+KernelPlan plan_kernel(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs* sizes = nullptr);
 // Pointwise kernels of at least this ir::Kernel::cost_per_element and
 // kCostlyMinThreads threads take kCostlySteps steps a thread
 // (KernelPlan::steps) in blocks of kCostlyBlock (see plan_kernel).

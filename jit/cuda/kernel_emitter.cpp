@@ -288,13 +288,44 @@ void KernelEmitter::emit_gemm_prologue(const std::vector<bool>& used) {
 
 // ---------------------------------------------------------------- pointwise
 void KernelEmitter::emit_pointwise() {
+  std::vector<bool> need = needed(k_.phases[0]);
+  hoisted(need, "  ");
+  if (!plan_.lanes_at_run_time) return emit_pointwise_loop(need);
+  // Both forms, the run's numbers picking (the launch's grid is planned
+  // for the same choice: plan_kernel at that size).
+  const int lanes = plan_.lanes;
+  o_ << "  if (" << lanes_condition() << ") {\n";
+  plan_.lanes = kLanes;
+  emit_pointwise_loop(need);
+  o_ << "  } else {\n";
+  plan_.lanes = 1;
+  emit_pointwise_loop(need);
+  o_ << "  }\n";
+  plan_.lanes = lanes;
+}
+
+std::string KernelEmitter::lanes_condition() const {
+  const int n = k_.loop.n;
+  std::string c = "true";
+  auto multiple = [&](int32_t slot) {
+    if (slot != ir::SizeArgs::kFixed) c += " && " + number(slot, 0) + " % " + std::to_string(kLanes) + " == 0";
+  };
+  multiple(sizes_.loop_slot(n - 1));
+  for (uint32_t ai = 0; ai < k_.accesses.size(); ++ai) {
+    if (k_.accesses[ai].strides[n - 1] != 1) continue;
+    multiple(sizes_.offset_slot(ai));
+    for (int d = 0; d + 1 < n; ++d) multiple(sizes_.stride_slot(ai, d));
+  }
+  return c;
+}
+
+// The element loop of a pointwise kernel, with plan_.lanes lanes.
+void KernelEmitter::emit_pointwise_loop(const std::vector<bool>& need) {
   const int n = k_.loop.n;
   const int L = plan_.lanes, S = plan_.steps;
   const bool narrow = plan_.threads * L < (int64_t(1) << 31) && !sizes_.any();
   const char* ix = narrow ? "unsigned" : "long long";
   const ir::Phase& ph = k_.phases[0];
-  std::vector<bool> need = needed(ph);
-  hoisted(need, "  ");
   // A thread takes S steps a block apart (each warp's accesses stay
   // contiguous), and issues the 16-byte loads of all S before computing
   // any: S times the bytes in flight per thread, for kernels whose

@@ -119,6 +119,33 @@ inline bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
   return true;
 }
 
+// With sizes as arguments: whether a pointwise kernel's 4 lanes depend
+// only on numbers that are arguments (an innermost extent, a contiguous
+// access's offset or outer stride), the checks of can_use_lanes on its
+// constants passing: its text then takes 4 lanes where the run's numbers
+// allow and 1 elsewhere (KernelEmitter::lanes_condition), instead of a
+// function of its own for each (a length of 157 after one of 708).
+inline bool lanes_at_run_time(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs& z) {
+  const int n = k.loop.n;
+  if (!z.any() || n == 0) return false;
+  bool lifted = z.lifted_loop(n - 1);
+  if (!lifted && k.loop[n - 1] % kLanes != 0) return false;
+  for (size_t ai = 0; ai < k.accesses.size(); ++ai) {
+    const ir::Access& a = k.accesses[ai];
+    if (a.strides[n - 1] != 1) continue;
+    if (a.has_runtime_offset() && a.offset_align % kLanes != 0) return false;
+    if (z.offset_slot(static_cast<uint32_t>(ai)) != ir::SizeArgs::kFixed) lifted = true;
+    else if (a.offset % kLanes != 0) return false;
+    for (int d = 0; d + 1 < n; ++d) {
+      if (z.stride_slot(static_cast<uint32_t>(ai), d) != ir::SizeArgs::kFixed) lifted = true;
+      else if (a.strides[d] % kLanes != 0) return false;
+    }
+    const ir::BufferInfo& b = p.buffers[a.buffer];
+    if (b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0) return false;
+  }
+  return lifted;
+}
+
 class KernelEmitter {
  public:
   // A kernel of its own (not `single_block`): p and k are a kernel's local
@@ -131,7 +158,7 @@ class KernelEmitter {
   KernelEmitter(const ir::KernelProgram& p, const ir::Kernel& k, size_t index, std::ostringstream& out,
                 GemmConfig gemm = {}, bool single_block = false, std::string name = {},
                 const ir::SizeArgs& sizes = kStatic)
-      : p_(p), k_(k), sizes_(sizes), index_(index), o_(out), plan_(plan_kernel(p, k)), gemm_(gemm),
+      : p_(p), k_(k), sizes_(sizes), index_(index), o_(out), plan_(plan_kernel(p, k, &sizes)), gemm_(gemm),
         single_block_(single_block), name_(std::move(name)) {
     // Values that are the same for every element of a phase (scalars, row
     // results and what is computed from them only) are computed once per
@@ -175,6 +202,9 @@ class KernelEmitter {
   std::string buffer_pointers(const std::vector<bool>& used, const char* indent) const;
 
   void emit_pointwise();
+  void emit_pointwise_loop(const std::vector<bool>& need);
+  // lanes_at_run_time: the C condition under which the run's numbers allow 4 lanes.
+  std::string lanes_condition() const;
 
   void emit_tiled();
 

@@ -108,7 +108,7 @@ int64_t parallel_unit(const ir::KernelProgram& p, const ir::Kernel& k, const Tar
 KernelFunctions share_functions(const ir::KernelProgram& p, ir::Lift lift, ir::SizeHistory* history) {
   // Memory hints depend on the rest of the program (whether anyone reads
   // an output again): part of what makes two kernels' code the same.
-  return ir::share_kernels(p, [&](const ir::Kernel& k) {
+  return ir::share_kernels(p, [&](const ir::Kernel& k, const ir::LocalKernel&) {
     const MemoryHints h = memory_hints(p, k);
     std::string key;
     for (bool s : h.stream) key += s ? 'S' : '.';

@@ -113,28 +113,34 @@ __device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, con
 }  // namespace loom_attention_library
 
 // loom_attention_{fwd,grad_q,grad_kv}_<dtype>_d<D>_<mask>, mask none, causal,
-// window or tensor (a mask tensor and no code). The float16 kernels are a
-// module of their own: this source with LOOM_ATTENTION_F16 defined
-// (kernels/cuda/library.cpp attention_f16_source), so a bfloat16 model
-// never compiles them.
-#define LOOM_ATTENTION_LIBRARY_ENTRIES_(D, NAME, MASK, DT, F16)                                                     \
+// window or tensor (a mask tensor and no code). Each kernel is a module of
+// its own: kernels/cuda/library.cpp attention_function_source() defines
+// LOOM_ATTENTION_ENTRY as one of the entries below (and LOOM_ATTENTION_F16
+// for a float16 one), so a program compiles only the kernels it launches
+// (all 36 bfloat16 ones in one module took NVRTC 17.7 s on the H200
+// machine's host). Without it, every entry of the dtype.
+#define LOOM_ATTENTION_LIBRARY_FWD_(D, NAME, MASK, DT, F16)                                                         \
   extern "C" __global__ void __launch_bounds__(LoomAttnFwd<D, MASK, 8, F16>::THREADS,                              \
                                                LoomAttnFwd<D, MASK, 8, F16>::MIN_BLOCKS)                           \
       loom_attention_fwd_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                             \
     loom_attention_library::fwd<D, MASK, F16>(bufs, fs, is, meta);                                                 \
-  }                                                                                                                \
+  }
+#define LOOM_ATTENTION_LIBRARY_GRAD_Q_(D, NAME, MASK, DT, F16)                                                      \
   extern "C" __global__ void __launch_bounds__(LoomAttnBwdQ<D, MASK, 4, F16>::THREADS,                             \
                                                LoomAttnBwdQ<D, MASK, 4, F16>::MIN_BLOCKS)                          \
       loom_attention_grad_q_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                          \
     loom_attention_library::grad_q<D, MASK, F16>(bufs, fs, is, meta);                                              \
-  }                                                                                                                \
+  }
+#define LOOM_ATTENTION_LIBRARY_GRAD_KV_(D, NAME, MASK, DT, F16)                                                     \
   extern "C" __global__ void __launch_bounds__(LoomAttnBwdKV<D, MASK, false, 4, F16>::THREADS,                     \
                                                LoomAttnBwdKV<D, MASK, false, 4, F16>::MIN_BLOCKS)                  \
       loom_attention_grad_kv_##DT##_d##D##_##NAME(LOOM_ATTENTION_PARAMS) {                                         \
     loom_attention_library::grad_kv<D, MASK, F16>(bufs, fs, is, meta);                                             \
   }
 // One more level, so that DT and F16 arrive expanded where they are pasted.
-#define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK, DT, F16) LOOM_ATTENTION_LIBRARY_ENTRIES_(D, NAME, MASK, DT, F16)
+#define LOOM_ATTENTION_LIBRARY_FWD(D, NAME, MASK, DT, F16) LOOM_ATTENTION_LIBRARY_FWD_(D, NAME, MASK, DT, F16)
+#define LOOM_ATTENTION_LIBRARY_GRAD_Q(D, NAME, MASK, DT, F16) LOOM_ATTENTION_LIBRARY_GRAD_Q_(D, NAME, MASK, DT, F16)
+#define LOOM_ATTENTION_LIBRARY_GRAD_KV(D, NAME, MASK, DT, F16) LOOM_ATTENTION_LIBRARY_GRAD_KV_(D, NAME, MASK, DT, F16)
 #ifdef LOOM_ATTENTION_F16
 #define LOOM_ATTENTION_DT f16
 #define LOOM_ATTENTION_IS_F16 true
@@ -142,16 +148,21 @@ __device__ __forceinline__ void grad_kv(void* const* bufs, const double* fs, con
 #define LOOM_ATTENTION_DT bf16
 #define LOOM_ATTENTION_IS_F16 false
 #endif
-#define LOOM_ATTENTION_LIBRARY_HEAD_DIM(D)                                                                   \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, none, LoomAttnNoMask, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)          \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, causal, LoomAttnCausal, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)        \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, window, LoomAttnWindow, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)        \
-  LOOM_ATTENTION_LIBRARY_ENTRIES(D, tensor, LoomAttnPlanes<LoomAttnNoMask>, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)
+#ifdef LOOM_ATTENTION_ENTRY
+LOOM_ATTENTION_ENTRY
+#else
+#define LOOM_ATTENTION_LIBRARY_ENTRIES(D, NAME, MASK)                                           \
+  LOOM_ATTENTION_LIBRARY_FWD(D, NAME, MASK, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)           \
+  LOOM_ATTENTION_LIBRARY_GRAD_Q(D, NAME, MASK, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)        \
+  LOOM_ATTENTION_LIBRARY_GRAD_KV(D, NAME, MASK, LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)
+#define LOOM_ATTENTION_LIBRARY_HEAD_DIM(D)                               \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, none, LoomAttnNoMask)                \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, causal, LoomAttnCausal)              \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, window, LoomAttnWindow)              \
+  LOOM_ATTENTION_LIBRARY_ENTRIES(D, tensor, LoomAttnPlanes<LoomAttnNoMask>)
 LOOM_ATTENTION_LIBRARY_HEAD_DIM(32)
 LOOM_ATTENTION_LIBRARY_HEAD_DIM(64)
 LOOM_ATTENTION_LIBRARY_HEAD_DIM(128)
 #undef LOOM_ATTENTION_LIBRARY_HEAD_DIM
-#undef LOOM_ATTENTION_DT
-#undef LOOM_ATTENTION_IS_F16
 #undef LOOM_ATTENTION_LIBRARY_ENTRIES
-#undef LOOM_ATTENTION_LIBRARY_ENTRIES_
+#endif

@@ -38,6 +38,55 @@ const std::string& attention_f16_source() {
   return source;
 }
 
+std::string library_function_source(const std::string& name) {
+  static const char* const fixed[][2] = {{"loom_copy_2d", "LOOM_LIBRARY_COPY_2D"},
+                                         {"loom_index_select", "LOOM_LIBRARY_INDEX_SELECT"},
+                                         {"loom_gather", "LOOM_LIBRARY_GATHER"},
+                                         {"loom_check_index", "LOOM_LIBRARY_CHECK_INDEX"},
+                                         {"loom_scatter_strided", "LOOM_LIBRARY_SCATTER_STRIDED"}};
+  // loom_<op>_<suffix> (library_kernels.cu's entry points): every dtype has
+  // the first five ops, the full-width ones (the first five suffixes) all.
+  static const char* const ops[][2] = {{"scatter_add", "SCATTER_ADD"}, {"scatter_reduce", "SCATTER_REDUCE"},
+                                       {"linspace", "LINSPACE"},       {"argsort", "ARGSORT"},
+                                       {"scan", "SCAN"},               {"matmul", "MATMUL"},
+                                       {"rand_uniform", "RAND_UNIFORM"}, {"rand_normal", "RAND_NORMAL"}};
+  static const char* const types[][2] = {{"b8", "unsigned char"}, {"i32", "int"},         {"i64", "long long"},
+                                         {"f32", "float"},        {"f64", "double"},      {"bf16", "device::Bf16"},
+                                         {"f16", "device::F16"}};
+  std::string entry;
+  for (const auto& f : fixed)
+    if (name == f[0]) entry = f[1];
+  for (size_t o = 0; o < std::size(ops) && entry.empty(); ++o)
+    for (size_t t = 0; t < std::size(types) && entry.empty(); ++t)
+      if ((o < 5 || t < 5) && name == std::string("loom_") + ops[o][0] + "_" + types[t][0])
+        entry = std::string("LOOM_LIBRARY_") + ops[o][1] + "(" + types[t][0] + ", " + types[t][1] + ")";
+  if (entry.empty()) throw Error("loom: no CUDA library kernel is called " + name);
+  return "#define LOOM_LIBRARY_ENTRY " + entry + "\n" + library_source();
+}
+
+std::string attention_function_source(const std::string& name) {
+  // loom_attention_<kind>_<dtype>_d<D>_<mask>, as attention() below names them.
+  static const char* const kinds[][2] = {
+      {"fwd", "FWD"}, {"grad_q", "GRAD_Q"}, {"grad_kv", "GRAD_KV"}};
+  static const char* const masks[][2] = {{"none", "LoomAttnNoMask"},
+                                         {"causal", "LoomAttnCausal"},
+                                         {"window", "LoomAttnWindow"},
+                                         {"tensor", "LoomAttnPlanes<LoomAttnNoMask>"}};
+  const std::string prefix = "loom_attention_";
+  for (const auto& kind : kinds)
+    for (const char* dtype : {"bf16", "f16"})
+      for (const char* d : {"32", "64", "128"})
+        for (const auto& mask : masks) {
+          const std::string entry = std::string(kind[0]) + "_" + dtype + "_d" + d + "_" + mask[0];
+          if (name != prefix + entry) continue;
+          const bool f16 = std::string(dtype) == "f16";
+          return std::string(f16 ? "#define LOOM_ATTENTION_F16 1\n" : "") + "#define LOOM_ATTENTION_ENTRY LOOM_ATTENTION_LIBRARY_" +
+                 kind[1] + "(" + d + ", " + mask[0] + ", " + mask[1] + ", LOOM_ATTENTION_DT, LOOM_ATTENTION_IS_F16)\n" +
+                 detail::kAttentionSource;
+        }
+  throw Error("loom: no CUDA attention kernel is called " + name);
+}
+
 const std::string& conv_source() {
   static const std::string source(detail::kConvSource);
   return source;

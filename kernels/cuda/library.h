@@ -21,13 +21,24 @@ namespace loom::kernels::cuda {
 // CUDA C source of every library kernel: self-contained (no #include;
 // NVRTC compiles it once per process and GPU architecture).
 const std::string& library_source();
-// The attention kernels' source (attention.cu + attention_library.cu), a
-// module of its own: the functions named loom_attention_* are in it, not in
-// library_source(), so a program without attention never compiles them.
+// The library source with only the kernel `name` (one plan_library
+// launches: loom_copy_2d, loom_index_select, loom_scatter_add_f32, ...), a
+// module of its own: a program compiles only the library kernels it
+// launches. Throws loom::Error for any other name.
+std::string library_function_source(const std::string& name);
+// The attention kernels' source (attention.cu + attention_library.cu) with
+// every bfloat16 kernel: the functions named loom_attention_* are not in
+// library_source(), so a program without attention never compiles them; at
+// run time each is a module of its own (attention_function_source).
 const std::string& attention_source();
 // The same kernels for float16 (loom_attention_*_f16_*): that source with
 // LOOM_ATTENTION_F16 defined, a module of its own.
 const std::string& attention_f16_source();
+// The attention source with only the kernel `name` (loom_attention_{fwd,
+// grad_q,grad_kv}_{bf16,f16}_d{32,64,128}_{none,causal,window,tensor}), a
+// module of its own: a program compiles only the attention kernels it
+// launches. Throws loom::Error for any other name.
+std::string attention_function_source(const std::string& name);
 // The convolution kernels' source (conv.cu: loom_conv2d_*), a module of its own likewise.
 const std::string& conv_source();
 

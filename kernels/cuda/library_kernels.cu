@@ -552,70 +552,68 @@ __device__ void philox_fill(void *const *bufs, const long long *is, const long l
 
 namespace loom::kernels::cuda {
 
-extern "C" __global__ void loom_copy_2d(LOOM_LIBRARY_PARAMS) {
-  switch (meta[meta_layout::copy2d::kElementSize]) {
-    case 1: return device::copy_2d<unsigned char>(bufs, is, meta);
-    case 2: return device::copy_2d<unsigned short>(bufs, is, meta);
-    case 4: return device::copy_2d<unsigned int>(bufs, is, meta);
-    default: return device::copy_2d<unsigned long long>(bufs, is, meta);
+// Each entry point a macro, so that a module can hold one kernel: at run
+// time each is a module of its own (library.cpp library_function_source
+// defines LOOM_LIBRARY_ENTRY as one of them; all of them in one module took
+// NVRTC 4.4-5.8 s on the H200 machine's host, on a model's first call).
+// Without LOOM_LIBRARY_ENTRY, every one (the source tests compile).
+#define LOOM_LIBRARY_BY_SIZE(NAME, FN, LAYOUT, ...)                                   \
+  extern "C" __global__ void NAME(LOOM_LIBRARY_PARAMS) {                                \
+    switch (meta[meta_layout::LAYOUT::kElementSize]) {                                  \
+      case 1: return device::FN<unsigned char>(__VA_ARGS__);                            \
+      case 2: return device::FN<unsigned short>(__VA_ARGS__);                           \
+      case 4: return device::FN<unsigned int>(__VA_ARGS__);                             \
+      default: return device::FN<unsigned long long>(__VA_ARGS__);                     \
+    }                                                                                   \
   }
-}
-extern "C" __global__ void loom_index_select(LOOM_LIBRARY_PARAMS) {
-  switch (meta[meta_layout::index_select::kElementSize]) {
-    case 1: return device::index_select<unsigned char>(bufs, is, err, meta);
-    case 2: return device::index_select<unsigned short>(bufs, is, err, meta);
-    case 4: return device::index_select<unsigned int>(bufs, is, err, meta);
-    default: return device::index_select<unsigned long long>(bufs, is, err, meta);
+#define LOOM_LIBRARY_COPY_2D LOOM_LIBRARY_BY_SIZE(loom_copy_2d, copy_2d, copy2d, bufs, is, meta)
+#define LOOM_LIBRARY_INDEX_SELECT \
+  LOOM_LIBRARY_BY_SIZE(loom_index_select, index_select, index_select, bufs, is, err, meta)
+#define LOOM_LIBRARY_GATHER LOOM_LIBRARY_BY_SIZE(loom_gather, gather, gather_scatter, bufs, is, err, meta)
+#define LOOM_LIBRARY_CHECK_INDEX \
+  extern "C" __global__ void loom_check_index(LOOM_LIBRARY_PARAMS) { device::check_index(bufs, is, err, meta); }
+#define LOOM_LIBRARY_SCATTER_STRIDED \
+  LOOM_LIBRARY_BY_SIZE(loom_scatter_strided, scatter_strided, scatter_strided, bufs, is, meta)
+// The typed ones: loom_<op>_<suffix>, T the element type.
+#define LOOM_LIBRARY_SCATTER_ADD(suffix, T) \
+  extern "C" __global__ void loom_scatter_add_##suffix(LOOM_LIBRARY_PARAMS) { device::scatter_add<T>(bufs, is, err, meta); }
+#define LOOM_LIBRARY_SCATTER_REDUCE(suffix, T)                                             \
+  extern "C" __global__ void loom_scatter_reduce_##suffix(LOOM_LIBRARY_PARAMS) {           \
+    device::scatter_reduce<T>(bufs, is, err, meta);                                        \
   }
-}
-extern "C" __global__ void loom_gather(LOOM_LIBRARY_PARAMS) {
-  switch (meta[meta_layout::gather_scatter::kElementSize]) {
-    case 1: return device::gather<unsigned char>(bufs, is, err, meta);
-    case 2: return device::gather<unsigned short>(bufs, is, err, meta);
-    case 4: return device::gather<unsigned int>(bufs, is, err, meta);
-    default: return device::gather<unsigned long long>(bufs, is, err, meta);
+#define LOOM_LIBRARY_LINSPACE(suffix, T) \
+  extern "C" __global__ void loom_linspace_##suffix(LOOM_LIBRARY_PARAMS) { device::linspace<T>(bufs, fs, is, meta); }
+#define LOOM_LIBRARY_ARGSORT(suffix, T) \
+  extern "C" __global__ void loom_argsort_##suffix(LOOM_LIBRARY_PARAMS) { device::argsort<T>(bufs, is, meta); }
+#define LOOM_LIBRARY_SCAN(suffix, T) \
+  extern "C" __global__ void loom_scan_##suffix(LOOM_LIBRARY_PARAMS) { device::scan<T>(bufs, is, meta); }
+#define LOOM_LIBRARY_MATMUL(suffix, T) \
+  extern "C" __global__ void loom_matmul_##suffix(LOOM_LIBRARY_PARAMS) { device::matmul<T>(bufs, is, meta); }
+#define LOOM_LIBRARY_RAND_UNIFORM(suffix, T)                                               \
+  extern "C" __global__ void loom_rand_uniform_##suffix(LOOM_LIBRARY_PARAMS) {             \
+    device::philox_fill<T, false>(bufs, is, meta);                                         \
   }
-}
-extern "C" __global__ void loom_check_index(LOOM_LIBRARY_PARAMS) { device::check_index(bufs, is, err, meta); }
-extern "C" __global__ void loom_scatter_strided(LOOM_LIBRARY_PARAMS) {
-  switch (meta[meta_layout::scatter_strided::kElementSize]) {
-    case 1: return device::scatter_strided<unsigned char>(bufs, is, meta);
-    case 2: return device::scatter_strided<unsigned short>(bufs, is, meta);
-    case 4: return device::scatter_strided<unsigned int>(bufs, is, meta);
-    default: return device::scatter_strided<unsigned long long>(bufs, is, meta);
+#define LOOM_LIBRARY_RAND_NORMAL(suffix, T)                                                \
+  extern "C" __global__ void loom_rand_normal_##suffix(LOOM_LIBRARY_PARAMS) {              \
+    device::philox_fill<T, true>(bufs, is, meta);                                          \
   }
-}
 
+#ifdef LOOM_LIBRARY_ENTRY
+LOOM_LIBRARY_ENTRY
+#else
+LOOM_LIBRARY_COPY_2D
+LOOM_LIBRARY_INDEX_SELECT
+LOOM_LIBRARY_GATHER
+LOOM_LIBRARY_CHECK_INDEX
+LOOM_LIBRARY_SCATTER_STRIDED
 // What every dtype has: scatter_add, scatter_reduce, linspace, argsort, scan.
-#define LOOM_SHARED_KERNELS(suffix, T)                                                 \
-  extern "C" __global__ void loom_scatter_add_##suffix(LOOM_LIBRARY_PARAMS) {          \
-    device::scatter_add<T>(bufs, is, err, meta);                                       \
-  }                                                                                    \
-  extern "C" __global__ void loom_scatter_reduce_##suffix(LOOM_LIBRARY_PARAMS) {       \
-    device::scatter_reduce<T>(bufs, is, err, meta);                                    \
-  }                                                                                    \
-  extern "C" __global__ void loom_linspace_##suffix(LOOM_LIBRARY_PARAMS) {             \
-    device::linspace<T>(bufs, fs, is, meta);                                           \
-  }                                                                                    \
-  extern "C" __global__ void loom_argsort_##suffix(LOOM_LIBRARY_PARAMS) {              \
-    device::argsort<T>(bufs, is, meta);                                                \
-  }                                                                                    \
-  extern "C" __global__ void loom_scan_##suffix(LOOM_LIBRARY_PARAMS) {                 \
-    device::scan<T>(bufs, is, meta);                                                   \
-  }
+#define LOOM_SHARED_KERNELS(suffix, T) \
+  LOOM_LIBRARY_SCATTER_ADD(suffix, T)  \
+  LOOM_LIBRARY_SCATTER_REDUCE(suffix, T) LOOM_LIBRARY_LINSPACE(suffix, T) LOOM_LIBRARY_ARGSORT(suffix, T) LOOM_LIBRARY_SCAN(suffix, T)
 // The full-width dtypes add products and random numbers.
-#define LOOM_TYPED_KERNELS(suffix, T)                                                  \
-  LOOM_SHARED_KERNELS(suffix, T)                                                       \
-  extern "C" __global__ void loom_matmul_##suffix(LOOM_LIBRARY_PARAMS) {               \
-    device::matmul<T>(bufs, is, meta);                                                 \
-  }                                                                                    \
-  extern "C" __global__ void loom_rand_uniform_##suffix(LOOM_LIBRARY_PARAMS) {         \
-    device::philox_fill<T, false>(bufs, is, meta);                                     \
-  }                                                                                    \
-  extern "C" __global__ void loom_rand_normal_##suffix(LOOM_LIBRARY_PARAMS) {          \
-    device::philox_fill<T, true>(bufs, is, meta);                                      \
-  }
-
+#define LOOM_TYPED_KERNELS(suffix, T) \
+  LOOM_SHARED_KERNELS(suffix, T)      \
+  LOOM_LIBRARY_MATMUL(suffix, T) LOOM_LIBRARY_RAND_UNIFORM(suffix, T) LOOM_LIBRARY_RAND_NORMAL(suffix, T)
 LOOM_TYPED_KERNELS(b8, unsigned char)
 LOOM_TYPED_KERNELS(i32, int)
 LOOM_TYPED_KERNELS(i64, long long)
@@ -628,5 +626,6 @@ LOOM_SHARED_KERNELS(bf16, device::Bf16)
 LOOM_SHARED_KERNELS(f16, device::F16)
 #undef LOOM_TYPED_KERNELS
 #undef LOOM_SHARED_KERNELS
+#endif
 
 }  // namespace loom::kernels::cuda

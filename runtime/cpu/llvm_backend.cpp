@@ -4,6 +4,8 @@
 // when some graph of this process, or the disk cache, compiled it before.
 #include "runtime/cpu/llvm_backend.h"
 
+#include <algorithm>
+
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <tbb/parallel_for.h>
@@ -101,7 +103,11 @@ std::unique_ptr<Executable> LlvmBackend::compile(const ir::Graph& g, const Compi
     for (const FunctionCache::Object& o : objects) spans.emplace_back(o->data(), o->size());
     kernels = jit::llvm_cpu::load_objects(spans, symbols);
   }
-  return std::make_unique<CpuExecutable>(std::move(program), std::move(functions), std::move(kernels));
+  const bool lifted = std::any_of(functions.local.begin(), functions.local.end(),
+                                  [](const ir::LocalKernel& l) { return l.sizes.any(); });
+  auto exe = std::make_unique<CpuExecutable>(std::move(program), std::move(functions), std::move(kernels));
+  exe->sizes_as_args = lifted;
+  return exe;
 }
 
 }  // namespace loom::runtime::cpu

@@ -6,8 +6,13 @@
 #include <string>
 #include <unordered_map>
 
+#include <loom/error.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_group.h>
+
 #include "ir/lower/lower.h"
 #include "jit/cuda/codegen.h"
+#include "kernels/cuda/library.h"
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/cuda_executable.h"
 #include "runtime/cuda/gemm_tune.h"
@@ -27,12 +32,14 @@ constexpr double kOperandCopyMinWork = 0x1p30;
 // With sizes as arguments a product keeps the tile configuration chosen at
 // the first size its kernel was compiled at (tuned there, static or not): at every later
 // size the text is the same and compiles nothing, where tuning again would
-// compile and time candidates for each new length. Keyed by the kernel with
-// its sizes lifted, its buffers' alignment, the TF32 mode and the device.
+// compile and time candidates for each new length. Keyed by the kernel's
+// shape (ir::shape_key: a weight its graph computes or reads as an input
+// alike), its buffers' alignment, the TF32 mode and the device; used only
+// where it fits the operands (gemm_config_fits).
 class RememberedGemms {
  public:
   std::string key_of(const ir::KernelProgram& p, const ir::Kernel& k, bool tf32, int device) const {
-    return ir::localize(p, k, ir::Lift::All).key + jit::cuda::alignment_key(p, k) + (tf32 ? ";tf32;" : ";") +
+    return ir::shape_key(p, k) + jit::cuda::alignment_key(p, k) + (tf32 ? ";tf32;" : ";") +
            std::to_string(device);
   }
   jit::cuda::GemmConfig find(const std::string& key) {
@@ -55,6 +62,45 @@ RememberedGemms& remembered_gemms() {
   return *r;
 }
 }  // namespace
+
+// Compiles, on TBB's threads, the library modules a program launches
+// (library_function), while the compile goes on; waits for them when it
+// ends. A function it could not plan or compile is left to the
+// executable's own planning, which reports the error.
+class LibraryPrefetch {
+ public:
+  LibraryPrefetch(const ir::KernelProgram& p, int device) {
+    std::vector<std::string> names;
+    for (const ir::Step& st : p.steps) {
+      if (st.kind != ir::Step::Library) continue;
+      try {
+        for (const kernels::cuda::Launch& l : kernels::cuda::plan_library(p.library_calls[st.index], p, st.index))
+          names.push_back(l.function);
+      } catch (const loom::Error&) {
+      }
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    if (names.empty()) return;
+    tasks_.run([names = std::move(names), device] {
+      tbb::parallel_for(size_t{0}, names.size(), [&](size_t i) {
+        try {
+          library_function(device, names[i]);
+        } catch (...) {  // the executable's planning asks again, and reports it
+        }
+      });
+    });
+  }
+  ~LibraryPrefetch() {
+    try {
+      tasks_.wait();
+    } catch (...) {  // the tasks catch their own; a destructor must not throw
+    }
+  }
+
+ private:
+  tbb::task_group tasks_;
+};
 
 LOOM_REGISTER_BACKEND(CudaBackend, 100);
 
@@ -86,15 +132,24 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
   if (!tf32) options.n_contiguous_b_min_work = kOperandCopyMinWork;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
+  // The library kernels it launches (attention's: a module each; the
+  // library's own), compiled or loaded on the first use in this process
+  // beside the tuning and the functions below instead of after them.
+  LibraryPrefetch library(program, index);
+
   LoadedModule module;
   if (!program.kernels.empty()) {
     // A single-block program computes its products itself: no tuning.
     // LOOM_CUDA_SINGLE_BLOCK=0 (read at each compile) keeps one kernel per
     // step, for comparisons and for tests of the GEMM template.
-    // With sizes as arguments, never: its one kernel holds every size.
+    // With sizes as arguments, never: its one kernel holds every size. So
+    // only for a static compile, or the first of a structure whose sizes
+    // would be lifted only because other graphs had its kernels at other
+    // sizes (CompileHints::first_of_structure).
     const char* env = std::getenv("LOOM_CUDA_SINGLE_BLOCK");
     const bool lift = hints.sizes != ir::Lift::None;
-    const bool single_block = !lift && !(env && std::string(env) == "0") && jit::cuda::single_block(program);
+    const bool single_block = (!lift || (hints.sizes == ir::Lift::Seen && hints.first_of_structure)) &&
+                              !(env && std::string(env) == "0") && jit::cuda::single_block(program);
     // Each product's tile configuration, tuned once per problem (in memory
     // and on disk); with sizes as arguments, the one its kernel had at the
     // first size (RememberedGemms).
@@ -114,7 +169,7 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
       std::vector<std::string> tuning;
       for (size_t i = 0; i < program.kernels.size(); ++i)
         if (const ir::Kernel& k = program.kernels[i]; k.contraction && !module.gemm[i].valid())
-          if (std::string s = pending_tuning_source(jit::cuda::gemm_problem(program, k, tf32), index); !s.empty())
+          for (std::string& s : pending_tuning_sources(jit::cuda::gemm_problem(program, k, tf32), index))
             tuning.push_back(std::move(s));
       std::sort(tuning.begin(), tuning.end());
       tuning.erase(std::unique(tuning.begin(), tuning.end()), tuning.end());
@@ -127,6 +182,10 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
     }
     const std::string what = "graph " + std::to_string(g.hash) + " (" + std::to_string(program.kernels.size()) + " kernels)";
     if (single_block) {
+      // Its kernels' sizes noted all the same: at the structure's next
+      // size they become arguments (in kernels of their own).
+      ir::share_kernels(program, [](const ir::Kernel&, const ir::LocalKernel&) { return std::string(); }, {},
+                        ir::Lift::None, &sizes_seen_);
       // One program for the graph: its cubin's key is the graph and the
       // TF32 mode (the graph does not say it).
       std::vector<uint64_t> key(g.canonical.begin(), g.canonical.end());
@@ -169,7 +228,11 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
       module.reduce.push_back(r);
     }
   }
-  return std::make_unique<CudaExecutable>(std::move(program), index, std::move(module));
+  const bool lifted = std::any_of(module.shared.local.begin(), module.shared.local.end(),
+                                  [](const ir::LocalKernel& l) { return l.sizes.any(); });
+  auto exe = std::make_unique<CudaExecutable>(std::move(program), index, std::move(module));
+  exe->sizes_as_args = lifted;
+  return exe;
 }
 
 }  // namespace loom::runtime::cuda

@@ -206,7 +206,7 @@ void CudaExecutable::plan_launches() {
     if (step.kind == ir::Step::Generated) {
       // Launched as its function was emitted: from the kernel's local form.
       const ir::LocalKernel& local = module_.shared.local[step.index];
-      const jit::cuda::KernelPlan plan = jit::cuda::plan_kernel(local.program, local.kernel());
+      const jit::cuda::KernelPlan plan = jit::cuda::plan_kernel(local.program, local.kernel(), &local.sizes);
       if (plan.empty) continue;
       const jit::cuda::LaunchDims dims = jit::cuda::launch_dims(plan);
       Launch l;

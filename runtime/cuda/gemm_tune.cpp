@@ -45,6 +45,16 @@ int64_t extent(int64_t batch, int64_t rows, int64_t cols, int64_t sb, int64_t sr
   return (batch - 1) * sb + (rows - 1) * sr + (cols - 1) * sc + 1;
 }
 
+// The tuning modules of problem g: one per candidate, so that NVRTC
+// compiles them side by side on every core (all of a problem's candidates
+// in one module took 1.5-2.5 s each for GPT-2's products on the H200
+// machine's host, one product at a time per core).
+std::vector<std::string> tuning_sources(const jc::GemmProblem& g, const std::vector<jc::GemmConfig>& cs) {
+  std::vector<std::string> out;
+  for (const jc::GemmConfig& c : cs) out.push_back(jc::gemm_tuning_source(g, {c}));
+  return out;
+}
+
 jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   const DeviceContext& ctx = context(device);
   const DriverApi& d = driver();
@@ -54,18 +64,20 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   const int64_t c_n = g.batch * g.m * g.n;
   if (a_n < 0 || b_n < 0 || c_n == 0 || (g.a_off + a_n + g.b_off + b_n + c_n) * int64_t(es) > (int64_t(2) << 30))
     return jc::gemm_heuristic(g, ctx.multiprocessors);
-  const std::string source = jc::gemm_tuning_source(g, cs);
   const std::string what = "GEMM tuning kernels";
-  CUmodule module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
-  // The tuning kernels are needed only here: unloaded once their launches ran.
+  // A module per candidate (tuning_sources), each loom_tune0 and its fill;
+  // needed only here: unloaded once their launches ran.
   struct Unload {
-    CUmodule m;
+    std::vector<CUmodule> m;
     CUstream stream;
     ~Unload() {
       driver().cuStreamSynchronize(stream);
-      driver().cuModuleUnload(m);
+      for (CUmodule x : m) driver().cuModuleUnload(x);
     }
-  } unload{module, ctx.stream};
+  } unload{{}, ctx.stream};
+  for (const std::string& source : tuning_sources(g, cs))
+    unload.m.push_back(load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what));
+  const CUmodule module = unload.m.at(0);
   const Device dev(kCUDA, static_cast<int8_t>(device));
   BufferPtr A = Buffer::allocate(dev, (g.a_off + a_n) * es), B = Buffer::allocate(dev, (g.b_off + b_n) * es);
   BufferPtr C = Buffer::allocate(dev, c_n * es);
@@ -94,14 +106,14 @@ jc::GemmConfig tune(const jc::GemmProblem& g, int device) {
   jc::GemmConfig best;
   for (size_t i = 0; i < cs.size(); ++i) {
     CUfunction f = nullptr;
-    check(d.cuModuleGetFunction(&f, module, ("loom_tune" + std::to_string(i)).c_str()), "cuModuleGetFunction", what);
+    check(d.cuModuleGetFunction(&f, unload.m[i], "loom_tune0"), "cuModuleGetFunction", what);
     const int64_t shared = jc::gemm_shared_bytes(cs[i], g);
     // Always (static shared memory counts against the 48 KB default too).
     if (d.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared)))
       continue;  // more shared memory than this GPU gives a block
     const bool split = cs[i].split > 1;
     CUfunction r = nullptr;
-    if (split) check(d.cuModuleGetFunction(&r, module, ("loom_tune" + std::to_string(i) + "_r").c_str()), "cuModuleGetFunction", what);
+    if (split) check(d.cuModuleGetFunction(&r, unload.m[i], "loom_tune0_r"), "cuModuleGetFunction", what);
     void* params[] = {&a, &b, split ? &w : &c, &args};
     void* rparams[] = {&w, &c, &args};
     auto launch = [&] {
@@ -163,20 +175,20 @@ std::string tune_ns(const DeviceContext& ctx) {
 }
 }  // namespace
 
-std::string pending_tuning_source(const jc::GemmProblem& problem, int device) {
+std::vector<std::string> pending_tuning_sources(const jc::GemmProblem& problem, int device) {
   const DeviceContext& ctx = context(device);
   jc::GemmProblem g = problem;
   g.wgmma = ctx.wgmma();
-  if (tuning_off() || small(g) || std::getenv("LOOM_GEMM_CANDIDATE") || std::getenv("LOOM_GEMM_SPLIT")) return "";
+  if (tuning_off() || small(g) || std::getenv("LOOM_GEMM_CANDIDATE") || std::getenv("LOOM_GEMM_SPLIT")) return {};
   std::vector<uint64_t> key = g.key();
   key.push_back(static_cast<uint64_t>(device));
   {
     std::lock_guard lock(g_chosen_mu);
-    if (chosen_configs().count(key)) return "";
+    if (chosen_configs().count(key)) return {};
   }
   const std::vector<uint64_t> disk_key = g.key();
-  if (DiskCache::instance().load(tune_key(tune_ns(ctx), disk_key))) return "";
-  return jc::gemm_tuning_source(g, jc::gemm_candidates(g));
+  if (DiskCache::instance().load(tune_key(tune_ns(ctx), disk_key))) return {};
+  return tuning_sources(g, jc::gemm_candidates(g));
 }
 
 bool gemm_config_fits(const jc::GemmConfig& c, const jc::GemmProblem& problem, int device) {

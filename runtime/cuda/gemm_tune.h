@@ -4,6 +4,9 @@
 // in memory and in the disk cache (namespace "cuda-gemm-tune-<arch>-<SMs>"),
 // so a warm process neither compiles the tuning kernels nor times anything.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "jit/cuda/gemm.h"
 
 namespace loom::runtime::cuda {
@@ -19,10 +22,10 @@ jit::cuda::GemmConfig choose_gemm(const jit::cuda::GemmProblem& g, int device);
 // of the operands' layout and alignment).
 bool gemm_config_fits(const jit::cuda::GemmConfig& c, const jit::cuda::GemmProblem& g, int device);
 inline constexpr double kTuneMinWork = 0x1p24;
-// The tuning module choose_gemm would compile for `g` (its candidates'
-// kernels), or "" when it would compile none (small, chosen before, on
-// disk): a graph's are compiled side by side first (compile_cubins).
-std::string pending_tuning_source(const jit::cuda::GemmProblem& g, int device);
+// The tuning modules choose_gemm would compile for `g` (one per candidate),
+// or none (small, chosen before, on disk): a graph's are compiled side by
+// side first (compile_cubins).
+std::vector<std::string> pending_tuning_sources(const jit::cuda::GemmProblem& g, int device);
 
 // Whether float32 products may run on TF32 tensor cores (loom::cuda::
 // set_allow_tf32; off by default: exact float32). Changing it clears the

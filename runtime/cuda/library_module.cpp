@@ -3,10 +3,12 @@
 #include <tbb/parallel_for.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -18,6 +20,7 @@
 #include "runtime/cuda/nvrtc_compile.h"
 #include "runtime/disk_cache.h"
 #include "runtime/dump.h"
+#include "runtime/log.h"
 #include "runtime/metrics.h"
 
 #ifndef LOOM_VERSION
@@ -93,7 +96,20 @@ std::vector<char> cached_cubin(const std::string& source, int device, std::span<
   disk.store(key, cubin);
   cubin_memory().keep(memory_key, cubin);
   if (kernels > 0) record_compile(kernels, now_ns() - t0);
+  if (log_enabled(LogTopic::Kernels))
+    log_line(LogTopic::Kernels, "nvrtc %s: %s: %zu bytes in %.1f ms", what.c_str(), source_title(source).c_str(),
+             cubin.size(), (now_ns() - t0) / 1e6);
   return cubin;
+}
+
+std::string source_title(const std::string& source) {
+  const size_t entry = source.rfind("extern \"C\"");
+  if (entry == std::string::npos) return "a module without an entry point";
+  const size_t end = entry > 0 ? entry - 1 : 0;  // the newline before it
+  const size_t line = end > 0 ? source.rfind('\n', end - 1) : std::string::npos;
+  const size_t from = line == std::string::npos ? 0 : line + 1;
+  if (source.compare(from, 3, "// ") == 0 && end > from + 3) return source.substr(from + 3, end - from - 3);
+  return source.substr(entry, std::min(source.find('(', entry), entry + 120) - entry);
 }
 
 std::vector<uint64_t> source_words(const std::string& s) {
@@ -128,33 +144,48 @@ struct Library {
 
 }  // namespace
 
-CUfunction library_function(int device, const std::string& name) {
-  // Four modules a device: the library kernels, the attention kernels in
-  // bfloat16 and in float16, and the convolution kernels
-  // (kernels/cuda/library.h), each compiled when first needed, picked by the
-  // function's name: the last module whose prefix it starts with and whose
-  // `part` it holds.
-  struct Module {
-    const char* prefix;
-    const char* part;
-    const std::string& (*source)();
-    const char* what;
+namespace {
+// A library or attention kernel: a module of its own per device
+// (kernels/cuda/library.h library_function_source, attention_function_source),
+// compiled when first launched.
+CUfunction own_module_function(int device, const std::string& name) {
+  struct Modules {
+    std::mutex mu;  // held only to find or make an entry: kernels compile side by side
+    std::map<std::pair<int, std::string>, std::unique_ptr<Library>> by_name;
   };
-  static const Module modules[] = {
-      {"", "", kernels::cuda::library_source, "the CUDA library kernels"},
-      {"loom_attention_", "", kernels::cuda::attention_source, "the CUDA attention kernels"},
-      {"loom_attention_", "_f16_", kernels::cuda::attention_f16_source, "the CUDA float16 attention kernels"},
-      {"loom_conv2d_", "", kernels::cuda::conv_source, "the CUDA convolution kernels"}};
-  constexpr int kModules = 4;
-  static auto* libraries = new std::array<Library, 16 * kModules>;  // leaked: functions live in replayed graphs
-  int which = 0;
-  for (int i = 1; i < kModules; ++i)
-    if (name.rfind(modules[i].prefix, 0) == 0 && name.find(modules[i].part) != std::string::npos) which = i;
-  Library& lib = (*libraries)[kModules * device + which];
+  static auto* modules = new Modules;  // leaked: functions live in replayed graphs
+  Library* lib = nullptr;
+  {
+    std::lock_guard lock(modules->mu);
+    auto& slot = modules->by_name[{device, name}];
+    if (!slot) slot = std::make_unique<Library>();
+    lib = slot.get();
+  }
+  std::lock_guard lock(lib->mu);
+  if (!lib->module) {
+    const bool attention = name.rfind("loom_attention_", 0) == 0;
+    const std::string source = attention ? kernels::cuda::attention_function_source(name)
+                                         : kernels::cuda::library_function_source(name);
+    const std::string what = std::string(attention ? "the CUDA attention kernel " : "the CUDA library kernel ") + name;
+    lib->module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
+    CUfunction f = nullptr;
+    check(driver().cuModuleGetFunction(&f, lib->module, name.c_str()), "cuModuleGetFunction", what);
+    lib->functions.emplace(name, f);
+  }
+  return lib->functions.at(name);
+}
+}  // namespace
+
+CUfunction library_function(int device, const std::string& name) {
+  // The convolution kernels, one module a device (kernels/cuda/library.h),
+  // compiled when first needed; every other kernel a module of its own.
+  if (name.rfind("loom_conv2d_", 0) != 0) return own_module_function(device, name);
+  static auto* libraries = new std::array<Library, 16>;  // leaked: functions live in replayed graphs
+  Library& lib = libraries->at(static_cast<size_t>(device));
   std::lock_guard lock(lib.mu);
   if (!lib.module) {
-    const std::string& source = modules[which].source();
-    const char* what = modules[which].what;
+    const std::string& source = kernels::cuda::conv_source();
+    const char* what = "the CUDA convolution kernels";
     lib.module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
   }
   auto it = lib.functions.find(name);

@@ -22,6 +22,9 @@ CUfunction library_function(int device, const std::string& name);
 // and `canonical` (the graph's canonical form, or the source's own words).
 std::vector<char> cached_cubin(const std::string& source, int device, std::span<const uint64_t> canonical,
                                const std::string& what, const std::string& dump_folder, int64_t kernels);
+// A source as LOOM_LOG=kernels names it: the comment line before its last
+// entry point (a generated kernel's name and loop), else that entry point.
+std::string source_title(const std::string& source);
 // Loads a cubin into `device`'s context.
 CUmodule load_module(const std::vector<char>& cubin, int device, const std::string& what);
 

@@ -243,6 +243,53 @@ TEST(LlvmCodegen, SeenSizesLiftOnlyWhatChanged) {
   EXPECT_LT(lifted_seen, lifted_all) << "the width, unchanged, stays a constant";
 }
 
+// ir::SizeHistory's lineages: one compile's kernels of one shape at two
+// widths are two lineages, not a difference (both stay static); a later
+// compile follows the nearest and lifts only what differs from it, and a
+// lifted number stays lifted in its lineage.
+TEST(SizeHistory, LaterCompilesFollowTheNearestLineage) {
+  loom::ir::SizeHistory h;
+  const std::string shape = "rows x width";
+  using V = std::vector<bool>;
+  const uint64_t first = h.begin();
+  EXPECT_EQ(h.note(shape, {48, 32}, first), V({false, false}));
+  EXPECT_EQ(h.note(shape, {48, 64}, first), V({false, false})) << "another width in the same compile";
+  EXPECT_EQ(h.note(shape, {48, 32}, first), V({false, false}));
+  EXPECT_FALSE(h.would_lift(shape, {48, 64}));
+  EXPECT_TRUE(h.would_lift(shape, {80, 64}));
+  const uint64_t second = h.begin();
+  EXPECT_EQ(h.note(shape, {80, 32}, second), V({true, false}));
+  EXPECT_EQ(h.note(shape, {80, 64}, second), V({true, false})) << "the width is its lineage's";
+  const uint64_t third = h.begin();
+  EXPECT_EQ(h.note(shape, {120, 64}, third), V({true, false}));
+  EXPECT_EQ(h.note(shape, {48, 64}, third), V({true, false})) << "lifted once, lifted in its lineage";
+  EXPECT_EQ(h.note("another shape", {48, 64}, third), V({false, false}));
+}
+
+// A graph never compiled before (here: the same computation with one more
+// op, as a model's first call that also casts its weights) takes as
+// arguments, under Lift::Seen, the sizes its kernels had otherwise in an
+// earlier graph: the next length needs no code.
+TEST(LlvmCodegen, SeenSizesLiftAcrossGraphs) {
+  auto program = [](int64_t n, bool extra) {
+    auto x = loom::randn({n, 32});
+    loom::sync();
+    std::vector<loom::Tensor> outs = {loom::softmax(x, -1)};
+    if (extra) outs.push_back(x.sum({0}, true) * 2);
+    return lower_outputs(outs);
+  };
+  loom::ir::SizeHistory seen;
+  const loom::ir::KernelProgram first = program(48, true), second = program(80, false), third = program(120, false);
+  const lc::KernelFunctions f1 = lc::share_functions(first, loom::ir::Lift::Seen, &seen);
+  for (const auto& l : f1.local) EXPECT_FALSE(l.sizes.any()) << "nothing seen before: static";
+  EXPECT_TRUE(loom::ir::seen_would_lift(second, seen));
+  const lc::KernelFunctions f2 = lc::share_functions(second, loom::ir::Lift::Seen, &seen);
+  const lc::KernelFunctions f3 = lc::share_functions(third, loom::ir::Lift::Seen, &seen);
+  ASSERT_FALSE(f2.local.empty());
+  EXPECT_TRUE(f2.local[0].sizes.any());
+  EXPECT_EQ(f2.keys, f3.keys);
+}
+
 // The parts a program's functions are compiled in cover each function once,
 // and there are never more parts than functions; a subset, only it.
 TEST(LlvmCodegen, CompilePartsCoverEachFunctionOnce) {

@@ -813,4 +813,41 @@ TEST(CudaCodegen, SizesAsArgumentsGiveTheSameTextAtEverySize) {
   }
 }
 
+// A pointwise kernel whose innermost extent is a size argument takes 4
+// lanes where the run's length is a multiple of 4 and 1 elsewhere, in one
+// text (KernelPlan::lanes_at_run_time): lengths 157 and 708 share it, and
+// each plans its launch for the form it takes.
+TEST(CudaCodegen, LanesByTheRunsLengthAreOneText) {
+  auto program = [](int64_t n) {
+    auto x = loom::randn({n});
+    loom::sync();
+    return lower_outputs({loom::arange(n, loom::TensorOptions(loom::kLong)) * 3, x * 2 + 1});
+  };
+  const KernelProgram odd = program(157), four = program(708);
+  auto shared = [](const KernelProgram& p) { return jc::share_kernels(p, {}, loom::ir::Lift::All); };
+  const loom::ir::SharedKernels so = shared(odd), sf = shared(four);
+  ASSERT_EQ(so.keys, sf.keys);
+  ASSERT_FALSE(so.local.empty());
+  for (size_t i = 0; i < so.local.size(); ++i) {
+    const jc::KernelPlan po = jc::plan_kernel(so.local[i].program, so.local[i].kernel(), &so.local[i].sizes);
+    const jc::KernelPlan pf = jc::plan_kernel(sf.local[i].program, sf.local[i].kernel(), &sf.local[i].sizes);
+    EXPECT_TRUE(po.lanes_at_run_time && pf.lanes_at_run_time) << i;
+    EXPECT_EQ(po.lanes, 1) << i;
+    EXPECT_EQ(pf.lanes, 4) << i;
+    EXPECT_EQ(po.block, pf.block);
+    EXPECT_EQ(po.steps, pf.steps);
+  }
+  for (size_t f = 0; f < so.first.size(); ++f) {
+    const std::string text = jc::emit_function_source(odd, so, {}, f);
+    EXPECT_EQ(text, jc::emit_function_source(four, sf, {}, f)) << "function " << f;
+    EXPECT_NE(text.find("% 4 == 0"), std::string::npos) << text;
+    if (std::string why = nvrtc_missing(); !why.empty()) GTEST_SKIP() << why;
+    try {
+      loom::runtime::cuda::compile_cubin(text, "sm_90", "lanes at run time");
+    } catch (const loom::Error& e) {
+      ADD_FAILURE() << e.what() << "\n--- source ---\n" << text;
+    }
+  }
+}
+
 }  // namespace

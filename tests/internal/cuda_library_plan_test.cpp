@@ -175,7 +175,30 @@ TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
 }
 
-// The attention kernels are a module of their own (attention_source()):
+// At run time each library kernel is a module of its own
+// (library_function_source): every name the planner launches has one, a
+// few compile alone and hold only their kernel, and another name is an
+// error naming it.
+TEST(CudaLibrarySource, EachPlannedKernelIsAModuleOfItsOwn) {
+  std::set<std::string> names;
+  for (const Fixture& f : one_of_each())
+    for (const cuda::Launch& l : f.plan()) names.insert(l.function);
+  for (const std::string& name : names) EXPECT_NO_THROW(cuda::library_function_source(name)) << name;
+  EXPECT_THROW(cuda::library_function_source("loom_matmul_bf16"), loom::Error);  // products of 16 bits are GEMM kernels
+  EXPECT_THROW(cuda::library_function_source("loom_index_select_f32"), loom::Error);
+  Nvrtc nvrtc;
+  if (!nvrtc.usable())
+    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
+                    "the CUDA library kernels were not compiled";
+  for (const std::string name : {"loom_index_select", "loom_scatter_add_bf16", "loom_rand_normal_f32"}) {
+    const std::string cubin = compile_for_sm90(nvrtc, cuda::library_function_source(name), name.c_str());
+    ASSERT_FALSE(cubin.empty()) << name;
+    EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " is not in its cubin";
+    EXPECT_EQ(cubin.find(std::string("loom_copy_2d") + '\0'), std::string::npos) << name << "'s cubin holds others";
+  }
+}
+
+// The attention kernels of a dtype as one source (attention_source()):
 // it compiles too, and holds every kernel the planner names for attention.
 std::vector<Fixture> attention_calls(ScalarType bf) {
   std::vector<Fixture> all;
@@ -214,6 +237,26 @@ TEST(CudaAttentionSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
       EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " is not in the cubin";
       EXPECT_NE(name.find(f16 ? "_f16_" : "_bf16_"), std::string::npos) << name;
     }
+  }
+}
+
+// At run time each attention kernel is a module of its own
+// (attention_function_source): it compiles alone and holds that kernel.
+// A few of the 72 (the whole sources above hold them all); a name that is
+// not a kernel's is an error naming it.
+TEST(CudaAttentionSource, EachKernelCompilesAsAModuleOfItsOwn) {
+  EXPECT_THROW(cuda::attention_function_source("loom_attention_fwd_bf16_d48_causal"), loom::Error);
+  EXPECT_THROW(cuda::attention_function_source("loom_attention_fwd_bf16_d64_causal_extra"), loom::Error);
+  Nvrtc nvrtc;
+  if (!nvrtc.usable())
+    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
+                    "the CUDA attention kernels were not compiled";
+  for (const std::string name : {"loom_attention_fwd_bf16_d64_causal", "loom_attention_grad_q_bf16_d64_causal",
+                                 "loom_attention_grad_kv_bf16_d64_causal", "loom_attention_fwd_f16_d128_tensor"}) {
+    const std::string cubin = compile_for_sm90(nvrtc, cuda::attention_function_source(name), name.c_str());
+    ASSERT_FALSE(cubin.empty()) << name;
+    EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " is not in its cubin";
+    EXPECT_EQ(cubin.find("loom_attention_fwd_bf16_d32_none"), std::string::npos) << name << "'s cubin holds others";
   }
 }
 

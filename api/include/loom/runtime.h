@@ -103,11 +103,13 @@ std::ostream& operator<<(std::ostream& os, const Metrics& m);
 // being a constant of the code (0 and 1 never are: they decide code, a
 // broadcast, a size-1 loop), so the same compiled kernels run the graph at
 // other sizes: a new size costs a lowering (milliseconds), not a compile.
-//   Automatic (the default): a graph compiles with constant sizes; once a
-//     graph of the same structure comes with another shape, the sizes that
-//     changed (the batch, the length; not the model's widths) are
-//     arguments from then on, as torch.compile's automatic dynamic. A
-//     graph reading a tensor marked by mark_dynamic takes all its sizes
+//   Automatic (the default): a kernel compiles with constant sizes; once a
+//     kernel of the same shape comes with other sizes (the same graph at
+//     another batch or length, or another graph with that kernel: a
+//     model's first call that also casts its weights for autocast), the
+//     sizes that changed (the batch, the length; not the model's widths)
+//     are arguments from then on, as torch.compile's automatic dynamic.
+//     A graph reading a tensor marked by mark_dynamic takes all its sizes
 //     as arguments from its first compile.
 //   Always: every compile, all sizes (the benchmark rows beside the static ones).
 //   Never: every shape compiles its own constant-size kernels.
