@@ -991,21 +991,24 @@ static_assert(loom::kernels::cuda::meta_layout::conv::kThreads == 256, "conv ent
 
 // MIN_BLOCKS: 2 resident blocks an SM (at most 128 registers a thread) for
 // the tensor-core kernels; the FMA tiles of f32 / f64 take what they need.
-#define LOOM_CONV_ENTRIES(SUFFIX, TRAITS, MIN_BLOCKS)                                                       \
+// Each kernel is a module of its own at run time (library.cpp
+// conv_function_source defines LOOM_CONV_ONLY as one LOOM_CONV_ENTRY);
+// without it, all twelve (the source test compiles them).
+#define LOOM_CONV_ENTRY(OP, SUFFIX, TRAITS, MIN_BLOCKS, KIND)                                               \
   extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS)                                             \
-      loom_conv2d_fwd_##SUFFIX(LOOM_CONV_PARAMS) {                                                          \
-    loom_conv_run<TRAITS, kLoomConvFwd>(bufs, is, meta);                                                    \
-  }                                                                                                         \
-  extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS)                                             \
-      loom_conv2d_grad_input_##SUFFIX(LOOM_CONV_PARAMS) {                                                   \
-    loom_conv_run<TRAITS, kLoomConvGradInput>(bufs, is, meta);                                              \
-  }                                                                                                         \
-  extern "C" __global__ void __launch_bounds__(256, MIN_BLOCKS)                                             \
-      loom_conv2d_grad_weight_##SUFFIX(LOOM_CONV_PARAMS) {                                                  \
-    loom_conv_run<TRAITS, kLoomConvGradWeight>(bufs, is, meta);                                             \
+      loom_conv2d_##OP##_##SUFFIX(LOOM_CONV_PARAMS) {                                                       \
+    loom_conv_run<TRAITS, KIND>(bufs, is, meta);                                                            \
   }
+#define LOOM_CONV_ENTRIES(SUFFIX, TRAITS, MIN_BLOCKS)                        \
+  LOOM_CONV_ENTRY(fwd, SUFFIX, TRAITS, MIN_BLOCKS, kLoomConvFwd)             \
+  LOOM_CONV_ENTRY(grad_input, SUFFIX, TRAITS, MIN_BLOCKS, kLoomConvGradInput) \
+  LOOM_CONV_ENTRY(grad_weight, SUFFIX, TRAITS, MIN_BLOCKS, kLoomConvGradWeight)
 
+#ifdef LOOM_CONV_ONLY
+LOOM_CONV_ONLY
+#else
 LOOM_CONV_ENTRIES(f32, LoomConvF32, 1)
 LOOM_CONV_ENTRIES(f64, LoomConvF64, 1)
 LOOM_CONV_ENTRIES(bf16, LoomConvBf16, 2)
 LOOM_CONV_ENTRIES(f16, LoomConvF16, 2)
+#endif

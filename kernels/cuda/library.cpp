@@ -64,6 +64,25 @@ std::string library_function_source(const std::string& name) {
   return "#define LOOM_LIBRARY_ENTRY " + entry + "\n" + library_source();
 }
 
+std::string conv_function_source(const std::string& name) {
+  static const char* const ops[][2] = {
+      {"fwd", "kLoomConvFwd"}, {"grad_input", "kLoomConvGradInput"}, {"grad_weight", "kLoomConvGradWeight"}};
+  static const char* const types[][3] = {
+      {"f32", "LoomConvF32", "1"}, {"f64", "LoomConvF64", "1"}, {"bf16", "LoomConvBf16", "2"}, {"f16", "LoomConvF16", "2"}};
+  for (const auto& op : ops)
+    for (const auto& t : types)
+      if (name == std::string("loom_conv2d_") + op[0] + "_" + t[0])
+        return std::string("#define LOOM_CONV_ONLY LOOM_CONV_ENTRY(") + op[0] + ", " + t[0] + ", " + t[1] + ", " + t[2] +
+               ", " + op[1] + ")\n" + conv_source();
+  throw Error("loom: no CUDA convolution kernel is called " + name);
+}
+
+std::string function_source(const std::string& name) {
+  if (name.rfind("loom_attention_", 0) == 0) return attention_function_source(name);
+  if (name.rfind("loom_conv2d_", 0) == 0) return conv_function_source(name);
+  return library_function_source(name);
+}
+
 std::string attention_function_source(const std::string& name) {
   // loom_attention_<kind>_<dtype>_d<D>_<mask>, as attention() below names them.
   static const char* const kinds[][2] = {

@@ -39,8 +39,13 @@ const std::string& attention_f16_source();
 // module of its own: a program compiles only the attention kernels it
 // launches. Throws loom::Error for any other name.
 std::string attention_function_source(const std::string& name);
-// The convolution kernels' source (conv.cu: loom_conv2d_*), a module of its own likewise.
+// The convolution kernels' source (conv.cu: loom_conv2d_*), all twelve;
+// conv_function_source(name) holds one, a module of its own likewise.
 const std::string& conv_source();
+std::string conv_function_source(const std::string& name);
+// The module source of the kernel `name`, any plan_library launches: one
+// of the three above by its prefix. Throws loom::Error for an unknown name.
+std::string function_source(const std::string& name);
 
 // One kernel launch implementing (part of) a LibraryCall.
 struct Launch {

@@ -132,9 +132,9 @@ std::unique_ptr<Executable> CudaBackend::compile(const ir::Graph& g, const Compi
   if (!tf32) options.n_contiguous_b_min_work = kOperandCopyMinWork;
   ir::KernelProgram program = lower_program(g, name(), folder, options);
 
-  // The library kernels it launches (attention's: a module each; the
-  // library's own), compiled or loaded on the first use in this process
-  // beside the tuning and the functions below instead of after them.
+  // The library kernels it launches (attention, convolutions and the
+  // library's own: a module each), compiled or loaded on the first use in
+  // this process beside the tuning and the functions below, not after them.
   LibraryPrefetch library(program, index);
 
   LoadedModule module;

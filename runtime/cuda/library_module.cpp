@@ -4,7 +4,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -136,19 +135,19 @@ CUmodule load_module(const std::vector<char>& cubin, int device, const std::stri
 
 namespace {
 
+// A library kernel's module on one device (loaded until exit), and its one function.
 struct Library {
   std::mutex mu;
   CUmodule module = nullptr;
-  std::map<std::string, CUfunction> functions;
+  CUfunction function = nullptr;
 };
 
 }  // namespace
 
-namespace {
-// A library or attention kernel: a module of its own per device
-// (kernels/cuda/library.h library_function_source, attention_function_source),
-// compiled when first launched.
-CUfunction own_module_function(int device, const std::string& name) {
+CUfunction library_function(int device, const std::string& name) {
+  // Each kernel a module of its own per device (kernels/cuda/library.h
+  // function_source), compiled when first launched: a program compiles
+  // only what it launches.
   struct Modules {
     std::mutex mu;  // held only to find or make an entry: kernels compile side by side
     std::map<std::pair<int, std::string>, std::unique_ptr<Library>> by_name;
@@ -162,38 +161,18 @@ CUfunction own_module_function(int device, const std::string& name) {
     lib = slot.get();
   }
   std::lock_guard lock(lib->mu);
-  if (!lib->module) {
-    const bool attention = name.rfind("loom_attention_", 0) == 0;
-    const std::string source = attention ? kernels::cuda::attention_function_source(name)
-                                         : kernels::cuda::library_function_source(name);
-    const std::string what = std::string(attention ? "the CUDA attention kernel " : "the CUDA library kernel ") + name;
-    lib->module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
+  if (!lib->function) {  // kept only once both are there: a failed call is tried again, never half-made
+    const std::string source = kernels::cuda::function_source(name);
+    const std::string what = "the CUDA library kernel " + name;
+    const CUmodule m = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
     CUfunction f = nullptr;
-    check(driver().cuModuleGetFunction(&f, lib->module, name.c_str()), "cuModuleGetFunction", what);
-    lib->functions.emplace(name, f);
+    if (const CUresult r = driver().cuModuleGetFunction(&f, m, name.c_str()); r != CUDA_SUCCESS) {
+      driver().cuModuleUnload(m);
+      check(r, "cuModuleGetFunction", what);
+    }
+    lib->module = m, lib->function = f;
   }
-  return lib->functions.at(name);
-}
-}  // namespace
-
-CUfunction library_function(int device, const std::string& name) {
-  // The convolution kernels, one module a device (kernels/cuda/library.h),
-  // compiled when first needed; every other kernel a module of its own.
-  if (name.rfind("loom_conv2d_", 0) != 0) return own_module_function(device, name);
-  static auto* libraries = new std::array<Library, 16>;  // leaked: functions live in replayed graphs
-  Library& lib = libraries->at(static_cast<size_t>(device));
-  std::lock_guard lock(lib.mu);
-  if (!lib.module) {
-    const std::string& source = kernels::cuda::conv_source();
-    const char* what = "the CUDA convolution kernels";
-    lib.module = load_module(cached_cubin(source, device, source_words(source), what, "", 0), device, what);
-  }
-  auto it = lib.functions.find(name);
-  if (it != lib.functions.end()) return it->second;
-  CUfunction f = nullptr;
-  check(driver().cuModuleGetFunction(&f, lib.module, name.c_str()), "cuModuleGetFunction", "library kernel " + name);
-  lib.functions.emplace(name, f);
-  return f;
+  return lib->function;
 }
 
 }  // namespace loom::runtime::cuda

@@ -1,6 +1,7 @@
-// The library kernels (kernels/cuda/) as one module per GPU: compiled by
-// NVRTC on first use (or loaded from the disk cache), then shared by every
-// executable on that device.
+// The library kernels (kernels/cuda/), each a module of its own per GPU:
+// compiled by NVRTC when first launched (or loaded from the disk cache),
+// then shared by every executable on that device; and the cubin caches
+// every CUDA compile goes through.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -11,8 +12,9 @@
 
 namespace loom::runtime::cuda {
 
-// The function `name` of the library module on `device`. Throws loom::Error
-// if the module cannot be built or has no such function.
+// The library kernel `name` (kernels/cuda/library.h function_source) on
+// `device`, its module compiled or loaded on the first call. Throws
+// loom::Error for an unknown name or a module that cannot be built.
 CUfunction library_function(int device, const std::string& name);
 
 // Loads a cubin for `what` from memory (what this process compiled or

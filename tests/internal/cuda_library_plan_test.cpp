@@ -8,6 +8,7 @@
 
 #include <loom/error.h>
 
+#include <initializer_list>
 #include <iostream>
 #include <set>
 #include <string>
@@ -156,6 +157,17 @@ std::string compile_for_sm90(const Nvrtc& nvrtc, const std::string& source, cons
   return cubin;
 }
 
+// Compiles each kernel of `names` as the runtime does, a module of its own
+// (function_source), and checks that its cubin holds it and not `other`.
+void expect_modules_of_their_own(const Nvrtc& nvrtc, std::initializer_list<const char*> names, const std::string& other) {
+  for (const std::string name : names) {
+    const std::string cubin = compile_for_sm90(nvrtc, cuda::function_source(name), name.c_str());
+    ASSERT_FALSE(cubin.empty()) << name;
+    EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " is not in its cubin";
+    EXPECT_EQ(cubin.find(other + '\0'), std::string::npos) << name << "'s cubin holds " << other;
+  }
+}
+
 TEST(CudaLibrarySource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
   Nvrtc nvrtc;
   if (!nvrtc.usable())
@@ -190,12 +202,8 @@ TEST(CudaLibrarySource, EachPlannedKernelIsAModuleOfItsOwn) {
   if (!nvrtc.usable())
     GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
                     "the CUDA library kernels were not compiled";
-  for (const std::string name : {"loom_index_select", "loom_scatter_add_bf16", "loom_rand_normal_f32"}) {
-    const std::string cubin = compile_for_sm90(nvrtc, cuda::library_function_source(name), name.c_str());
-    ASSERT_FALSE(cubin.empty()) << name;
-    EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " is not in its cubin";
-    EXPECT_EQ(cubin.find(std::string("loom_copy_2d") + '\0'), std::string::npos) << name << "'s cubin holds others";
-  }
+  expect_modules_of_their_own(nvrtc, {"loom_index_select", "loom_scatter_add_bf16", "loom_rand_normal_f32"},
+                              "loom_copy_2d");
 }
 
 // The attention kernels of a dtype as one source (attention_source()):
@@ -251,13 +259,10 @@ TEST(CudaAttentionSource, EachKernelCompilesAsAModuleOfItsOwn) {
   if (!nvrtc.usable())
     GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
                     "the CUDA attention kernels were not compiled";
-  for (const std::string name : {"loom_attention_fwd_bf16_d64_causal", "loom_attention_grad_q_bf16_d64_causal",
-                                 "loom_attention_grad_kv_bf16_d64_causal", "loom_attention_fwd_f16_d128_tensor"}) {
-    const std::string cubin = compile_for_sm90(nvrtc, cuda::attention_function_source(name), name.c_str());
-    ASSERT_FALSE(cubin.empty()) << name;
-    EXPECT_NE(cubin.find(name + '\0'), std::string::npos) << name << " is not in its cubin";
-    EXPECT_EQ(cubin.find("loom_attention_fwd_bf16_d32_none"), std::string::npos) << name << "'s cubin holds others";
-  }
+  expect_modules_of_their_own(nvrtc,
+                              {"loom_attention_fwd_bf16_d64_causal", "loom_attention_grad_q_bf16_d64_causal",
+                               "loom_attention_grad_kv_bf16_d64_causal", "loom_attention_fwd_f16_d128_tensor"},
+                              "loom_attention_fwd_bf16_d32_none");
 }
 
 // The convolution kernels are a module of their own (conv_source()): every
@@ -288,6 +293,25 @@ TEST(CudaConvSource, CompilesWithNvrtcForSm90AndHasEveryPlannedKernel) {
   EXPECT_EQ(names.size(), 12u);  // fwd, grad_input, grad_weight x 4 dtypes
   for (const std::string& name : names)
     EXPECT_NE(cubin.find(std::string(name) + '\0'), std::string::npos) << name << " is not in the cubin";
+}
+
+// At run time each convolution kernel is a module of its own
+// (conv_function_source, by way of function_source like every library
+// kernel): every planned name has one, two compile alone and hold only
+// their kernel.
+TEST(CudaConvSource, EachKernelIsAModuleOfItsOwn) {
+  std::set<std::string> names;
+  for (const Fixture& f : conv_calls())
+    for (const cuda::Launch& l : f.plan()) names.insert(l.function);
+  EXPECT_EQ(names.size(), 12u);
+  for (const std::string& name : names) EXPECT_NO_THROW(cuda::function_source(name)) << name;
+  EXPECT_THROW(cuda::function_source("loom_conv2d_fwd_i32"), loom::Error);
+  EXPECT_THROW(cuda::function_source("loom_no_such_kernel"), loom::Error);
+  Nvrtc nvrtc;
+  if (!nvrtc.usable())
+    GTEST_SKIP() << "libnvrtc.so not found (searched the loader path and /usr/local/cuda/lib64): "
+                    "the CUDA convolution kernels were not compiled";
+  expect_modules_of_their_own(nvrtc, {"loom_conv2d_fwd_bf16", "loom_conv2d_grad_weight_f32"}, "loom_conv2d_grad_input_f16");
 }
 
 // The weight gradient's split count: one wave of blocks rather than one
