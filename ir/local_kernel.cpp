@@ -2,7 +2,6 @@
 
 #include <xxhash.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -188,16 +187,6 @@ std::string shape_key(const KernelProgram& p, const Kernel& k) {
   return shape_of(l, all);
 }
 
-bool seen_would_lift(const KernelProgram& p, SizeHistory& history) {
-  for (const Kernel& k : p.kernels) {
-    LocalKernel l = rename(p, k);
-    SizeArgs all;
-    const std::string shape = shape_of(l, all);
-    if (all.any() && history.would_lift(shape, all.values)) return true;
-  }
-  return false;
-}
-
 SizeHistory::Lineage* SizeHistory::nearest(std::vector<Lineage>& lineages, const std::vector<int64_t>& values,
                                            uint64_t generation, std::vector<bool>& lift) {
   // Nearest: the fewest numbers that differ and are not arguments yet, then
@@ -237,15 +226,6 @@ std::vector<bool> SizeHistory::note(const std::string& shape, const std::vector<
   if (lineages.size() >= kLineagesPerShape) lineages.erase(lineages.begin());  // the oldest
   lineages.push_back({values, std::vector<bool>(values.size(), false), generation});
   return lift;
-}
-
-bool SizeHistory::would_lift(const std::string& shape, const std::vector<int64_t>& values) {
-  std::lock_guard lock(mu_);
-  auto it = by_shape_.find(shape);
-  if (it == by_shape_.end()) return false;
-  std::vector<bool> lift;
-  nearest(it->second, values, std::numeric_limits<uint64_t>::max(), lift);
-  return std::find(lift.begin(), lift.end(), true) != lift.end();
 }
 
 SharedKernels share_kernels(const KernelProgram& p,

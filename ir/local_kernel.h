@@ -86,10 +86,6 @@ class SizeHistory {
   // Notes `values` (in SizeArgs slot order of Lift::All) for `shape` in
   // compile `generation`; returns, per value, whether to lift it.
   std::vector<bool> note(const std::string& shape, const std::vector<int64_t>& values, uint64_t generation);
-  // Whether note() would lift any of `values` in a compile beginning now
-  // (notes nothing): a backend asks before choosing a form that cannot take
-  // sizes as arguments (jit/cuda's single-block program).
-  bool would_lift(const std::string& shape, const std::vector<int64_t>& values);
 
  private:
   struct Lineage {
@@ -144,14 +140,10 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift = Lift::
 // jit/cuda's tile configurations).
 std::string shape_key(const KernelProgram& p, const Kernel& k);
 
-// Whether localizing p's kernels with Lift::Seen in a compile beginning now
-// would make any number an argument (notes nothing).
-bool seen_would_lift(const KernelProgram& p, SizeHistory& history);
-
 // A program's kernels grouped into shared functions: kernels whose
-// localize() keys, followed by `extra_key(kernel, its local form)` (what a code generator
-// reads beyond the kernel: jit/llvm's memory hints, jit/cuda's alignment
-// of temporaries), are equal share one. A kernel `shareable` refuses
+// localize() keys, followed by `extra_key(kernel, its local form)` (what
+// a code generator reads beyond the kernel: jit/llvm's memory hints,
+// jit/cuda's alignment of temporaries and launch plan), are equal share one. A kernel `shareable` refuses
 // (jit/cuda's GEMM kernels) gets a function of its own.
 struct SharedKernels {
   std::vector<LocalKernel> local;  // per kernel of the program: as its function sees it

@@ -255,8 +255,6 @@ TEST(SizeHistory, LaterCompilesFollowTheNearestLineage) {
   EXPECT_EQ(h.note(shape, {48, 32}, first), V({false, false}));
   EXPECT_EQ(h.note(shape, {48, 64}, first), V({false, false})) << "another width in the same compile";
   EXPECT_EQ(h.note(shape, {48, 32}, first), V({false, false}));
-  EXPECT_FALSE(h.would_lift(shape, {48, 64}));
-  EXPECT_TRUE(h.would_lift(shape, {80, 64}));
   const uint64_t second = h.begin();
   EXPECT_EQ(h.note(shape, {80, 32}, second), V({true, false}));
   EXPECT_EQ(h.note(shape, {80, 64}, second), V({true, false})) << "the width is its lineage's";
@@ -282,7 +280,6 @@ TEST(LlvmCodegen, SeenSizesLiftAcrossGraphs) {
   const loom::ir::KernelProgram first = program(48, true), second = program(80, false), third = program(120, false);
   const lc::KernelFunctions f1 = lc::share_functions(first, loom::ir::Lift::Seen, &seen);
   for (const auto& l : f1.local) EXPECT_FALSE(l.sizes.any()) << "nothing seen before: static";
-  EXPECT_TRUE(loom::ir::seen_would_lift(second, seen));
   const lc::KernelFunctions f2 = lc::share_functions(second, loom::ir::Lift::Seen, &seen);
   const lc::KernelFunctions f3 = lc::share_functions(third, loom::ir::Lift::Seen, &seen);
   ASSERT_FALSE(f2.local.empty());
