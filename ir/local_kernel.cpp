@@ -128,10 +128,9 @@ void lift_sizes(const Kernel& k, SizeArgs& z, const std::vector<bool>* only = nu
 }  // namespace
 
 namespace {
-// The kernel's shape (its key with every liftable number an argument) and
-// those numbers, in SizeArgs slot order of Lift::All.
-std::string shape_of(LocalKernel& l, SizeArgs& all) {
-  lift_sizes(l.kernel(), all);
+// The kernel's shape: its key with `all` (every liftable number, lift_sizes)
+// as arguments.
+std::string shape_of(LocalKernel& l, const SizeArgs& all) {
   l.sizes = all;
   std::string shape;
   write_key(l, shape, true);
@@ -167,10 +166,10 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift, SizeHis
   LocalKernel l = rename(p, k);
   if (lift != Lift::None || history) {
     SizeArgs all;
-    const std::string shape = shape_of(l, all);
+    lift_sizes(l.kernel(), all);
     if (all.any()) {
       std::vector<bool> varied;
-      if (history) varied = history->note(shape, all.values, generation);
+      if (history) varied = history->note(shape_of(l, all), all.values, generation);
       if (lift == Lift::All) l.sizes = std::move(all);
       if (lift == Lift::Seen && !varied.empty()) lift_sizes(l.kernel(), l.sizes, &varied);
       l.sizes.base = static_cast<uint32_t>(l.scalars.size());
@@ -184,6 +183,7 @@ LocalKernel localize(const KernelProgram& p, const Kernel& k, Lift lift, SizeHis
 std::string shape_key(const KernelProgram& p, const Kernel& k) {
   LocalKernel l = rename(p, k);
   SizeArgs all;
+  lift_sizes(l.kernel(), all);
   return shape_of(l, all);
 }
 

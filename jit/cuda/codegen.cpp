@@ -191,9 +191,8 @@ ir::SharedKernels share_kernels(const ir::KernelProgram& p, const std::vector<Ge
     }
     // The plan's choices, which the text holds: kernels of one key at other
     // sizes (sizes as arguments) may plan otherwise, and must not share;
-    // lanes picked at run time are both forms, whichever this size takes.
+    // lanes picked at run time (0 here) are both forms, whichever this size takes.
     const KernelPlan plan = plan_kernel(p, k, &l.sizes);
-    key += plan.lanes_at_run_time ? "r" : "";
     for (int64_t w : {int64_t{plan.pointwise}, int64_t{plan.tiled}, int64_t{plan.lanes_at_run_time ? 0 : plan.lanes}, int64_t{plan.steps},
                       int64_t{plan.block}, int64_t{plan.group}, int64_t{plan.rows_per_block}, int64_t{plan.per_thread},
                       int64_t{plan.columns}, int64_t{plan.threads * plan.lanes < (int64_t{1} << 31)}})

@@ -305,17 +305,8 @@ void KernelEmitter::emit_pointwise() {
 }
 
 std::string KernelEmitter::lanes_condition() const {
-  const int n = k_.loop.n;
   std::string c = "true";
-  auto multiple = [&](int32_t slot) {
-    if (slot != ir::SizeArgs::kFixed) c += " && " + number(slot, 0) + " % " + std::to_string(kLanes) + " == 0";
-  };
-  multiple(sizes_.loop_slot(n - 1));
-  for (uint32_t ai = 0; ai < k_.accesses.size(); ++ai) {
-    if (k_.accesses[ai].strides[n - 1] != 1) continue;
-    multiple(sizes_.offset_slot(ai));
-    for (int d = 0; d + 1 < n; ++d) multiple(sizes_.stride_slot(ai, d));
-  }
+  lanes_fit(p_, k_, sizes_, [&](int32_t slot) { c += " && " + number(slot, 0) + " % " + std::to_string(kLanes) + " == 0"; });
   return c;
 }
 

@@ -103,47 +103,47 @@ inline bool tiled_load(const ir::Kernel& k, const ir::Access& a) {
   return k.loop.n == 2 && a.strides[0] == 1 && a.strides[1] != 1 && a.strides[1] != 0;
 }
 
-// Whether 4 consecutive innermost elements form one aligned 16-byte (or
-// 4-byte for bool) group in every access that walks them.
-inline bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
+// Whether 4 consecutive innermost elements can form one aligned 16-byte
+// (or 4-byte for bool) group in every access that walks them: the checks
+// of the numbers that are constants in the code pass, and `lifted(slot)`
+// is called for each checked number that is a size argument of `z` (the
+// run's value decides: its multiple of 4).
+template <class Lifted>
+bool lanes_fit(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs& z, Lifted&& lifted) {
   const int n = k.loop.n;
-  if (n == 0 || k.loop[n - 1] % kLanes != 0) return false;
-  for (const ir::Access& a : k.accesses) {
+  if (n == 0) return false;
+  auto multiple = [&](int32_t slot, int64_t value) {
+    if (slot == ir::SizeArgs::kFixed) return value % kLanes == 0;
+    lifted(slot);
+    return true;
+  };
+  if (!multiple(z.loop_slot(n - 1), k.loop[n - 1])) return false;
+  for (uint32_t ai = 0; ai < k.accesses.size(); ++ai) {
+    const ir::Access& a = k.accesses[ai];
     if (a.strides[n - 1] != 1) continue;
-    if (!a.start_aligned(kLanes)) return false;
+    if (a.has_runtime_offset() && a.offset_align % kLanes != 0) return false;
+    if (!multiple(z.offset_slot(ai), a.offset)) return false;
     for (int d = 0; d + 1 < n; ++d)
-      if (a.strides[d] % kLanes != 0) return false;
+      if (!multiple(z.stride_slot(ai, d), a.strides[d])) return false;
     const ir::BufferInfo& b = p.buffers[a.buffer];
     if (b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0) return false;
   }
   return true;
 }
 
-// With sizes as arguments: whether a pointwise kernel's 4 lanes depend
-// only on numbers that are arguments (an innermost extent, a contiguous
-// access's offset or outer stride), the checks of can_use_lanes on its
-// constants passing: its text then takes 4 lanes where the run's numbers
-// allow and 1 elsewhere (KernelEmitter::lanes_condition), instead of a
-// function of its own for each (a length of 157 after one of 708).
+// At this size (every number its value).
+inline bool can_use_lanes(const ir::KernelProgram& p, const ir::Kernel& k) {
+  return lanes_fit(p, k, ir::SizeArgs{}, [](int32_t) {});
+}
+
+// With sizes as arguments: whether the 4 lanes hang on numbers that are
+// arguments only, the constants' checks passing: the text then takes 4
+// lanes where the run's numbers allow and 1 elsewhere
+// (KernelEmitter::lanes_condition), instead of a function of its own for
+// each (a length of 157 after one of 708).
 inline bool lanes_at_run_time(const ir::KernelProgram& p, const ir::Kernel& k, const ir::SizeArgs& z) {
-  const int n = k.loop.n;
-  if (!z.any() || n == 0) return false;
-  bool lifted = z.lifted_loop(n - 1);
-  if (!lifted && k.loop[n - 1] % kLanes != 0) return false;
-  for (size_t ai = 0; ai < k.accesses.size(); ++ai) {
-    const ir::Access& a = k.accesses[ai];
-    if (a.strides[n - 1] != 1) continue;
-    if (a.has_runtime_offset() && a.offset_align % kLanes != 0) return false;
-    if (z.offset_slot(static_cast<uint32_t>(ai)) != ir::SizeArgs::kFixed) lifted = true;
-    else if (a.offset % kLanes != 0) return false;
-    for (int d = 0; d + 1 < n; ++d) {
-      if (z.stride_slot(static_cast<uint32_t>(ai), d) != ir::SizeArgs::kFixed) lifted = true;
-      else if (a.strides[d] % kLanes != 0) return false;
-    }
-    const ir::BufferInfo& b = p.buffers[a.buffer];
-    if (b.kind == ir::BufferKind::Temp && b.arena_offset % 32 != 0) return false;
-  }
-  return lifted;
+  bool lifted = false;
+  return z.any() && lanes_fit(p, k, z, [&](int32_t) { lifted = true; }) && lifted;
 }
 
 class KernelEmitter {

@@ -7,7 +7,6 @@
 
 #include "runtime/cuda/context.h"
 #include "runtime/cuda/library_module.h"
-#include "runtime/log.h"
 
 namespace loom::runtime::cuda {
 
@@ -47,8 +46,6 @@ std::vector<FunctionModulePtr> function_modules(const std::vector<std::string>& 
     }
   }
   // The cubins nobody compiled yet, side by side; then each is in memory.
-  if (log_enabled(LogTopic::Kernels))
-    for (const std::string& source : missing) log_line(LogTopic::Kernels, "%s: function %s", what.c_str(), source_title(source).c_str());
   compile_cubins(missing, device, what);
   for (size_t i = 0; i < sources.size(); ++i) {
     if (out[i]) continue;

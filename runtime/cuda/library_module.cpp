@@ -135,10 +135,10 @@ CUmodule load_module(const std::vector<char>& cubin, int device, const std::stri
 
 namespace {
 
-// A library kernel's module on one device (loaded until exit), and its one function.
+// A library kernel on one device: its module's one function (the module
+// stays loaded until exit).
 struct Library {
   std::mutex mu;
-  CUmodule module = nullptr;
   CUfunction function = nullptr;
 };
 
@@ -170,7 +170,7 @@ CUfunction library_function(int device, const std::string& name) {
       driver().cuModuleUnload(m);
       check(r, "cuModuleGetFunction", what);
     }
-    lib->module = m, lib->function = f;
+    lib->function = f;
   }
   return lib->function;
 }
